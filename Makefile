@@ -1,0 +1,84 @@
+# idemproxy build. `make` builds ./idemproxy; `make SANITIZE=1` builds
+# ./idemproxy-asan with AddressSanitizer and UndefinedBehaviorSanitizer.
+
+CC      ?= cc
+PKGS    := libevent libevent_pthreads libpq libcrypto yajl
+WARN    := -Wall -Wextra -Wformat=2 -Wshadow -Wmissing-prototypes \
+           -Wstrict-prototypes -Wno-unused-parameter
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=gnu11 $(WARN) -I. -D_GNU_SOURCE
+LDLIBS  := -levent -levent_pthreads -lpq -lcrypto -lyajl -lpthread
+
+ifeq ($(CI),true)
+CFLAGS  += -Werror
+endif
+
+ifeq ($(SANITIZE),1)
+BUILD   := build/asan
+BIN     := idemproxy-asan
+CFLAGS  += -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+else
+BUILD   := build/release
+BIN     := idemproxy
+endif
+
+VERSION := $(shell cat VERSION 2>/dev/null || echo 0.1.0)
+CFLAGS  += -DIDEMPROXY_VERSION='"$(VERSION)"'
+
+LIB_SRC  := $(filter-out proxy/main.c,$(wildcard proxy/*.c)) $(wildcard conf/*.c)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/migrations.o
+MAIN_OBJ := $(BUILD)/proxy/main.o
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+DEPS     := $(LIB_OBJ:.o=.d) $(MAIN_OBJ:.o=.d)
+
+.PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc
+
+all: $(BIN)
+
+$(BIN): $(MAIN_OBJ) $(LIB_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/gen/migrations.c: scripts/embed-sql.sh $(sort $(wildcard sql/*.sql))
+	@mkdir -p $(dir $@)
+	sh scripts/embed-sql.sh $(sort $(wildcard sql/*.sql)) > $@
+
+$(BUILD)/gen/migrations.o: $(BUILD)/gen/migrations.c
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
+
+unit: $(UNIT_BIN)
+	@sh tests/unit/run.sh $(UNIT_BIN)
+
+deps:
+	@sh scripts/deps.sh
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	@sh scripts/run.sh
+
+test: deps
+	@sh tests/run.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@sh scripts/bench.sh
+
+check-conf-doc: $(BIN)
+	@sh scripts/check-conf-doc.sh
+
+format:
+	clang-format -i proxy/*.c proxy/*.h conf/*.c conf/*.h tests/unit/*.c tests/unit/*.h
+
+clean:
+	rm -rf build idemproxy idemproxy-asan
+
+-include $(DEPS)

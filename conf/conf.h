@@ -1,0 +1,188 @@
+/*
+ * idemproxy configuration: an immutable tree built by conf_load().
+ *
+ * A struct conf is built whole, validated, and only then handed to the
+ * proxy; nothing in it changes afterwards, so a reload can build a second
+ * one and swap the pointer while in-flight requests keep the old one.
+ */
+#ifndef IDEMPROXY_CONF_H
+#define IDEMPROXY_CONF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONF_ERR_MAX 512
+
+enum actor_source {
+	ACTOR_UNSET = 0,
+	ACTOR_HEADER,
+	ACTOR_ANONYMOUS,
+};
+
+enum key_mode {
+	KEY_UNSET = 0,
+	KEY_REQUIRED,
+	KEY_OPTIONAL,
+};
+
+enum fp_mode {
+	FP_UNSET = 0,
+	FP_JSON,
+	FP_BODY,
+	FP_NONE,
+};
+
+enum fp_transform {
+	FPT_NONE = 0,
+	FPT_TRIM,
+	FPT_LOWER,
+	FPT_INT,
+	FPT_NUMBER,
+	FPT_STRING,
+};
+
+enum store_unavailable_mode {
+	STORE_FAIL_CLOSED = 0,
+	STORE_FAIL_OPEN,
+};
+
+enum in_progress_mode {
+	IN_PROGRESS_UNSET = 0,
+	IN_PROGRESS_REJECT,
+};
+
+enum recovery_mode {
+	RECOVERY_UNSET = 0,
+	RECOVERY_HOLD,
+};
+
+/* One selected JSON field: a dot path ("a.b.c") and its transform. */
+struct fp_field {
+	char *path;
+	enum fp_transform transform;
+};
+
+/* A set of HTTP status codes 100..599; a class (4xx) sets a hundred of them. */
+struct status_set {
+	int set;                  /* 1 when the directive appeared */
+	uint8_t bits[600 / 8];
+};
+
+static inline int status_set_has(const struct status_set *s, int status)
+{
+	return status >= 0 && status < 600 && (s->bits[status / 8] >> (status % 8)) & 1;
+}
+
+enum path_seg_kind {
+	SEG_LITERAL,
+	SEG_PARAM,  /* {name}: exactly one non-empty segment */
+	SEG_REST,   /* final *: zero or more remaining segments */
+};
+
+struct path_seg {
+	enum path_seg_kind kind;
+	char *text;   /* literal text or parameter name; NULL for SEG_REST */
+	size_t len;
+};
+
+struct route_match {
+	char *method;          /* upper case, e.g. "POST" */
+	struct path_seg *segs;
+	int nsegs;
+	int line;
+};
+
+struct route {
+	char *operation;
+	int line;                      /* line of "route NAME {" */
+
+	struct route_match *matches;
+	int nmatches;
+
+	enum actor_source actor;
+	char *actor_header;            /* ACTOR_HEADER only */
+
+	enum key_mode key;
+	enum fp_mode fingerprint;
+	struct fp_field *fields;       /* FP_JSON with fields; NULL = whole body */
+	int nfields;
+
+	int64_t retention_ms;
+	struct status_set release_on;
+	struct status_set unknown_on;
+	char **store_headers;          /* extra header names, as written */
+	int nstore_headers;
+	enum in_progress_mode in_progress;
+	enum recovery_mode recovery;
+};
+
+struct conf {
+	char *file;                    /* as given on the command line */
+
+	char *listen_host;             /* numeric address */
+	int listen_port;
+
+	char *upstream_url;
+	char *upstream_host;           /* host part of the URL */
+	int upstream_port;
+	char *upstream_hostport;       /* "host:port" as written, for Host fallback */
+
+	char *database;                /* NULL: libpq defaults and PG* env */
+
+	char *admin_host;              /* NULL: off */
+	int admin_port;
+
+	int workers;
+
+	char *key_header;
+	int mismatch_status;           /* 422 or 409 */
+
+	int64_t upstream_timeout_ms;
+	int64_t client_timeout_ms;
+	int64_t store_timeout_ms;
+	int64_t lease_ms;
+	int64_t shutdown_timeout_ms;
+
+	size_t max_request_body;
+	size_t max_stored_body;
+
+	enum store_unavailable_mode store_unavailable;
+	char *problem_base;
+
+	struct route *routes;          /* file order; the first match wins */
+	int nroutes;
+};
+
+/*
+ * Read and validate FILE. On success returns 0 and stores a new conf in *out
+ * (the caller frees it with conf_free). On failure returns -1 and writes
+ * "FILE:LINE: message" (FILE as given) into err; *out is untouched.
+ */
+int conf_load(const char *file, struct conf **out, char *err, size_t errlen)
+	__attribute__((warn_unused_result));
+
+/* Same as conf_load, from a string; name is used in messages. */
+int conf_parse(const char *name, const char *text, size_t len, struct conf **out,
+	       char *err, size_t errlen) __attribute__((warn_unused_result));
+
+void conf_free(struct conf *conf);
+
+/*
+ * The first route whose match accepts METHOD and PATH (path only, no query;
+ * not percent-decoded), or NULL.
+ */
+const struct route *conf_find_route(const struct conf *conf, const char *method,
+				    const char *path, size_t path_len);
+
+/* Parse helpers shared with tests. Return 0 on success, -1 on bad input. */
+int conf_parse_duration(const char *s, int64_t *ms);
+int conf_parse_size(const char *s, size_t *bytes);
+
+/* Path templates (route.c). */
+int route_template_parse(const char *tmpl, struct path_seg **segs, int *nsegs,
+			 char *err, size_t errlen);
+int route_template_match(const struct path_seg *segs, int nsegs, const char *path,
+			 size_t path_len);
+void route_template_free(struct path_seg *segs, int nsegs);
+
+#endif

@@ -1,0 +1,126 @@
+/*
+ * Strict incremental HTTP/1.x message parser for both directions.
+ *
+ * The parser consumes bytes from an evbuffer and builds one struct http_msg
+ * at a time: request or status line, headers, and the decoded body
+ * (Content-Length or chunked; read-until-close for responses). It rejects
+ * ambiguous framing instead of guessing, because a proxy that frames a
+ * message differently from the server behind it is a smuggling vector.
+ */
+#ifndef IDEMPROXY_HTTP_H
+#define IDEMPROXY_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct evbuffer;
+
+#define HTTP_MAX_HEAD 32768      /* start line + headers, bytes */
+#define HTTP_MAX_HEADERS 100
+#define HTTP_MAX_CHUNK_LINE 1024 /* chunk-size line incl. extensions */
+
+enum http_kind {
+	HTTP_REQUEST,
+	HTTP_RESPONSE,
+};
+
+struct http_header {
+	char *name;   /* as received, NUL-terminated */
+	char *value;  /* leading/trailing blanks removed, NUL-terminated */
+};
+
+struct http_msg {
+	enum http_kind kind;
+
+	/* requests */
+	char *method;     /* as received (methods are case-sensitive) */
+	char *target;     /* request-target as received */
+	char *path;       /* target up to '?', NUL-terminated copy */
+	size_t path_len;
+	char *query;      /* after '?', NUL-terminated copy; NULL when no '?' */
+	size_t query_len;
+
+	/* responses */
+	int status;
+	char *reason;
+
+	int version_minor;            /* HTTP/1.<minor>: 0 or 1 */
+	struct http_header *headers;
+	int nheaders;
+
+	int64_t content_length;       /* -1 when absent */
+	int chunked;                  /* Transfer-Encoding: chunked */
+	int keep_alive;               /* from version and Connection */
+	int expect_continue;          /* request had Expect: 100-continue */
+
+	struct evbuffer *body;        /* decoded body bytes */
+};
+
+enum http_status {
+	HTTP_MORE = 0,          /* need more bytes */
+	HTTP_DONE,              /* one whole message parsed */
+	HTTP_ERR_BAD,           /* malformed or ambiguous framing */
+	HTTP_ERR_HEAD_TOO_LARGE,
+	HTTP_ERR_BODY_TOO_LARGE,
+};
+
+struct http_parser;
+
+/*
+ * A parser for messages of one kind. Bodies larger than max_body bytes
+ * (decoded) fail with HTTP_ERR_BODY_TOO_LARGE, detected from Content-Length
+ * before any body byte is read when possible; 0 means no limit.
+ */
+struct http_parser *http_parser_new(enum http_kind kind, size_t max_body);
+void http_parser_free(struct http_parser *p);
+
+/*
+ * For responses: the request that this response answers was HEAD, so the
+ * response has no body whatever its headers say. Set before feeding.
+ */
+void http_parser_expect_no_body(struct http_parser *p, int no_body);
+
+/*
+ * Consume as many bytes of in as belong to the current message. Returns
+ * HTTP_DONE when a whole message is ready (take it with http_parser_take;
+ * bytes after it stay in in), HTTP_MORE when more input is needed, or an
+ * error (the parser is then unusable; the connection must be closed).
+ * Interim 1xx responses (other than 101) are consumed and skipped.
+ */
+enum http_status http_parser_feed(struct http_parser *p, struct evbuffer *in);
+
+/*
+ * The peer closed the connection. Returns HTTP_DONE when that completes a
+ * read-until-close response body, HTTP_ERR_BAD when a message was cut short,
+ * HTTP_MORE when nothing of a message had been received.
+ */
+enum http_status http_parser_eof(struct http_parser *p);
+
+/* 1 once the current message's head is complete (its body may still come). */
+int http_parser_head_complete(const struct http_parser *p);
+
+/* The message being parsed (head valid once head_complete), owned by p. */
+const struct http_msg *http_parser_msg(const struct http_parser *p);
+
+/* 1 when any byte of a message has been consumed since the last take. */
+int http_parser_started(const struct http_parser *p);
+
+/* Take the finished message (caller frees); the parser is ready for the next. */
+struct http_msg *http_parser_take(struct http_parser *p);
+
+void http_msg_free(struct http_msg *m);
+
+/* First header named name (case-insensitive) or NULL. */
+const char *http_msg_header(const struct http_msg *m, const char *name);
+
+/* Number of headers named name (case-insensitive). */
+int http_msg_header_count(const struct http_msg *m, const char *name);
+
+/*
+ * 1 when name is hop-by-hop for this message: Connection, Keep-Alive,
+ * Proxy-Connection, Proxy-Authenticate, Proxy-Authorization, TE, Trailer,
+ * Transfer-Encoding, Upgrade, or any token listed in a Connection header.
+ */
+int http_msg_is_hop_header(const struct http_msg *m, const char *name);
+
+#endif

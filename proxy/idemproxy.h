@@ -1,0 +1,162 @@
+/*
+ * Shared types of the proxy: the worker that owns an event loop, the
+ * downstream connection, and the request state machine.
+ */
+#ifndef IDEMPROXY_H
+#define IDEMPROXY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "conf/conf.h"
+#include "proxy/fingerprint.h"
+#include "proxy/idemkey.h"
+#include "proxy/problem.h"
+#include "proxy/store.h"
+
+struct event_base;
+struct event;
+struct evdns_base;
+struct evconnlistener;
+struct bufferevent;
+struct evbuffer;
+struct http_msg;
+struct http_parser;
+struct upstream_pool;
+struct upstream_req;
+
+/*
+ * One worker: an event loop with its own listener, connections, upstream
+ * pool and store. Nothing in it is shared with another worker, so the
+ * request path takes no lock.
+ */
+struct worker {
+	struct event_base *base;
+	struct evdns_base *dns;
+	const struct conf *conf;
+	struct evconnlistener *listener;
+	struct store *store;
+	struct upstream_pool *pool;
+	char owner_id[96];          /* lease owner: host:pid:worker */
+	uint64_t next_request_id;
+	int id;
+	int draining;               /* stopped accepting; exit when idle */
+	struct event *drain_timer;
+	LIST_HEAD(, client_conn) conns;
+	LIST_HEAD(, request) requests;
+};
+
+/* A downstream client connection (listener.c). */
+struct client_conn {
+	LIST_ENTRY(client_conn) link;
+	struct worker *w;
+	struct bufferevent *bev;
+	struct http_parser *parser;
+	struct request *req;        /* the request being served, or NULL */
+	struct event *timer;        /* client_timeout: request delivery / idle */
+	char peer[64];              /* client address, for X-Forwarded-For */
+	int close_after;            /* close once the response is written */
+	int writing;                /* a response is being written out */
+	int continued;              /* 100 Continue sent for this request */
+	int lingering;              /* write side shut, draining input */
+};
+
+enum request_state {
+	REQ_NEW,
+	REQ_CLAIMING,      /* waiting for the store's claim */
+	REQ_FORWARDING,    /* waiting for the upstream */
+	REQ_RECORDING,     /* writing the outcome (finish/release/unknown) */
+	REQ_RESPONDING,    /* response handed to the client connection */
+	REQ_RETRYING,      /* response sent; outcome write still being retried */
+	REQ_DONE,
+};
+
+enum request_outcome {
+	OUT_NONE,
+	OUT_PASS,          /* not subject to idempotency */
+	OUT_OWNER,         /* claimed and executed */
+	OUT_REPLAY,
+	OUT_CONFLICT,
+	OUT_IN_PROGRESS,
+	OUT_UNKNOWN,       /* outcome-unknown answered, or recorded unknown */
+	OUT_RELEASED,
+	OUT_REJECTED,      /* rejected before any claim */
+	OUT_UNENFORCED,    /* fail-open: forwarded without idempotency */
+	OUT_STORE_DOWN,
+};
+
+enum record_write {
+	WRITE_NONE,
+	WRITE_FINISH,
+	WRITE_RELEASE,
+	WRITE_UNKNOWN,
+};
+
+/* One request from the moment its message is complete to its last write. */
+struct request {
+	LIST_ENTRY(request) link;
+	struct worker *w;
+	struct client_conn *conn;   /* NULL once the client went away */
+	const struct conf *conf;
+	const struct route *route;
+	struct http_msg *msg;
+	enum request_state state;
+	enum request_outcome outcome;
+	uint64_t id;
+	int64_t started_us;
+	int64_t upstream_us;        /* time spent waiting for the upstream */
+
+	char key[IDEMKEY_MAX + 1];
+	size_t key_len;
+	char *actor;
+	struct scope scope;
+	unsigned char fp[FINGERPRINT_LEN];
+	int64_t generation;
+	int64_t lease_deadline_us;  /* local monotonic end of our lease */
+
+	struct upstream_req *up;
+	struct http_msg *resp;      /* the upstream's response */
+	enum record_write write;
+	char *stored_headers;       /* "Name: value\r\n" lines to record */
+	size_t stored_headers_len;
+	int body_omitted;
+	struct event *retry_timer;
+	int64_t retry_ms;           /* current backoff of the outcome write */
+	int unenforced;             /* fail-open pass-through */
+	int status;                 /* status sent to the client, for the log */
+};
+
+/* listener.c */
+int listener_start(struct worker *w) __attribute__((warn_unused_result));
+void listener_stop(struct worker *w);
+
+enum respond_flags {
+	RESPOND_CLOSE = 1,        /* close the connection after this response */
+	RESPOND_NO_LENGTH = 2,    /* head already frames the body (HEAD, 204, 304) */
+};
+
+/*
+ * Queue a response on c: head is the status line and header lines, each
+ * ending in CRLF, without the blank line; Content-Length (unless
+ * RESPOND_NO_LENGTH) and Connection are added here. body may be NULL. Both
+ * buffers are drained. The connection's request, if any, is detached.
+ */
+void conn_respond(struct client_conn *c, struct evbuffer *head, struct evbuffer *body,
+		  int flags);
+void conn_close_idle(struct worker *w);
+void conn_free_all(struct worker *w);
+
+/* problem.c's body, sent as a whole response on c (request.c). */
+void respond_problem(struct client_conn *c, const struct conf *conf, enum problem_kind kind,
+		     int status, const char *detail, int flags);
+
+/* request.c */
+void request_start(struct client_conn *c, struct http_msg *msg);
+void request_conn_gone(struct request *req);
+void request_free_all(struct worker *w);
+
+/* clock */
+int64_t now_us(void);
+
+#endif

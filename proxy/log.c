@@ -1,0 +1,161 @@
+/*
+ * JSON-lines logger. Each line is built in a stack buffer and written with a
+ * single write(2), so lines from different workers never interleave.
+ */
+#include <openssl/sha.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proxy/http.h"
+#include "proxy/idemproxy.h"
+#include "proxy/log.h"
+
+#define LOG_LINE_MAX 2048
+#define LOG_KEY_HASH_BYTES 6
+
+enum log_level log_min_level = LOG_INFO;
+
+static const char *const level_names[] = { "debug", "info", "warn", "error" };
+
+static const char *const outcome_names[] = {
+	[OUT_NONE] = "none",           [OUT_PASS] = "pass",
+	[OUT_OWNER] = "owner",         [OUT_REPLAY] = "replay",
+	[OUT_CONFLICT] = "conflict",   [OUT_IN_PROGRESS] = "in_progress",
+	[OUT_UNKNOWN] = "unknown",     [OUT_RELEASED] = "released",
+	[OUT_REJECTED] = "rejected",   [OUT_UNENFORCED] = "unenforced",
+	[OUT_STORE_DOWN] = "store_unavailable",
+};
+
+struct line {
+	char buf[LOG_LINE_MAX];
+	size_t len;
+};
+
+static void line_raw(struct line *l, const char *s, size_t n)
+{
+	if (n > sizeof(l->buf) - 3 - l->len)
+		n = sizeof(l->buf) - 3 - l->len;
+	memcpy(l->buf + l->len, s, n);
+	l->len += n;
+}
+
+/* Append s as the inside of a JSON string: quotes, backslashes and control
+ * characters escaped. */
+static void line_escaped(struct line *l, const char *s)
+{
+	char esc[8];
+
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\') {
+			esc[0] = '\\';
+			esc[1] = (char)c;
+			line_raw(l, esc, 2);
+		} else if (c < 0x20) {
+			snprintf(esc, sizeof(esc), "\\u%04x", c);
+			line_raw(l, esc, 6);
+		} else {
+			line_raw(l, s, 1);
+		}
+	}
+}
+
+static void line_str(struct line *l, const char *name, const char *value)
+{
+	line_raw(l, ",\"", 2);
+	line_raw(l, name, strlen(name));
+	line_raw(l, "\":\"", 3);
+	line_escaped(l, value);
+	line_raw(l, "\"", 1);
+}
+
+static void line_num(struct line *l, const char *name, long long value)
+{
+	char num[32];
+	int n = snprintf(num, sizeof(num), "%lld", value);
+
+	line_raw(l, ",\"", 2);
+	line_raw(l, name, strlen(name));
+	line_raw(l, "\":", 2);
+	line_raw(l, num, (size_t)n);
+}
+
+static void line_start(struct line *l, enum log_level level)
+{
+	struct timespec ts;
+	struct tm tm;
+	char t[40];
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(t, sizeof(t), "%Y-%m-%dT%H:%M:%S", &tm);
+	l->len = 0;
+	line_raw(l, "{\"time\":\"", 9);
+	line_raw(l, t, strlen(t));
+	snprintf(t, sizeof(t), ".%03ldZ\"", ts.tv_nsec / 1000000);
+	line_raw(l, t, strlen(t));
+	line_str(l, "level", level_names[level]);
+}
+
+static void line_request(struct line *l, const struct request *req)
+{
+	unsigned char md[SHA256_DIGEST_LENGTH];
+	char hex[LOG_KEY_HASH_BYTES * 2 + 1];
+
+	line_num(l, "request_id", (long long)req->id);
+	if (req->route)
+		line_str(l, "route", req->route->operation);
+	if (req->key_len) {
+		SHA256((const unsigned char *)req->key, req->key_len, md);
+		for (int i = 0; i < LOG_KEY_HASH_BYTES; i++)
+			snprintf(hex + 2 * i, 3, "%02x", md[i]);
+		line_str(l, "key_hash", hex);
+	}
+}
+
+static void line_emit(struct line *l)
+{
+	l->buf[l->len++] = '}';
+	l->buf[l->len++] = '\n';
+	if (write(STDERR_FILENO, l->buf, l->len) < 0)
+		return;
+}
+
+void log_write(enum log_level level, const struct request *req, const char *fmt, ...)
+{
+	struct line l;
+	char msg[LOG_LINE_MAX / 2];
+	va_list ap;
+
+	if (level < log_min_level)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	line_start(&l, level);
+	if (req)
+		line_request(&l, req);
+	line_str(&l, "msg", msg);
+	line_emit(&l);
+}
+
+void log_request_done(const struct request *req)
+{
+	struct line l;
+
+	if (log_min_level > LOG_INFO)
+		return;
+	line_start(&l, LOG_INFO);
+	line_request(&l, req);
+	line_str(&l, "msg", "request");
+	line_str(&l, "method", req->msg->method);
+	line_str(&l, "path", req->msg->path);
+	line_num(&l, "status", req->status);
+	line_str(&l, "outcome", outcome_names[req->outcome]);
+	line_num(&l, "duration_us", (long long)(now_us() - req->started_us));
+	line_num(&l, "upstream_us", (long long)req->upstream_us);
+	line_emit(&l);
+}

@@ -1,0 +1,41 @@
+/* RFC 9457 problem+json responses, from one table of problem kinds. */
+#ifndef IDEMPROXY_PROBLEM_H
+#define IDEMPROXY_PROBLEM_H
+
+#include <stddef.h>
+
+enum problem_kind {
+	PROBLEM_BAD_REQUEST,           /* 400 bad-request */
+	PROBLEM_KEY_MISSING,           /* 400 idempotency-key-missing */
+	PROBLEM_KEY_INVALID,           /* 400 idempotency-key-invalid */
+	PROBLEM_ACTOR_MISSING,         /* 401 actor-missing */
+	PROBLEM_TOO_LARGE,             /* 413 request-too-large */
+	PROBLEM_CONFLICT,              /* mismatch_status idempotency-conflict */
+	PROBLEM_IN_PROGRESS,           /* 409 operation-in-progress */
+	PROBLEM_OUTCOME_UNKNOWN,       /* 409 outcome-unknown */
+	PROBLEM_STORE_UNAVAILABLE,     /* 503 store-unavailable */
+	PROBLEM_UPSTREAM_UNAVAILABLE,  /* 502 upstream-unavailable */
+	PROBLEM_UPSTREAM_ERROR,        /* 502 upstream-error */
+	PROBLEM_UPSTREAM_TIMEOUT,      /* 504 upstream-timeout */
+	PROBLEM_REQUEST_TIMEOUT,       /* 408 request-timeout */
+	PROBLEM_HEADERS_TOO_LARGE,     /* 431 headers-too-large */
+	PROBLEM_NOT_IMPLEMENTED,       /* 501 not-implemented */
+	PROBLEM_SHUTTING_DOWN,         /* 503 shutting-down */
+	PROBLEM_KIND_COUNT
+};
+
+/* The kind's name ("idempotency-conflict"), title and default status. */
+const char *problem_name(enum problem_kind kind);
+const char *problem_title(enum problem_kind kind);
+int problem_default_status(enum problem_kind kind);
+
+/*
+ * Render the problem+json body: {"type": base + name, "title", "status",
+ * "detail"} (detail omitted when NULL). status overrides the default when
+ * > 0 (mismatch_status). Returns a malloc'd NUL-terminated string the caller
+ * frees and its length in *len, or NULL when out of memory.
+ */
+char *problem_render(enum problem_kind kind, int status, const char *base,
+		     const char *detail, size_t *len) __attribute__((warn_unused_result));
+
+#endif

@@ -1,0 +1,689 @@
+/*
+ * The request state machine: what happens to a request, top to bottom.
+ *
+ *   REQ_NEW --(safe method, unmatched path, optional key absent)--> REQ_FORWARDING
+ *   REQ_NEW --(key, actor, fingerprint checked)--> REQ_CLAIMING
+ *   REQ_CLAIMING --owner--> REQ_FORWARDING --> REQ_RECORDING --> REQ_RESPONDING
+ *   REQ_CLAIMING --existing record / store down--> REQ_RESPONDING
+ *   REQ_RECORDING --store down--> REQ_RETRYING (response already sent)
+ *   every path ends in REQ_DONE, where the request is logged and freed.
+ *
+ * The owner's outcome is written before its response is released, so a
+ * retry never sees less than the client saw. The request outlives its client
+ * connection: a client that goes away does not abandon the record.
+ */
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "proxy/http.h"
+#include "proxy/idemproxy.h"
+#include "proxy/log.h"
+#include "proxy/upstream.h"
+
+#define RETRY_AFTER_S 1
+#define RECORD_RETRY_MIN_MS 100
+#define RECORD_RETRY_MAX_MS 2000
+#define VIA_TOKEN "1.1 idemproxy"
+#define ACTOR_HEADER_PREFIX "h:"
+#define ANONYMOUS_ACTOR_ID "anonymous"
+
+static const char *const state_names[] = {
+	[REQ_NEW] = "new",           [REQ_CLAIMING] = "claiming",
+	[REQ_FORWARDING] = "forwarding", [REQ_RECORDING] = "recording",
+	[REQ_RESPONDING] = "responding", [REQ_RETRYING] = "retrying",
+	[REQ_DONE] = "done",
+};
+
+/* Response headers a record keeps (plus the route's store_headers). */
+static const char *const stored_header_names[] = {
+	"Content-Type", "Content-Location", "Location", "ETag", "Last-Modified",
+};
+
+/* Never stored, whatever store_headers says: credentials and cookies. */
+static const char *const never_stored_names[] = {
+	"Set-Cookie", "Set-Cookie2", "Authorization", "Proxy-Authorization", "Cookie",
+	"WWW-Authenticate", "Proxy-Authenticate", "Content-Length",
+};
+
+static void request_forward(struct request *req);
+static void request_record(struct request *req);
+
+int64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int name_in(const char *name, const char *const *names, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcasecmp(name, names[i]) == 0)
+			return 1;
+	return 0;
+}
+
+#define NAME_IN(name, arr) name_in(name, arr, sizeof(arr) / sizeof(arr[0]))
+
+static int method_is_safe(const char *m)
+{
+	return !strcmp(m, "GET") || !strcmp(m, "HEAD") || !strcmp(m, "OPTIONS") ||
+	       !strcmp(m, "TRACE");
+}
+
+static const char *status_reason(int status)
+{
+	switch (status) {
+	case 200: return "OK";
+	case 201: return "Created";
+	case 202: return "Accepted";
+	case 204: return "No Content";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 404: return "Not Found";
+	case 408: return "Request Timeout";
+	case 409: return "Conflict";
+	case 413: return "Content Too Large";
+	case 422: return "Unprocessable Content";
+	case 431: return "Request Header Fields Too Large";
+	case 500: return "Internal Server Error";
+	case 501: return "Not Implemented";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
+	default: return status < 400 ? "OK" : "Error";
+	}
+}
+
+/* Move the request to state, logging the transition at debug level. */
+static void request_set_state(struct request *req, enum request_state state)
+{
+	log_debug(req, "state %s -> %s", state_names[req->state], state_names[state]);
+	req->state = state;
+}
+
+static void request_free(struct request *req)
+{
+	LIST_REMOVE(req, link);
+	if (req->conn)
+		req->conn->req = NULL;
+	upstream_cancel(req->up);
+	if (req->retry_timer)
+		event_free(req->retry_timer);
+	http_msg_free(req->msg);
+	http_msg_free(req->resp);
+	free(req->actor);
+	free(req->stored_headers);
+	free(req);
+}
+
+static void request_done(struct request *req)
+{
+	request_set_state(req, REQ_DONE);
+	log_request_done(req);
+	request_free(req);
+}
+
+/* Flags for the client's connection after this request's response. */
+static int respond_flags(const struct request *req)
+{
+	return req->msg->keep_alive ? 0 : RESPOND_CLOSE;
+}
+
+void respond_problem(struct client_conn *c, const struct conf *conf, enum problem_kind kind,
+		     int status, const char *detail, int flags)
+{
+	struct evbuffer *head = evbuffer_new();
+	struct evbuffer *body = evbuffer_new();
+	size_t len = 0;
+	char *json = NULL;
+
+	if (!head || !body)
+		goto out;
+	if (status <= 0)
+		status = problem_default_status(kind);
+	json = problem_render(kind, status, conf->problem_base, detail, &len);
+	if (!json)
+		goto out;
+	evbuffer_add_printf(head, "HTTP/1.1 %d %s\r\n", status, status_reason(status));
+	evbuffer_add_printf(head, "Content-Type: application/problem+json\r\n"
+				  "Cache-Control: no-store\r\n");
+	if (kind == PROBLEM_IN_PROGRESS || kind == PROBLEM_STORE_UNAVAILABLE ||
+	    kind == PROBLEM_SHUTTING_DOWN)
+		evbuffer_add_printf(head, "Retry-After: %d\r\n", RETRY_AFTER_S);
+	evbuffer_add(body, json, len);
+	conn_respond(c, head, body, flags);
+out:
+	free(json);
+	if (head)
+		evbuffer_free(head);
+	if (body)
+		evbuffer_free(body);
+}
+
+/* Answer with a problem (if the client is still there) and finish. */
+static void request_problem(struct request *req, enum problem_kind kind, const char *detail)
+{
+	int status = kind == PROBLEM_CONFLICT ? req->conf->mismatch_status : 0;
+
+	req->status = status > 0 ? status : problem_default_status(kind);
+	request_set_state(req, REQ_RESPONDING);
+	if (req->conn)
+		respond_problem(req->conn, req->conf, kind, status, detail, respond_flags(req));
+	req->conn = NULL;
+}
+
+static void request_reject(struct request *req, enum problem_kind kind, const char *detail)
+{
+	req->outcome = OUT_REJECTED;
+	request_problem(req, kind, detail);
+	request_done(req);
+}
+
+/* Relay the upstream's response to the client, minus hop-by-hop headers. */
+static void request_relay(struct request *req)
+{
+	struct http_msg *resp = req->resp;
+	struct evbuffer *head, *body;
+	int flags = respond_flags(req);
+	int no_body = !strcmp(req->msg->method, "HEAD") || resp->status == 204 ||
+		      resp->status == 304;
+
+	req->status = resp->status;
+	request_set_state(req, REQ_RESPONDING);
+	if (!req->conn)
+		return;
+	head = evbuffer_new();
+	body = evbuffer_new();
+	if (!head || !body)
+		goto out;
+	evbuffer_add_printf(head, "HTTP/1.1 %d %s\r\n", resp->status,
+			    resp->reason && *resp->reason ? resp->reason
+							  : status_reason(resp->status));
+	for (int i = 0; i < resp->nheaders; i++) {
+		const struct http_header *h = &resp->headers[i];
+		if (http_msg_is_hop_header(resp, h->name))
+			continue;
+		if (!no_body && !strcasecmp(h->name, "Content-Length"))
+			continue;
+		evbuffer_add_printf(head, "%s: %s\r\n", h->name, h->value);
+	}
+	if (req->unenforced)
+		evbuffer_add_printf(head, "Idempotency-Enforced: false\r\n");
+	if (no_body)
+		flags |= RESPOND_NO_LENGTH;
+	else
+		/* By reference: the record may still need these bytes. */
+		evbuffer_add_buffer_reference(body, resp->body);
+	conn_respond(req->conn, head, body, flags);
+out:
+	req->conn = NULL;
+	if (head)
+		evbuffer_free(head);
+	if (body)
+		evbuffer_free(body);
+}
+
+/* Serve a completed record: stored status, headers and body. */
+static void request_replay(struct request *req, const struct record *rec)
+{
+	struct evbuffer *head = evbuffer_new();
+	struct evbuffer *body = evbuffer_new();
+
+	req->outcome = OUT_REPLAY;
+	req->status = rec->status;
+	request_set_state(req, REQ_RESPONDING);
+	if (!head || !body || !req->conn)
+		goto out;
+	evbuffer_add_printf(head, "HTTP/1.1 %d %s\r\n", rec->status, status_reason(rec->status));
+	evbuffer_add(head, rec->headers, rec->headers_len);
+	evbuffer_add_printf(head, "Idempotent-Replayed: true\r\n");
+	if (rec->body_omitted)
+		evbuffer_add_printf(head, "Idempotency-Body-Omitted: true\r\n");
+	else
+		evbuffer_add(body, rec->body, rec->body_len);
+	conn_respond(req->conn, head, body, respond_flags(req));
+out:
+	req->conn = NULL;
+	if (head)
+		evbuffer_free(head);
+	if (body)
+		evbuffer_free(body);
+	request_done(req);
+}
+
+/* The answer of an owner after its outcome was recorded (or given up on). */
+static void request_owner_respond(struct request *req)
+{
+	if (req->state == REQ_RESPONDING || req->state == REQ_RETRYING)
+		return;
+	if (req->resp && req->outcome != OUT_UNKNOWN) {
+		request_relay(req);
+		return;
+	}
+	switch (req->outcome) {
+	case OUT_RELEASED:
+		request_problem(req, PROBLEM_UPSTREAM_UNAVAILABLE,
+				"the upstream could not be reached; nothing was sent");
+		break;
+	case OUT_UNKNOWN:
+		if (req->resp) /* unknown_on: the upstream's own answer */
+			request_relay(req);
+		else if (req->status == 504)
+			request_problem(req, PROBLEM_UPSTREAM_TIMEOUT,
+					"the upstream did not answer within upstream_timeout");
+		else
+			request_problem(req, PROBLEM_UPSTREAM_ERROR,
+					"the upstream connection failed after the request was sent");
+		break;
+	default:
+		break;
+	}
+}
+
+static void record_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	request_record(arg);
+}
+
+static void record_done_cb(void *arg, enum store_result res)
+{
+	struct request *req = arg;
+	int64_t delay_ms;
+	struct timeval tv;
+
+	switch (res) {
+	case STORE_OK:
+		break;
+	case STORE_FENCED:
+		log_warn(req, "record write refused: the lease generation changed");
+		break;
+	case STORE_EXISTS:
+	case STORE_UNAVAILABLE:
+		/* The response goes out anyway; the write is retried while the
+		 * lease lasts, and retries meanwhile see operation-in-progress. */
+		request_owner_respond(req);
+		if (now_us() >= req->lease_deadline_us) {
+			log_error(req, "record write abandoned: store unavailable until the lease ended");
+			break;
+		}
+		if (!req->retry_timer)
+			req->retry_timer = evtimer_new(req->w->base, record_retry_cb, req);
+		if (!req->retry_timer)
+			break;
+		request_set_state(req, REQ_RETRYING);
+		delay_ms = req->retry_ms ? req->retry_ms * 2 : RECORD_RETRY_MIN_MS;
+		if (delay_ms > RECORD_RETRY_MAX_MS)
+			delay_ms = RECORD_RETRY_MAX_MS;
+		req->retry_ms = delay_ms;
+		tv.tv_sec = delay_ms / 1000;
+		tv.tv_usec = (delay_ms % 1000) * 1000;
+		evtimer_add(req->retry_timer, &tv);
+		return;
+	}
+	request_owner_respond(req);
+	request_done(req);
+}
+
+/* Write the owner's outcome: finish, release or unknown. */
+static void request_record(struct request *req)
+{
+	struct store *st = req->w->store;
+	const unsigned char *body = NULL;
+	size_t body_len = 0;
+
+	if (req->state != REQ_RETRYING)
+		request_set_state(req, REQ_RECORDING);
+	switch (req->write) {
+	case WRITE_FINISH:
+		if (!req->body_omitted) {
+			body_len = evbuffer_get_length(req->resp->body);
+			body = body_len ? evbuffer_pullup(req->resp->body, -1) : (const unsigned char *)"";
+		}
+		store_finish(st, &req->scope, req->generation, req->resp->status,
+			     req->stored_headers, req->stored_headers_len, body, body_len,
+			     req->body_omitted, req->route->retention_ms, record_done_cb, req);
+		break;
+	case WRITE_RELEASE:
+		store_release(st, &req->scope, req->generation, record_done_cb, req);
+		break;
+	case WRITE_UNKNOWN:
+	case WRITE_NONE:
+		store_mark_unknown(st, &req->scope, req->generation, record_done_cb, req);
+		break;
+	}
+}
+
+/* The response headers a record keeps, as "Name: value\r\n" lines. */
+static int collect_stored_headers(struct request *req)
+{
+	const struct route *r = req->route;
+	struct evbuffer *b = evbuffer_new();
+	size_t len;
+	int rc = -1;
+
+	if (!b)
+		return -1;
+	for (int i = 0; i < req->resp->nheaders; i++) {
+		const struct http_header *h = &req->resp->headers[i];
+		if (NAME_IN(h->name, never_stored_names) ||
+		    http_msg_is_hop_header(req->resp, h->name))
+			continue;
+		if (!NAME_IN(h->name, stored_header_names) &&
+		    !name_in(h->name, (const char *const *)r->store_headers,
+			     (size_t)r->nstore_headers))
+			continue;
+		evbuffer_add_printf(b, "%s: %s\r\n", h->name, h->value);
+	}
+	len = evbuffer_get_length(b);
+	req->stored_headers = malloc(len + 1);
+	if (req->stored_headers) {
+		evbuffer_remove(b, req->stored_headers, len);
+		req->stored_headers[len] = '\0';
+		req->stored_headers_len = len;
+		rc = 0;
+	}
+	evbuffer_free(b);
+	return rc;
+}
+
+/* The owner's upstream result decides what the record becomes. */
+static void owner_upstream_done(struct request *req, enum upstream_result res)
+{
+	const struct route *r = req->route;
+
+	switch (res) {
+	case UPSTREAM_OK:
+		req->status = req->resp->status;
+		if (status_set_has(&r->release_on, req->resp->status)) {
+			req->write = WRITE_RELEASE;
+			req->outcome = OUT_RELEASED;
+		} else if (status_set_has(&r->unknown_on, req->resp->status)) {
+			req->write = WRITE_UNKNOWN;
+			req->outcome = OUT_UNKNOWN;
+		} else {
+			req->write = WRITE_FINISH;
+			req->body_omitted = evbuffer_get_length(req->resp->body) > req->conf->max_stored_body;
+			if (collect_stored_headers(req) < 0)
+				req->write = WRITE_UNKNOWN;
+		}
+		break;
+	case UPSTREAM_NOT_SENT:
+		req->write = WRITE_RELEASE;
+		req->outcome = OUT_RELEASED;
+		req->status = 502;
+		break;
+	case UPSTREAM_TIMEOUT:
+		req->write = WRITE_UNKNOWN;
+		req->outcome = OUT_UNKNOWN;
+		req->status = 504;
+		break;
+	case UPSTREAM_ERROR:
+		req->write = WRITE_UNKNOWN;
+		req->outcome = OUT_UNKNOWN;
+		req->status = 502;
+		break;
+	}
+	request_record(req);
+}
+
+static void upstream_done_cb(void *arg, enum upstream_result res, struct http_msg *resp)
+{
+	struct request *req = arg;
+
+	req->up = NULL;
+	req->resp = resp;
+	req->upstream_us = now_us() - req->upstream_us;
+	if (req->outcome == OUT_OWNER) {
+		owner_upstream_done(req, res);
+		return;
+	}
+	switch (res) {
+	case UPSTREAM_OK:
+		request_relay(req);
+		break;
+	case UPSTREAM_NOT_SENT:
+		request_problem(req, PROBLEM_UPSTREAM_UNAVAILABLE, "the upstream could not be reached");
+		break;
+	case UPSTREAM_TIMEOUT:
+		request_problem(req, PROBLEM_UPSTREAM_TIMEOUT,
+				"the upstream did not answer within upstream_timeout");
+		break;
+	case UPSTREAM_ERROR:
+		request_problem(req, PROBLEM_UPSTREAM_ERROR, "the upstream connection failed");
+		break;
+	}
+	request_done(req);
+}
+
+/*
+ * The request as it goes upstream: hop-by-hop headers removed, the body
+ * framed by Content-Length, X-Forwarded-For/-Proto and Via added.
+ */
+static void build_upstream_request(struct request *req, struct evbuffer *out)
+{
+	struct http_msg *m = req->msg;
+	const char *peer = req->conn ? req->conn->peer : "unknown";
+	const char *xff = NULL, *via = NULL;
+	int has_host = 0;
+	size_t body_len = evbuffer_get_length(m->body);
+
+	evbuffer_add_printf(out, "%s %s HTTP/1.1\r\n", m->method, m->target);
+	for (int i = 0; i < m->nheaders; i++) {
+		const struct http_header *h = &m->headers[i];
+		if (http_msg_is_hop_header(m, h->name) || !strcasecmp(h->name, "Content-Length") ||
+		    !strcasecmp(h->name, "Expect") || !strcasecmp(h->name, "X-Forwarded-Proto"))
+			continue;
+		if (!strcasecmp(h->name, "X-Forwarded-For")) {
+			xff = h->value;
+			continue;
+		}
+		if (!strcasecmp(h->name, "Via")) {
+			via = h->value;
+			continue;
+		}
+		if (!strcasecmp(h->name, "Host"))
+			has_host = 1;
+		evbuffer_add_printf(out, "%s: %s\r\n", h->name, h->value);
+	}
+	if (!has_host)
+		evbuffer_add_printf(out, "Host: %s\r\n", req->conf->upstream_hostport);
+	if (xff)
+		evbuffer_add_printf(out, "X-Forwarded-For: %s, %s\r\n", xff, peer);
+	else
+		evbuffer_add_printf(out, "X-Forwarded-For: %s\r\n", peer);
+	evbuffer_add_printf(out, "X-Forwarded-Proto: http\r\n");
+	if (via)
+		evbuffer_add_printf(out, "Via: %s, " VIA_TOKEN "\r\n", via);
+	else
+		evbuffer_add_printf(out, "Via: " VIA_TOKEN "\r\n");
+	if (body_len || (strcmp(m->method, "GET") && strcmp(m->method, "HEAD") &&
+			 strcmp(m->method, "OPTIONS") && strcmp(m->method, "TRACE")))
+		evbuffer_add_printf(out, "Content-Length: %zu\r\n", body_len);
+	evbuffer_add(out, "\r\n", 2);
+	evbuffer_add_buffer(out, m->body);
+}
+
+static void request_forward(struct request *req)
+{
+	struct evbuffer *out = evbuffer_new();
+	int is_head = !strcmp(req->msg->method, "HEAD");
+
+	request_set_state(req, REQ_FORWARDING);
+	if (out) {
+		build_upstream_request(req, out);
+		req->upstream_us = now_us();
+		req->up = upstream_forward(req->w->pool, out, is_head,
+					   req->outcome != OUT_OWNER && method_is_safe(req->msg->method),
+					   req->conf->upstream_timeout_ms, upstream_done_cb, req);
+		evbuffer_free(out);
+	}
+	if (!req->up) {
+		/* Nothing left this process: out of memory before sending. */
+		if (req->outcome == OUT_OWNER) {
+			owner_upstream_done(req, UPSTREAM_NOT_SENT);
+			return;
+		}
+		request_problem(req, PROBLEM_UPSTREAM_UNAVAILABLE, "the request could not be sent");
+		request_done(req);
+	}
+}
+
+static void claim_done_cb(void *arg, enum store_result res, int64_t generation,
+			  const struct record *rec)
+{
+	struct request *req = arg;
+
+	switch (res) {
+	case STORE_OK:
+		req->outcome = OUT_OWNER;
+		req->generation = generation;
+		req->lease_deadline_us = now_us() + req->conf->lease_ms * 1000;
+		request_forward(req);
+		return;
+	case STORE_EXISTS:
+		if (memcmp(rec->fingerprint, req->fp, FINGERPRINT_LEN) != 0) {
+			req->outcome = OUT_CONFLICT;
+			request_problem(req, PROBLEM_CONFLICT,
+					"this Idempotency-Key was used with a different request");
+		} else if (rec->state == RECORD_COMPLETED) {
+			request_replay(req, rec);
+			return;
+		} else if (rec->state == RECORD_UNKNOWN || rec->lease_expired) {
+			req->outcome = OUT_UNKNOWN;
+			request_problem(req, PROBLEM_OUTCOME_UNKNOWN,
+					"the outcome of the first request with this key is unknown");
+		} else {
+			req->outcome = OUT_IN_PROGRESS;
+			request_problem(req, PROBLEM_IN_PROGRESS,
+					"a request with this Idempotency-Key is still being processed");
+		}
+		break;
+	case STORE_FENCED:
+	case STORE_UNAVAILABLE:
+		if (req->conf->store_unavailable == STORE_FAIL_OPEN) {
+			req->outcome = OUT_UNENFORCED;
+			req->unenforced = 1;
+			request_forward(req);
+			return;
+		}
+		req->outcome = OUT_STORE_DOWN;
+		request_problem(req, PROBLEM_STORE_UNAVAILABLE,
+				"the idempotency store is unavailable");
+		break;
+	}
+	request_done(req);
+}
+
+/* Key, actor and fingerprint of a matched unsafe request; then the claim. */
+static void request_claim(struct request *req)
+{
+	const struct route *r = req->route;
+	struct http_msg *m = req->msg;
+	const char *value, *actor;
+	size_t len;
+
+	if (http_msg_header_count(m, req->conf->key_header) == 0) {
+		if (r->key == KEY_OPTIONAL) {
+			req->outcome = OUT_PASS;
+			request_forward(req);
+			return;
+		}
+		request_reject(req, PROBLEM_KEY_MISSING, "this operation requires an Idempotency-Key");
+		return;
+	}
+	value = http_msg_header(m, req->conf->key_header);
+	if (http_msg_header_count(m, req->conf->key_header) > 1 ||
+	    idemkey_parse(value, strlen(value), req->key, &req->key_len) < 0) {
+		req->key_len = 0;
+		request_reject(req, PROBLEM_KEY_INVALID,
+			       "an Idempotency-Key is 1 to 255 visible ASCII characters");
+		return;
+	}
+
+	if (r->actor == ACTOR_ANONYMOUS) {
+		req->actor = strdup(ANONYMOUS_ACTOR_ID);
+	} else {
+		actor = http_msg_header(m, r->actor_header);
+		if (!actor || !*actor || http_msg_header_count(m, r->actor_header) > 1) {
+			request_reject(req, PROBLEM_ACTOR_MISSING, "the request names no actor");
+			return;
+		}
+		len = strlen(ACTOR_HEADER_PREFIX) + strlen(actor) + 1;
+		req->actor = malloc(len);
+		if (req->actor)
+			snprintf(req->actor, len, ACTOR_HEADER_PREFIX "%s", actor);
+	}
+	if (!req->actor)
+		goto fail;
+
+	len = evbuffer_get_length(m->body);
+	if (fingerprint_request(m->method, m->path, m->path_len, m->query, m->query_len,
+				len ? evbuffer_pullup(m->body, -1) : NULL, len, r->fingerprint,
+				r->fields, r->nfields, req->fp) < 0)
+		goto fail;
+
+	req->scope.actor = req->actor;
+	req->scope.operation = r->operation;
+	req->scope.key = req->key;
+	request_set_state(req, REQ_CLAIMING);
+	store_claim(req->w->store, &req->scope, req->fp, req->conf->lease_ms, claim_done_cb, req);
+	return;
+fail:
+	log_error(req, "out of memory");
+	request_reject(req, PROBLEM_STORE_UNAVAILABLE, "the request could not be processed");
+}
+
+void request_start(struct client_conn *c, struct http_msg *msg)
+{
+	struct worker *w = c->w;
+	struct request *req = calloc(1, sizeof(*req));
+
+	if (!req) {
+		http_msg_free(msg);
+		respond_problem(c, w->conf, PROBLEM_STORE_UNAVAILABLE, 0, "out of memory",
+				RESPOND_CLOSE);
+		return;
+	}
+	req->w = w;
+	req->conn = c;
+	req->conf = w->conf;
+	req->msg = msg;
+	req->id = ++w->next_request_id;
+	req->started_us = now_us();
+	req->state = REQ_NEW;
+	c->req = req;
+	LIST_INSERT_HEAD(&w->requests, req, link);
+
+	if (!method_is_safe(msg->method))
+		req->route = conf_find_route(req->conf, msg->method, msg->path, msg->path_len);
+	if (!req->route) {
+		req->outcome = OUT_PASS;
+		request_forward(req);
+		return;
+	}
+	request_claim(req);
+}
+
+/* The client went away: the request goes on, without anyone to answer. */
+void request_conn_gone(struct request *req)
+{
+	req->conn = NULL;
+}
+
+/* End of shutdown: drop whatever is left (records keep their leases). */
+void request_free_all(struct worker *w)
+{
+	struct request *req;
+
+	while ((req = LIST_FIRST(&w->requests))) {
+		log_warn(req, "request abandoned at shutdown in state %s", state_names[req->state]);
+		request_free(req);
+	}
+}

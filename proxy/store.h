@@ -1,0 +1,113 @@
+/*
+ * The record store: asynchronous libpq against PostgreSQL.
+ *
+ * One struct store per worker event_base owns one connection and a FIFO of
+ * operations. Every call returns at once; the callback runs exactly once,
+ * later, from the event loop (never from inside the call itself). Nothing
+ * here blocks: connect is PQconnectStart/PQconnectPoll, queries are
+ * PQsendQueryParams, results are read when the socket is readable.
+ */
+#ifndef IDEMPROXY_STORE_H
+#define IDEMPROXY_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proxy/fingerprint.h"
+
+struct event_base;
+struct conf;
+struct store;
+
+struct scope {
+	const char *actor;
+	const char *operation;
+	const char *key;
+};
+
+enum record_state {
+	RECORD_IN_PROGRESS,
+	RECORD_COMPLETED,
+	RECORD_UNKNOWN,
+};
+
+/* An existing record as read from the store; owned by the store, valid only
+ * during the callback (copy what you keep). */
+struct record {
+	enum record_state state;
+	unsigned char fingerprint[FINGERPRINT_LEN];
+	int64_t generation;
+	int lease_expired;        /* in_progress and lease_expires_at <= now() */
+	int64_t lease_remaining_ms;  /* in_progress: time left on the lease, >= 0 */
+	int status;               /* completed only */
+	const char *headers;      /* completed: "Name: value\r\n" lines, may be "" */
+	size_t headers_len;
+	const unsigned char *body;
+	size_t body_len;
+	int body_omitted;
+};
+
+enum store_result {
+	STORE_OK,           /* claim: we own the slot; others: row written */
+	STORE_EXISTS,       /* claim: another record holds the slot (see rec) */
+	STORE_FENCED,       /* finish/unknown/release: generation changed, nothing written */
+	STORE_UNAVAILABLE,  /* not connected, timed out, read-only, or error */
+};
+
+/* claim: STORE_OK with generation, STORE_EXISTS with rec, or STORE_UNAVAILABLE. */
+typedef void (*store_claim_cb)(void *arg, enum store_result res, int64_t generation,
+			       const struct record *rec);
+typedef void (*store_done_cb)(void *arg, enum store_result res);
+
+/*
+ * A store for one event loop. conninfo NULL means libpq defaults. It starts
+ * connecting at once and reconnects with backoff whenever the connection is
+ * lost. timeout_ms bounds every round trip (store_timeout).
+ */
+struct store *store_new(struct event_base *base, const char *conninfo, int64_t timeout_ms,
+			const char *owner_id);
+void store_free(struct store *st);
+
+/* 1 while connected and usable. */
+int store_ready(const struct store *st);
+
+/*
+ * Claim the scope: insert an in_progress record with fingerprint fp and a
+ * lease of lease_ms, or take over a completed record whose expires_at has
+ * passed (generation + 1). Otherwise report the existing record.
+ */
+void store_claim(struct store *st, const struct scope *sc, const unsigned char *fp,
+		 int64_t lease_ms, store_claim_cb cb, void *arg);
+
+/*
+ * Complete the record claimed with generation: status, headers ("Name:
+ * value\r\n" lines), body (NULL with omitted=1 when it was too large),
+ * expires after retention_ms. STORE_FENCED if the generation changed or the
+ * record is no longer in_progress. On STORE_UNAVAILABLE the caller may
+ * retry.
+ */
+void store_finish(struct store *st, const struct scope *sc, int64_t generation, int status,
+		  const char *headers, size_t headers_len, const unsigned char *body,
+		  size_t body_len, int omitted, int64_t retention_ms, store_done_cb cb,
+		  void *arg);
+
+/* Mark the record claimed with generation as unknown (outcome not known). */
+void store_mark_unknown(struct store *st, const struct scope *sc, int64_t generation,
+			store_done_cb cb, void *arg);
+
+/* Delete the record claimed with generation (the request was not accepted). */
+void store_release(struct store *st, const struct scope *sc, int64_t generation,
+		   store_done_cb cb, void *arg);
+
+/* Pending operations, for shutdown: 0 when idle. */
+int store_pending(const struct store *st);
+
+/*
+ * Migrations (blocking; only for the `migrate` command, never in the loop).
+ * Applies every compiled-in sql/NNN_*.sql not yet recorded, each in its own
+ * transaction, and prints one line per applied file to out. Returns 0 or -1
+ * with a message in err.
+ */
+int store_migrate(const char *conninfo, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,329 @@
+/*
+ * Upstream client: forwards one serialised request at a time per connection
+ * and reads the response with the strict parser. Idle connections are kept
+ * per worker (LIFO, so the warmest is reused first) and closed when the
+ * upstream closes them or after UPSTREAM_IDLE_TIMEOUT_S.
+ *
+ * What the upstream saw decides the result: a failure before any byte of
+ * the request left our buffer is UPSTREAM_NOT_SENT (safe to release the
+ * claim); after that it is UPSTREAM_ERROR or UPSTREAM_TIMEOUT, and the
+ * request is never sent again unless the caller marked it retry_safe.
+ */
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+
+#include "proxy/http.h"
+#include "proxy/log.h"
+#include "proxy/upstream.h"
+
+#define UPSTREAM_MAX_IDLE 64
+#define UPSTREAM_IDLE_TIMEOUT_S 30
+
+struct upstream_conn {
+	TAILQ_ENTRY(upstream_conn) link;
+	struct upstream_pool *pool;
+	struct bufferevent *bev;
+	struct http_parser *parser;
+	struct upstream_req *ur;    /* NULL while idle */
+};
+
+struct upstream_req {
+	struct upstream_pool *pool;
+	struct upstream_conn *conn;
+	struct evbuffer *data;      /* the request; kept for a retry */
+	size_t len;
+	int no_body;
+	int retry_safe;
+	int retried;
+	struct event *timer;
+	upstream_cb cb;
+	void *arg;
+};
+
+struct upstream_pool {
+	struct event_base *base;
+	struct evdns_base *dns;
+	char *host;
+	int port;
+	TAILQ_HEAD(, upstream_conn) idle;
+	int nidle;
+};
+
+static void conn_read_cb(struct bufferevent *bev, void *arg);
+static void conn_event_cb(struct bufferevent *bev, short what, void *arg);
+static void idle_event_cb(struct bufferevent *bev, short what, void *arg);
+static void idle_read_cb(struct bufferevent *bev, void *arg);
+
+struct upstream_pool *upstream_pool_new(struct event_base *base, struct evdns_base *dns,
+					const char *host, int port)
+{
+	struct upstream_pool *pool = calloc(1, sizeof(*pool));
+
+	if (!pool)
+		return NULL;
+	pool->host = strdup(host);
+	if (!pool->host) {
+		free(pool);
+		return NULL;
+	}
+	pool->base = base;
+	pool->dns = dns;
+	pool->port = port;
+	TAILQ_INIT(&pool->idle);
+	return pool;
+}
+
+static void conn_free(struct upstream_conn *uc)
+{
+	if (!uc)
+		return;
+	bufferevent_free(uc->bev);
+	http_parser_free(uc->parser);
+	free(uc);
+}
+
+static void idle_remove(struct upstream_conn *uc)
+{
+	TAILQ_REMOVE(&uc->pool->idle, uc, link);
+	uc->pool->nidle--;
+}
+
+void upstream_pool_free(struct upstream_pool *pool)
+{
+	struct upstream_conn *uc;
+
+	if (!pool)
+		return;
+	while ((uc = TAILQ_FIRST(&pool->idle))) {
+		idle_remove(uc);
+		conn_free(uc);
+	}
+	free(pool->host);
+	free(pool);
+}
+
+static struct upstream_conn *conn_new(struct upstream_pool *pool)
+{
+	struct upstream_conn *uc = calloc(1, sizeof(*uc));
+
+	if (!uc)
+		return NULL;
+	uc->pool = pool;
+	uc->parser = http_parser_new(HTTP_RESPONSE, 0);
+	uc->bev = bufferevent_socket_new(pool->base, -1, BEV_OPT_CLOSE_ON_FREE);
+	if (!uc->parser || !uc->bev)
+		goto fail;
+	if (bufferevent_socket_connect_hostname(uc->bev, pool->dns, AF_UNSPEC, pool->host,
+						pool->port) < 0)
+		goto fail;
+	return uc;
+fail:
+	conn_free(uc);
+	return NULL;
+}
+
+/* An idle connection: the only thing it may receive is EOF or an error. */
+static void idle_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct upstream_conn *uc = arg;
+
+	idle_remove(uc);
+	conn_free(uc);
+}
+
+static void idle_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	idle_read_cb(bev, arg);
+}
+
+static void conn_park(struct upstream_conn *uc)
+{
+	struct upstream_pool *pool = uc->pool;
+	struct timeval tv = { UPSTREAM_IDLE_TIMEOUT_S, 0 };
+
+	uc->ur = NULL;
+	if (pool->nidle >= UPSTREAM_MAX_IDLE) {
+		conn_free(uc);
+		return;
+	}
+	bufferevent_setcb(uc->bev, idle_read_cb, NULL, idle_event_cb, uc);
+	bufferevent_set_timeouts(uc->bev, &tv, NULL);
+	bufferevent_enable(uc->bev, EV_READ);
+	TAILQ_INSERT_HEAD(&pool->idle, uc, link);
+	pool->nidle++;
+}
+
+static int conn_attach(struct upstream_req *ur, struct upstream_conn *uc)
+{
+	ur->conn = uc;
+	uc->ur = ur;
+	http_parser_expect_no_body(uc->parser, ur->no_body);
+	bufferevent_set_timeouts(uc->bev, NULL, NULL);
+	bufferevent_setcb(uc->bev, conn_read_cb, NULL, conn_event_cb, uc);
+	if (evbuffer_add_buffer_reference(bufferevent_get_output(uc->bev), ur->data) < 0)
+		return -1;
+	return bufferevent_enable(uc->bev, EV_READ | EV_WRITE);
+}
+
+/* Nothing of the request has left our buffer on this connection. */
+static int req_unsent(const struct upstream_req *ur)
+{
+	return !ur->conn || evbuffer_get_length(bufferevent_get_output(ur->conn->bev)) == ur->len;
+}
+
+static void req_complete(struct upstream_req *ur, enum upstream_result res,
+			 struct http_msg *resp)
+{
+	upstream_cb cb = ur->cb;
+	void *arg = ur->arg;
+
+	if (ur->conn) {
+		if (res == UPSTREAM_OK && resp->keep_alive &&
+		    evbuffer_get_length(bufferevent_get_input(ur->conn->bev)) == 0)
+			conn_park(ur->conn);
+		else
+			conn_free(ur->conn);
+		ur->conn = NULL;
+	}
+	event_free(ur->timer);
+	evbuffer_free(ur->data);
+	free(ur);
+	cb(arg, res, resp);
+}
+
+/*
+ * The connection failed. A request that is safe to repeat and has seen no
+ * response byte gets one more try on a fresh connection; otherwise the
+ * result says whether the upstream may have seen it.
+ */
+static void req_fail(struct upstream_req *ur, enum upstream_result sent_result)
+{
+	int unsent = req_unsent(ur);
+	int answered = ur->conn && http_parser_started(ur->conn->parser);
+	struct upstream_conn *uc;
+
+	if (ur->retry_safe && !ur->retried && !answered) {
+		ur->retried = 1;
+		conn_free(ur->conn);
+		ur->conn = NULL;
+		uc = conn_new(ur->pool);
+		if (uc && conn_attach(ur, uc) == 0)
+			return;
+		conn_free(uc);
+		ur->conn = NULL;
+		req_complete(ur, UPSTREAM_NOT_SENT, NULL);
+		return;
+	}
+	req_complete(ur, unsent ? UPSTREAM_NOT_SENT : sent_result, NULL);
+}
+
+static void conn_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct upstream_conn *uc = arg;
+	struct upstream_req *ur = uc->ur;
+
+	switch (http_parser_feed(uc->parser, bufferevent_get_input(bev))) {
+	case HTTP_MORE:
+		return;
+	case HTTP_DONE:
+		req_complete(ur, UPSTREAM_OK, http_parser_take(uc->parser));
+		return;
+	default:
+		log_warn(NULL, "upstream sent a malformed response");
+		req_fail(ur, UPSTREAM_ERROR);
+		return;
+	}
+}
+
+static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct upstream_conn *uc = arg;
+	struct upstream_req *ur = uc->ur;
+
+	if (what & BEV_EVENT_CONNECTED)
+		return;
+	if (what & BEV_EVENT_EOF) {
+		/* Bytes that arrived with the EOF are parsed first. */
+		enum http_status st = http_parser_feed(uc->parser, bufferevent_get_input(bev));
+		if (st == HTTP_MORE)
+			st = http_parser_eof(uc->parser);
+		if (st == HTTP_DONE) {
+			struct http_msg *resp = http_parser_take(uc->parser);
+			resp->keep_alive = 0;
+			req_complete(ur, UPSTREAM_OK, resp);
+			return;
+		}
+	}
+	req_fail(ur, UPSTREAM_ERROR);
+}
+
+static void req_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct upstream_req *ur = arg;
+
+	if (!ur->conn) {
+		req_complete(ur, UPSTREAM_NOT_SENT, NULL);
+		return;
+	}
+	req_complete(ur, req_unsent(ur) ? UPSTREAM_NOT_SENT : UPSTREAM_TIMEOUT, NULL);
+}
+
+struct upstream_req *upstream_forward(struct upstream_pool *pool, struct evbuffer *req,
+				      int no_body, int retry_safe, int64_t timeout_ms,
+				      upstream_cb cb, void *arg)
+{
+	struct upstream_req *ur = calloc(1, sizeof(*ur));
+	struct upstream_conn *uc;
+	struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
+	struct timeval now = { 0, 0 };
+
+	if (!ur)
+		return NULL;
+	ur->pool = pool;
+	ur->no_body = no_body;
+	ur->retry_safe = retry_safe;
+	ur->cb = cb;
+	ur->arg = arg;
+	ur->data = evbuffer_new();
+	ur->timer = evtimer_new(pool->base, req_timer_cb, ur);
+	if (!ur->data || !ur->timer) {
+		if (ur->timer)
+			event_free(ur->timer);
+		if (ur->data)
+			evbuffer_free(ur->data);
+		free(ur);
+		return NULL;
+	}
+	evbuffer_add_buffer(ur->data, req);
+	ur->len = evbuffer_get_length(ur->data);
+
+	uc = TAILQ_FIRST(&pool->idle);
+	if (uc)
+		idle_remove(uc);
+	else
+		uc = conn_new(pool);
+	if (!uc || conn_attach(ur, uc) < 0) {
+		/* Reported from the loop, never from inside this call. */
+		conn_free(uc);
+		ur->conn = NULL;
+		evtimer_add(ur->timer, &now);
+		return ur;
+	}
+	evtimer_add(ur->timer, &tv);
+	return ur;
+}
+
+void upstream_cancel(struct upstream_req *ur)
+{
+	if (!ur)
+		return;
+	conn_free(ur->conn);
+	event_free(ur->timer);
+	evbuffer_free(ur->data);
+	free(ur);
+}

@@ -1,0 +1,222 @@
+/*
+ * Route path templates and route lookup.
+ *
+ * A template is "/" followed by segments separated by "/": literal text,
+ * "{name}" for exactly one non-empty segment, or a final "*" for zero or more
+ * remaining segments. A template "/a/b" is stored as the segments "a", "b";
+ * each segment but "*" consumes a "/" and its text from the request path, so
+ * a trailing slash ("/a/") is an empty last segment and stays significant.
+ */
+#include "conf/conf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Whether C may appear in a literal segment: visible ASCII without the
+ * characters that mean something in a template or never reach a path. */
+static int route_literal_char(unsigned char c)
+{
+	return c > 0x20 && c < 0x7f && c != '{' && c != '}' && c != '*' && c != '?' && c != '#';
+}
+
+static int route_param_char(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '_';
+}
+
+/*
+ * Check the literal segment S (LEN bytes). Returns 0, or -1 with the reason
+ * in err.
+ */
+static int route_check_literal(const char *s, size_t len, char *err, size_t errlen)
+{
+	size_t i;
+	unsigned char c;
+
+	for (i = 0; i < len; i++) {
+		c = (unsigned char)s[i];
+		if (route_literal_char(c))
+			continue;
+		if (c == '{' || c == '}')
+			snprintf(err, errlen, "\"{name}\" must be a whole segment");
+		else if (c == '*')
+			snprintf(err, errlen, "\"*\" must be a whole segment");
+		else if (c == '?')
+			snprintf(err, errlen, "\"?\" is not allowed (the query is not matched)");
+		else
+			snprintf(err, errlen, "invalid character 0x%02x", c);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Check the parameter segment S ("{name}", LEN bytes) against its name and
+ * the parameters before it in SEGS[0..N). Returns 0, or -1 with the reason
+ * in err.
+ */
+static int route_check_param(const char *s, size_t len, const struct path_seg *segs, int n,
+			     char *err, size_t errlen)
+{
+	size_t i;
+	int j;
+
+	if (len < 3 || s[len - 1] != '}') {
+		snprintf(err, errlen, "\"{name}\" must be a whole segment");
+		return -1;
+	}
+	for (i = 1; i < len - 1; i++) {
+		if (!route_param_char((unsigned char)s[i])) {
+			snprintf(err, errlen,
+				 "invalid parameter name \"%.*s\" (letters, digits and _)",
+				 (int)(len - 2), s + 1);
+			return -1;
+		}
+	}
+	for (j = 0; j < n; j++) {
+		if (segs[j].kind == SEG_PARAM && segs[j].len == len - 2 &&
+		    memcmp(segs[j].text, s + 1, len - 2) == 0) {
+			snprintf(err, errlen, "duplicate parameter \"{%.*s}\"", (int)(len - 2),
+				 s + 1);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Parse TMPL into a new array of segments stored in *segs and *nsegs (the
+ * caller frees them with route_template_free). Returns 0, or -1 with the
+ * reason (without the template itself) in err; *segs is then untouched.
+ */
+int route_template_parse(const char *tmpl, struct path_seg **segs, int *nsegs, char *err,
+			 size_t errlen)
+{
+	struct path_seg *out = NULL, *seg;
+	const char *s, *e;
+	size_t len;
+	int n = 0, count = 1, last, rc = -1;
+
+	if (tmpl[0] != '/') {
+		snprintf(err, errlen, "must start with \"/\"");
+		goto out;
+	}
+	for (s = tmpl + 1; *s; s++)
+		count += *s == '/';
+	out = calloc(count, sizeof(*out));
+	if (!out) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	for (s = tmpl + 1;; s = e + 1) {
+		e = strchr(s, '/');
+		last = e == NULL;
+		if (last)
+			e = s + strlen(s);
+		len = (size_t)(e - s);
+		seg = &out[n];
+		if (len == 1 && *s == '*') {
+			if (!last) {
+				snprintf(err, errlen, "\"*\" is only allowed as the last segment");
+				goto out;
+			}
+			seg->kind = SEG_REST;
+			n++;
+			break;
+		}
+		if (len == 0 && !last) {
+			snprintf(err, errlen, "empty segment");
+			goto out;
+		}
+		if (len > 0 && *s == '{') {
+			if (route_check_param(s, len, out, n, err, errlen))
+				goto out;
+			seg->kind = SEG_PARAM;
+			seg->text = strndup(s + 1, len - 2);
+			seg->len = len - 2;
+		} else {
+			if (route_check_literal(s, len, err, errlen))
+				goto out;
+			seg->kind = SEG_LITERAL;
+			seg->text = strndup(s, len);
+			seg->len = len;
+		}
+		if (!seg->text) {
+			snprintf(err, errlen, "out of memory");
+			goto out;
+		}
+		n++;
+		if (last)
+			break;
+	}
+	*segs = out;
+	*nsegs = n;
+	out = NULL;
+	rc = 0;
+out:
+	route_template_free(out, n);
+	return rc;
+}
+
+void route_template_free(struct path_seg *segs, int nsegs)
+{
+	int i;
+
+	if (!segs)
+		return;
+	for (i = 0; i < nsegs; i++)
+		free(segs[i].text);
+	free(segs);
+}
+
+/*
+ * Whether the raw request path PATH (PATH_LEN bytes, no query) matches the
+ * template SEGS. Returns 1 or 0.
+ */
+int route_template_match(const struct path_seg *segs, int nsegs, const char *path, size_t path_len)
+{
+	const char *slash;
+	size_t pos = 0, len;
+	int i;
+
+	if (path_len == 0 || path[0] != '/')
+		return 0;
+	for (i = 0; i < nsegs; i++) {
+		if (segs[i].kind == SEG_REST)
+			return pos == path_len || path[pos] == '/';
+		if (pos == path_len || path[pos] != '/')
+			return 0;
+		pos++;
+		slash = memchr(path + pos, '/', path_len - pos);
+		len = slash ? (size_t)(slash - (path + pos)) : path_len - pos;
+		if (segs[i].kind == SEG_PARAM) {
+			if (len == 0)
+				return 0;
+		} else if (len != segs[i].len || memcmp(path + pos, segs[i].text, len) != 0) {
+			return 0;
+		}
+		pos += len;
+	}
+	return pos == path_len;
+}
+
+const struct route *conf_find_route(const struct conf *conf, const char *method, const char *path,
+				    size_t path_len)
+{
+	const struct route *r;
+	const struct route_match *m;
+	int i, j;
+
+	for (i = 0; i < conf->nroutes; i++) {
+		r = &conf->routes[i];
+		for (j = 0; j < r->nmatches; j++) {
+			m = &r->matches[j];
+			if (strcmp(m->method, method) == 0 &&
+			    route_template_match(m->segs, m->nsegs, path, path_len))
+				return r;
+		}
+	}
+	return NULL;
+}

@@ -1,0 +1,605 @@
+/* Unit tests for conf/conf.c: the file format, directives, defaults, errors. */
+#include "conf/conf.h"
+#include "tests/unit/unit.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#define UPSTREAM "upstream http://127.0.0.1:3000\n"
+
+static char err[CONF_ERR_MAX];
+
+/* Parse TEXT as "t.conf"; returns the conf or NULL (message in err). */
+static struct conf *parse(const char *text)
+{
+	struct conf *c = NULL;
+
+	err[0] = '\0';
+	if (conf_parse("t.conf", text, strlen(text), &c, err, sizeof(err)))
+		return NULL;
+	return c;
+}
+
+/* Parse TEXT, which must fail with exactly WANT. */
+static void bad(const char *text, const char *want, int line)
+{
+	struct conf *c = parse(text);
+
+	if (c) {
+		unit_failed++;
+		fprintf(stderr, "%s:%d: parsed but expected \"%s\"\n", __FILE__, line, want);
+		conf_free(c);
+		return;
+	}
+	if (strcmp(err, want) == 0) {
+		unit_passed++;
+		return;
+	}
+	unit_failed++;
+	fprintf(stderr, "%s:%d: got \"%s\", want \"%s\"\n", __FILE__, line, err, want);
+}
+
+#define BAD(text, want) bad(text, want, __LINE__)
+
+static void test_durations(void)
+{
+	int64_t ms = -1;
+	size_t sz = 1;
+
+	CHECK(conf_parse_duration("250ms", &ms) == 0 && ms == 250);
+	CHECK(conf_parse_duration("30s", &ms) == 0 && ms == 30000);
+	CHECK(conf_parse_duration("5m", &ms) == 0 && ms == 300000);
+	CHECK(conf_parse_duration("24h", &ms) == 0 && ms == 86400000);
+	CHECK(conf_parse_duration("7d", &ms) == 0 && ms == 7LL * 86400000);
+	CHECK(conf_parse_duration("0s", &ms) == 0 && ms == 0);
+	CHECK(conf_parse_duration("30", &ms) == -1);
+	CHECK(conf_parse_duration("5x", &ms) == -1);
+	CHECK(conf_parse_duration("", &ms) == -1);
+	CHECK(conf_parse_duration("s", &ms) == -1);
+	CHECK(conf_parse_duration("-5s", &ms) == -1);
+	CHECK(conf_parse_duration("+5s", &ms) == -1);
+	CHECK(conf_parse_duration("5 s", &ms) == -1);
+	CHECK(conf_parse_duration("5S", &ms) == -1);
+	CHECK(conf_parse_duration("1h30m", &ms) == -1);
+	CHECK(conf_parse_duration("99999999999999999999d", &ms) == -1);
+	CHECK(conf_parse_duration("9223372036854775807ms", &ms) == -1);
+	CHECK(conf_parse_duration("36500d", &ms) == 0);
+	CHECK(conf_parse_duration("36501d", &ms) == -1);
+
+	CHECK(conf_parse_size("512", &sz) == 0 && sz == 512);
+	CHECK(conf_parse_size("64k", &sz) == 0 && sz == 65536);
+	CHECK(conf_parse_size("64K", &sz) == 0 && sz == 65536);
+	CHECK(conf_parse_size("1m", &sz) == 0 && sz == 1048576);
+	CHECK(conf_parse_size("1M", &sz) == 0 && sz == 1048576);
+	CHECK(conf_parse_size("1g", &sz) == 0 && sz == 1073741824);
+	CHECK(conf_parse_size("0", &sz) == 0 && sz == 0);
+	CHECK(conf_parse_size("-1", &sz) == -1);
+	CHECK(conf_parse_size("", &sz) == -1);
+	CHECK(conf_parse_size("k", &sz) == -1);
+	CHECK(conf_parse_size("1kb", &sz) == -1);
+	CHECK(conf_parse_size("1t", &sz) == -1);
+	CHECK(conf_parse_size("1.5m", &sz) == -1);
+	CHECK(conf_parse_size("99999999999999999999", &sz) == -1);
+	CHECK(conf_parse_size("18014398509481984k", &sz) == -1);
+}
+
+static void test_defaults(void)
+{
+	struct conf *c = parse(UPSTREAM);
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	CHECK(c != NULL);
+	if (!c)
+		return;
+	CHECK_STR(c->file, "t.conf");
+	CHECK_STR(c->listen_host, "127.0.0.1");
+	CHECK(c->listen_port == 8080);
+	CHECK_STR(c->upstream_url, "http://127.0.0.1:3000");
+	CHECK_STR(c->upstream_host, "127.0.0.1");
+	CHECK(c->upstream_port == 3000);
+	CHECK_STR(c->upstream_hostport, "127.0.0.1:3000");
+	CHECK(c->database == NULL);
+	CHECK(c->admin_host == NULL);
+	CHECK(c->workers == (cpus < 1 ? 1 : cpus > 256 ? 256 : cpus));
+	CHECK_STR(c->key_header, "Idempotency-Key");
+	CHECK(c->mismatch_status == 422);
+	CHECK(c->upstream_timeout_ms == 30000);
+	CHECK(c->client_timeout_ms == 60000);
+	CHECK(c->store_timeout_ms == 5000);
+	CHECK(c->lease_ms == 60000);
+	CHECK(c->shutdown_timeout_ms == 30000);
+	CHECK(c->max_request_body == 1048576);
+	CHECK(c->max_stored_body == 1048576);
+	CHECK(c->store_unavailable == STORE_FAIL_CLOSED);
+	CHECK_STR(c->problem_base, "https://idemproxy.dev/problems/");
+	CHECK(c->nroutes == 0);
+	conf_free(c);
+
+	/* an implicit lease follows upstream_timeout */
+	c = parse(UPSTREAM "upstream_timeout 2m\n");
+	CHECK(c && c->lease_ms == 150000);
+	conf_free(c);
+}
+
+static void test_top_level(void)
+{
+	struct conf *c = parse("# a comment\n"
+			       "listen 0.0.0.0:80\n"
+			       "upstream http://api.internal:8000/\n"
+			       "database \"host=/var/run/postgresql dbname=idem\"\n"
+			       "admin [::1]:9901\n"
+			       "workers 3\n"
+			       "key_header X-Idem-Key\n"
+			       "mismatch_status 409\n"
+			       "upstream_timeout 10s\n"
+			       "client_timeout 1m\n"
+			       "store_timeout 250ms\n"
+			       "lease 1h\n"
+			       "shutdown_timeout 5s\n"
+			       "max_request_body 64k\n"
+			       "max_stored_body 2M\n"
+			       "store_unavailable fail-open\n"
+			       "problem_base https://example.com/p/\n");
+
+	CHECK(c != NULL);
+	if (!c) {
+		fprintf(stderr, "%s\n", err);
+		return;
+	}
+	CHECK_STR(c->listen_host, "0.0.0.0");
+	CHECK(c->listen_port == 80);
+	CHECK_STR(c->upstream_host, "api.internal");
+	CHECK(c->upstream_port == 8000);
+	CHECK_STR(c->upstream_hostport, "api.internal:8000");
+	CHECK_STR(c->database, "host=/var/run/postgresql dbname=idem");
+	CHECK_STR(c->admin_host, "::1");
+	CHECK(c->admin_port == 9901);
+	CHECK(c->workers == 3);
+	CHECK_STR(c->key_header, "X-Idem-Key");
+	CHECK(c->mismatch_status == 409);
+	CHECK(c->upstream_timeout_ms == 10000);
+	CHECK(c->client_timeout_ms == 60000);
+	CHECK(c->store_timeout_ms == 250);
+	CHECK(c->lease_ms == 3600000);
+	CHECK(c->shutdown_timeout_ms == 5000);
+	CHECK(c->max_request_body == 65536);
+	CHECK(c->max_stored_body == 2097152);
+	CHECK(c->store_unavailable == STORE_FAIL_OPEN);
+	CHECK_STR(c->problem_base, "https://example.com/p/");
+	conf_free(c);
+
+	c = parse("upstream http://example.com\nadmin off\nworkers auto\n");
+	CHECK(c && c->upstream_port == 80 && strcmp(c->upstream_hostport, "example.com") == 0);
+	CHECK(c && c->admin_host == NULL && c->workers >= 1);
+	conf_free(c);
+
+	c = parse("upstream HTTP://[::1]:3000\nlisten [::]:8080\n");
+	CHECK(c && strcmp(c->upstream_host, "::1") == 0 && c->upstream_port == 3000);
+	CHECK(c && strcmp(c->upstream_hostport, "[::1]:3000") == 0);
+	CHECK(c && strcmp(c->listen_host, "::") == 0 && c->listen_port == 8080);
+	conf_free(c);
+}
+
+static void test_routes(void)
+{
+	const struct route *r;
+	struct conf *c = parse(UPSTREAM "actor header X-Actor-Id\n"
+					"route course.create {\n"
+					"\tmatch post /api/courses\n"
+					"\tmatch PUT /api/courses/{id}\n"
+					"\tkey optional\n"
+					"\tfingerprint json title:trim topic lessons:int a.b:lower "
+					"n:number s:string\n"
+					"\tretention 7d\n"
+					"\trelease_on 4xx 501 200\n"
+					"\tunknown_on 599\n"
+					"\tstore_headers X-Cost Retry-After\n"
+					"\tin_progress reject\n"
+					"\trecovery hold\n"
+					"\tactor anonymous\n"
+					"}\n"
+					"route b { # comment after the brace\n"
+					"  match POST /b\n"
+					"}\n"
+					"retention 1h\n"
+					"fingerprint body\n"
+					"key required\n"
+					"release_on 409\n"
+					"unknown_on 500\n"
+					"store_headers X-Top\n");
+
+	CHECK(c != NULL);
+	if (!c) {
+		fprintf(stderr, "%s\n", err);
+		return;
+	}
+	CHECK(c->nroutes == 2);
+	r = &c->routes[0];
+	CHECK_STR(r->operation, "course.create");
+	CHECK(r->line == 3);
+	CHECK(r->nmatches == 2);
+	CHECK_STR(r->matches[0].method, "POST");
+	CHECK(r->matches[0].line == 4);
+	CHECK_STR(r->matches[1].method, "PUT");
+	CHECK(r->matches[1].nsegs == 3 && r->matches[1].segs[2].kind == SEG_PARAM);
+	CHECK(r->actor == ACTOR_ANONYMOUS && r->actor_header == NULL);
+	CHECK(r->key == KEY_OPTIONAL);
+	CHECK(r->fingerprint == FP_JSON);
+	CHECK(r->nfields == 6);
+	if (r->nfields == 6) {
+		CHECK_STR(r->fields[0].path, "title");
+		CHECK(r->fields[0].transform == FPT_TRIM);
+		CHECK_STR(r->fields[1].path, "topic");
+		CHECK(r->fields[1].transform == FPT_NONE);
+		CHECK(r->fields[2].transform == FPT_INT);
+		CHECK_STR(r->fields[3].path, "a.b");
+		CHECK(r->fields[3].transform == FPT_LOWER);
+		CHECK(r->fields[4].transform == FPT_NUMBER);
+		CHECK(r->fields[5].transform == FPT_STRING);
+	}
+	CHECK(r->retention_ms == 7LL * 86400000);
+	CHECK(status_set_has(&r->release_on, 400) && status_set_has(&r->release_on, 499));
+	CHECK(status_set_has(&r->release_on, 501) && !status_set_has(&r->release_on, 599));
+	CHECK(status_set_has(&r->release_on, 200) && !status_set_has(&r->release_on, 201));
+	CHECK(!status_set_has(&r->release_on, 399) && !status_set_has(&r->release_on, 600));
+	CHECK(status_set_has(&r->unknown_on, 599) && !status_set_has(&r->unknown_on, 502));
+	CHECK(r->nstore_headers == 2);
+	CHECK(r->nstore_headers == 2 && strcmp(r->store_headers[1], "Retry-After") == 0);
+	CHECK(r->in_progress == IN_PROGRESS_REJECT);
+	CHECK(r->recovery == RECOVERY_HOLD);
+
+	/* route b takes every top-level default, even those set after it */
+	r = &c->routes[1];
+	CHECK_STR(r->operation, "b");
+	CHECK(r->actor == ACTOR_HEADER);
+	CHECK_STR(r->actor_header, "X-Actor-Id");
+	CHECK(r->key == KEY_REQUIRED);
+	CHECK(r->fingerprint == FP_BODY && r->nfields == 0);
+	CHECK(r->retention_ms == 3600000);
+	CHECK(status_set_has(&r->release_on, 409) && !status_set_has(&r->release_on, 400));
+	CHECK(status_set_has(&r->unknown_on, 500) && !status_set_has(&r->unknown_on, 502));
+	CHECK(r->nstore_headers == 1 && strcmp(r->store_headers[0], "X-Top") == 0);
+	conf_free(c);
+}
+
+static void test_route_defaults(void)
+{
+	const struct route *r;
+	struct conf *c = parse(UPSTREAM "route x {\nmatch POST /x\nactor header A\n}\n"
+					"fingerprint json a:trim b\n"
+					"route y {\nmatch POST /y\n}\n"
+					"actor anonymous\n");
+	int st;
+
+	CHECK(c && c->nroutes == 2);
+	if (!c) {
+		fprintf(stderr, "%s\n", err);
+		return;
+	}
+	r = &c->routes[0];
+	CHECK(r->actor == ACTOR_HEADER && strcmp(r->actor_header, "A") == 0);
+	CHECK(r->key == KEY_REQUIRED);
+	CHECK(r->fingerprint == FP_JSON && r->nfields == 2);
+	CHECK(r->nfields == 2 && strcmp(r->fields[0].path, "a") == 0 &&
+	      r->fields[0].transform == FPT_TRIM && strcmp(r->fields[1].path, "b") == 0);
+	CHECK(r->retention_ms == 86400000);
+	for (st = 100; st < 600; st++) {
+		if (status_set_has(&r->release_on, st) != ((st >= 400 && st < 500) || st == 503))
+			break;
+		if (status_set_has(&r->unknown_on, st) != (st == 502 || st == 504))
+			break;
+	}
+	CHECK(st == 600);
+	CHECK(r->nstore_headers == 0 && r->store_headers == NULL);
+	CHECK(r->in_progress == IN_PROGRESS_REJECT);
+	CHECK(r->recovery == RECOVERY_HOLD);
+	r = &c->routes[1];
+	CHECK(r->actor == ACTOR_ANONYMOUS);
+	CHECK(r->nfields == 2);
+	conf_free(c);
+
+	c = parse(UPSTREAM "actor anonymous\nroute z {\nmatch POST /z\n}\n");
+	CHECK(c && c->routes[0].fingerprint == FP_JSON && c->routes[0].nfields == 0);
+	CHECK(c && c->routes[0].fields == NULL);
+	conf_free(c);
+}
+
+static void test_lexer(void)
+{
+	struct conf *c;
+
+	c = parse("upstream http://h:1 # trailing comment\n"
+		  "   \t  \n"
+		  "#only a comment\n"
+		  "database \"a \\\"quoted\\\" \\\\ value # not a comment\"  # comment\n"
+		  "problem_base \"x#y\"\r\n"
+		  "key_header\tX-K\n"
+		  "listen 127.0.0.1:1#comment right after\n"
+		  "admin 127.0.0.1:2");
+	CHECK(c != NULL);
+	if (!c) {
+		fprintf(stderr, "%s\n", err);
+		return;
+	}
+	CHECK_STR(c->database, "a \"quoted\" \\ value # not a comment");
+	CHECK_STR(c->problem_base, "x#y");
+	CHECK_STR(c->key_header, "X-K");
+	CHECK(c->listen_port == 1);
+	CHECK(c->admin_port == 2);
+	conf_free(c);
+
+	c = parse(UPSTREAM "database \"\"\n");
+	CHECK(c && c->database && c->database[0] == '\0');
+	conf_free(c);
+
+	BAD(UPSTREAM "database \"abc\n", "t.conf:2: unterminated quoted argument");
+	BAD(UPSTREAM "database \"abc\\\"\n", "t.conf:2: unterminated quoted argument");
+	BAD(UPSTREAM "database \"a\\nb\"\n",
+	    "t.conf:2: invalid escape in quoted argument (only \\\" and \\\\)");
+	BAD(UPSTREAM "database \"a\"b\n",
+	    "t.conf:2: a quoted argument must be followed by a blank");
+	BAD(UPSTREAM "database a\"b\"\n",
+	    "t.conf:2: unexpected \" inside an argument (quote the whole argument)");
+	BAD(UPSTREAM "database a\001b\n", "t.conf:2: invalid character 0x01");
+	BAD(UPSTREAM "database \"a\001b\"\n", "t.conf:2: invalid character 0x01");
+	{
+		static const char nul[] = "upstream http://h\nkey\0required\n";
+		struct conf *n = NULL;
+
+		CHECK(conf_parse("t.conf", nul, sizeof(nul) - 1, &n, err, sizeof(err)) == -1);
+		CHECK_STR(err, "t.conf:2: invalid character 0x00");
+	}
+}
+
+static void test_errors(void)
+{
+	BAD("", "t.conf:1: \"upstream\" is required");
+	BAD("listen 127.0.0.1:1\n\n", "t.conf:2: \"upstream\" is required");
+	BAD(UPSTREAM "foo bar\n", "t.conf:2: unknown directive \"foo\"");
+	BAD(UPSTREAM "retention\n", "t.conf:2: \"retention\" needs 1 argument");
+	BAD(UPSTREAM "retention 1h 2h\n", "t.conf:2: \"retention\" needs 1 argument");
+	BAD(UPSTREAM "route x {\nmatch POST\n}\n", "t.conf:3: \"match\" needs 2 arguments");
+	BAD(UPSTREAM "release_on\n", "t.conf:2: \"release_on\" needs at least 1 argument");
+	BAD(UPSTREAM "in_progress a b c\n", "t.conf:2: \"in_progress\" needs 1 to 2 arguments");
+	BAD(UPSTREAM "retention 5x\n", "t.conf:2: invalid duration \"5x\"");
+	BAD(UPSTREAM "retention 30\n", "t.conf:2: invalid duration \"30\"");
+	BAD(UPSTREAM "retention 99999999999999999999s\n",
+	    "t.conf:2: invalid duration \"99999999999999999999s\"");
+	BAD(UPSTREAM "retention 0s\n", "t.conf:2: \"retention\" must be greater than 0");
+	BAD(UPSTREAM "store_timeout 0ms\n", "t.conf:2: \"store_timeout\" must be greater than 0");
+	BAD(UPSTREAM "max_request_body -1\n", "t.conf:2: invalid size \"-1\"");
+	BAD(UPSTREAM "max_stored_body 1x\n", "t.conf:2: invalid size \"1x\"");
+	BAD(UPSTREAM "release_on 99\n", "t.conf:2: invalid status \"99\"");
+	BAD(UPSTREAM "release_on 600\n", "t.conf:2: invalid status \"600\"");
+	BAD(UPSTREAM "release_on 6xx\n", "t.conf:2: invalid status \"6xx\"");
+	BAD(UPSTREAM "release_on 4x\n", "t.conf:2: invalid status \"4x\"");
+	BAD(UPSTREAM "unknown_on 5xx\n", "t.conf:2: invalid status \"5xx\"");
+	BAD(UPSTREAM "unknown_on 0502\n", "t.conf:2: invalid status \"0502\"");
+
+	/* route structure */
+	BAD(UPSTREAM "actor anonymous\nroute x {\n}\n", "t.conf:3: route \"x\" has no \"match\"");
+	BAD(UPSTREAM "route x {\nmatch POST /x\n}\n",
+	    "t.conf:2: route \"x\" has no actor source (set \"actor\" in the route or at top "
+	    "level)");
+	BAD(UPSTREAM "actor anonymous\n"
+		     "route course.create {\nmatch POST /a\n}\n"
+		     "route course.create {\nmatch POST /b\n}\n",
+	    "t.conf:6: duplicate route \"course.create\" (first defined at line 3)");
+	BAD(UPSTREAM "route x {\nmatch POST api\n}\n",
+	    "t.conf:3: invalid path template \"api\": must start with \"/\"");
+	BAD(UPSTREAM "}\n", "t.conf:2: \"}\" without an open block");
+	BAD(UPSTREAM "route x {\nmatch POST /x\n} x\n",
+	    "t.conf:4: \"}\" must be alone on its line");
+	BAD(UPSTREAM "route x {\nmatch POST /x\n",
+	    "t.conf:3: unterminated block \"route x\" opened at line 2");
+	BAD(UPSTREAM "route x {\nmatch POST /x\nroute y {\n",
+	    "t.conf:4: nested blocks are not allowed (\"route x\" opened at line 2)");
+	BAD(UPSTREAM "listen 127.0.0.1:1 {\n", "t.conf:2: \"listen\" cannot open a block");
+	BAD(UPSTREAM "route x\n", "t.conf:2: \"route\" must open a block: route NAME {");
+	BAD(UPSTREAM "route {\n", "t.conf:2: \"route\" needs 1 argument");
+	BAD(UPSTREAM "route x \"{\"\n", "t.conf:2: \"route\" must open a block: route NAME {");
+	BAD(UPSTREAM "route x\n{\n", "t.conf:2: \"route\" must open a block: route NAME {");
+	BAD(UPSTREAM "{\n", "t.conf:2: \"{\" must end the line that opens the block");
+	BAD(UPSTREAM "route \"a b\" {\n",
+	    "t.conf:2: invalid operation name \"a b\" (1-128 characters of A-Z a-z 0-9 . _ : "
+	    "-)");
+	BAD(UPSTREAM "route \"\" {\n",
+	    "t.conf:2: invalid operation name \"\" (1-128 characters of A-Z a-z 0-9 . _ : -)");
+	BAD(UPSTREAM "route x {\nlisten 127.0.0.1:1\n",
+	    "t.conf:3: \"listen\" is not allowed inside a route block");
+	BAD(UPSTREAM "match POST /x\n", "t.conf:2: \"match\" is only allowed inside a route block");
+	BAD(UPSTREAM "retention 1h\nretention 2h\n",
+	    "t.conf:3: duplicate directive \"retention\" (first set at line 2)");
+	BAD(UPSTREAM "route x {\nkey required\nkey optional\n",
+	    "t.conf:4: duplicate directive \"key\" (first set at line 3)");
+	BAD(UPSTREAM UPSTREAM, "t.conf:2: duplicate directive \"upstream\" (first set at line 1)");
+
+	/* directive values */
+	BAD(UPSTREAM "actor jwt issuer\n", "t.conf:2: actor source \"jwt\" is not supported yet");
+	BAD(UPSTREAM "actor authorization\n",
+	    "t.conf:2: actor source \"authorization\" is not supported yet");
+	BAD(UPSTREAM "actor cookie\n",
+	    "t.conf:2: unknown actor source \"cookie\" (header or anonymous)");
+	BAD(UPSTREAM "actor header\n", "t.conf:2: \"actor header\" needs 1 header name");
+	BAD(UPSTREAM "actor header \"X A\"\n", "t.conf:2: invalid header name \"X A\"");
+	BAD(UPSTREAM "actor anonymous x\n", "t.conf:2: \"actor anonymous\" takes no arguments");
+	BAD(UPSTREAM "in_progress wait 5s\n", "t.conf:2: in_progress wait is not supported yet");
+	BAD(UPSTREAM "in_progress reject 5s\n",
+	    "t.conf:2: \"in_progress reject\" takes no arguments");
+	BAD(UPSTREAM "recovery forward\n", "t.conf:2: recovery forward is not supported yet");
+	BAD(UPSTREAM "recovery x\n", "t.conf:2: invalid recovery \"x\" (hold)");
+	BAD(UPSTREAM "key maybe\n", "t.conf:2: invalid key mode \"maybe\" (required or optional)");
+	BAD(UPSTREAM "fingerprint xml\n",
+	    "t.conf:2: invalid fingerprint \"xml\" (json, body or none)");
+	BAD(UPSTREAM "fingerprint body a\n", "t.conf:2: \"fingerprint body\" takes no fields");
+	BAD(UPSTREAM "fingerprint json a..b\n",
+	    "t.conf:2: invalid fingerprint field \"a..b\" (a dot path of non-empty names)");
+	BAD(UPSTREAM "fingerprint json .a\n",
+	    "t.conf:2: invalid fingerprint field \".a\" (a dot path of non-empty names)");
+	BAD(UPSTREAM "fingerprint json :trim\n",
+	    "t.conf:2: invalid fingerprint field \":trim\" (a dot path of non-empty names)");
+	BAD(UPSTREAM "fingerprint json a:upper\n",
+	    "t.conf:2: invalid transform \"upper\" in \"a:upper\" (trim, lower, int, number or "
+	    "string)");
+	BAD(UPSTREAM "fingerprint json a a:trim\n", "t.conf:2: duplicate fingerprint field \"a\"");
+	BAD(UPSTREAM "store_headers Set-Cookie\n",
+	    "t.conf:2: header \"Set-Cookie\" is never stored (credentials and hop-by-hop "
+	    "headers)");
+	BAD(UPSTREAM "store_headers X-A \"X B\"\n", "t.conf:2: invalid header name \"X B\"");
+	BAD(UPSTREAM "actor anonymous\nrelease_on 5xx\nroute x {\nmatch POST /x\n}\n",
+	    "t.conf:4: route \"x\": status 502 is in both \"release_on\" and \"unknown_on\"");
+	BAD(UPSTREAM "route x {\nmatch \"PO ST\" /x\n", "t.conf:3: invalid method \"PO ST\"");
+
+	/* top-level values */
+	BAD("upstream https://api:443\n", "t.conf:1: https upstreams are not supported yet");
+	BAD("upstream http://api/v1\n",
+	    "t.conf:1: upstream \"http://api/v1\" has a path; only \"/\" is supported");
+	BAD("upstream http://api?x=1\n",
+	    "t.conf:1: upstream \"http://api?x=1\" has a path; only \"/\" is supported");
+	BAD("upstream ftp://api\n",
+	    "t.conf:1: invalid upstream \"ftp://api\" (expected http://HOST[:PORT])");
+	BAD("upstream http://api:0\n",
+	    "t.conf:1: invalid port in upstream \"http://api:0\" (1-65535)");
+	BAD("upstream http://api:65536\n",
+	    "t.conf:1: invalid port in upstream \"http://api:65536\" (1-65535)");
+	BAD("upstream http://api:\n",
+	    "t.conf:1: invalid port in upstream \"http://api:\" (1-65535)");
+	BAD("upstream http://\n", "t.conf:1: invalid host in upstream \"http://\"");
+	BAD("upstream http://u@api\n", "t.conf:1: invalid host in upstream \"http://u@api\"");
+	BAD("upstream http://[zz]:1\n", "t.conf:1: invalid host in upstream \"http://[zz]:1\"");
+	BAD(UPSTREAM "listen localhost:8080\n",
+	    "t.conf:2: invalid address \"localhost:8080\" (expected numeric \"a.b.c.d:port\" or "
+	    "\"[ipv6]:port\")");
+	BAD(UPSTREAM "listen 127.0.0.1\n",
+	    "t.conf:2: invalid address \"127.0.0.1\" (expected numeric \"a.b.c.d:port\" or "
+	    "\"[ipv6]:port\")");
+	BAD(UPSTREAM "listen 127.0.0.1:0\n", "t.conf:2: invalid port in \"127.0.0.1:0\" (1-65535)");
+	BAD(UPSTREAM "admin ::1:80\n",
+	    "t.conf:2: invalid address \"::1:80\" (expected numeric \"a.b.c.d:port\" or "
+	    "\"[ipv6]:port\")");
+	BAD(UPSTREAM "admin 127.0.0.1:8080\n",
+	    "t.conf:2: \"admin\" and \"listen\" use the same address");
+	BAD(UPSTREAM "workers 0\n", "t.conf:2: invalid workers \"0\" (auto or 1-256)");
+	BAD(UPSTREAM "workers 257\n", "t.conf:2: invalid workers \"257\" (auto or 1-256)");
+	BAD(UPSTREAM "key_header \"Idem Key\"\n", "t.conf:2: invalid header name \"Idem Key\"");
+	BAD(UPSTREAM "mismatch_status 400\n",
+	    "t.conf:2: invalid mismatch_status \"400\" (422 or 409)");
+	BAD(UPSTREAM "store_unavailable open\n",
+	    "t.conf:2: invalid store_unavailable \"open\" (fail-closed or fail-open)");
+	BAD(UPSTREAM "problem_base \"\"\n", "t.conf:2: \"problem_base\" must not be empty");
+	BAD(UPSTREAM "problem_base \"a b\"\n", "t.conf:2: invalid problem_base \"a b\"");
+	BAD(UPSTREAM "lease 30s\n",
+	    "t.conf:2: \"lease\" (30000ms) must be longer than \"upstream_timeout\" (30000ms)");
+	BAD(UPSTREAM "lease 5s\n\nupstream_timeout 1s\nlease 2s\n",
+	    "t.conf:5: duplicate directive \"lease\" (first set at line 2)");
+	BAD(UPSTREAM "upstream_timeout 2m\nlease 1m\n",
+	    "t.conf:3: \"lease\" (60000ms) must be longer than \"upstream_timeout\" (120000ms)");
+}
+
+static void test_names(void)
+{
+	char name[200];
+	char text[400];
+	struct conf *c;
+
+	memset(name, 'a', 128);
+	name[128] = '\0';
+	snprintf(text, sizeof(text), UPSTREAM "actor anonymous\nroute %s {\nmatch POST /\n}\n",
+		 name);
+	c = parse(text);
+	CHECK(c && strlen(c->routes[0].operation) == 128);
+	conf_free(c);
+	name[128] = 'a';
+	name[129] = '\0';
+	snprintf(text, sizeof(text), UPSTREAM "actor anonymous\nroute %s {\nmatch POST /\n}\n",
+		 name);
+	c = parse(text);
+	CHECK(c == NULL);
+	c = parse(UPSTREAM "actor anonymous\nroute A-z_0.9:x {\nmatch POST /\n}\n");
+	CHECK(c != NULL);
+	conf_free(c);
+}
+
+static void test_find(void)
+{
+	const struct route *r;
+	struct conf *c = parse(UPSTREAM "actor anonymous\n"
+					"route one {\nmatch POST /a/{id}\nmatch DELETE /d\n}\n"
+					"route two {\nmatch POST /a/*\n}\n");
+
+	CHECK(c != NULL);
+	if (!c)
+		return;
+	r = conf_find_route(c, "POST", "/a/1", 4);
+	CHECK(r && strcmp(r->operation, "one") == 0);
+	r = conf_find_route(c, "POST", "/a/1/x", 6);
+	CHECK(r && strcmp(r->operation, "two") == 0);
+	r = conf_find_route(c, "POST", "/a", 2);
+	CHECK(r && strcmp(r->operation, "two") == 0);
+	r = conf_find_route(c, "DELETE", "/d", 2);
+	CHECK(r && strcmp(r->operation, "one") == 0);
+	CHECK(conf_find_route(c, "delete", "/d", 2) == NULL);
+	CHECK(conf_find_route(c, "GET", "/a/1", 4) == NULL);
+	CHECK(conf_find_route(c, "POST", "/b", 2) == NULL);
+	conf_free(c);
+}
+
+static void test_load(void)
+{
+	struct conf *c = NULL;
+	const struct route *r;
+	char path[] = "/tmp/idemproxy-test-conf-XXXXXX";
+	int fd;
+
+	CHECK(conf_load("idemproxy.conf.example", &c, err, sizeof(err)) == 0);
+	if (!c) {
+		fprintf(stderr, "%s\n", err);
+	} else {
+		CHECK_STR(c->listen_host, "127.0.0.1");
+		CHECK(c->listen_port == 8080);
+		CHECK_STR(c->upstream_hostport, "127.0.0.1:3000");
+		CHECK(c->database == NULL);
+		CHECK(c->nroutes == 1);
+		r = conf_find_route(c, "POST", "/api/courses", 12);
+		CHECK(r && strcmp(r->operation, "course.create") == 0);
+		CHECK(r && r->actor == ACTOR_HEADER && strcmp(r->actor_header, "X-Actor-Id") == 0);
+		CHECK(r && r->key == KEY_REQUIRED && r->fingerprint == FP_JSON && r->nfields == 3);
+		CHECK(r && r->retention_ms == 86400000);
+		conf_free(c);
+	}
+
+	c = NULL;
+	CHECK(conf_load("/nonexistent/idemproxy.conf", &c, err, sizeof(err)) == -1);
+	CHECK_STR(err, "/nonexistent/idemproxy.conf:1: cannot open: No such file or directory");
+	CHECK(c == NULL);
+
+	fd = mkstemp(path);
+	CHECK(fd >= 0);
+	if (fd < 0)
+		return;
+	CHECK(write(fd, "upstream http://h\n\nbogus\n", 25) == 25);
+	close(fd);
+	CHECK(conf_load(path, &c, err, sizeof(err)) == -1);
+	{
+		char want[128];
+
+		snprintf(want, sizeof(want), "%s:3: unknown directive \"bogus\"", path);
+		CHECK_STR(err, want);
+	}
+	unlink(path);
+}
+
+int main(void)
+{
+	test_durations();
+	test_defaults();
+	test_top_level();
+	test_routes();
+	test_route_defaults();
+	test_lexer();
+	test_errors();
+	test_names();
+	test_find();
+	test_load();
+	UNIT_DONE("conf");
+}

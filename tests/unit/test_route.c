@@ -1,0 +1,197 @@
+/* Unit tests for conf/route.c: path templates, matching and route lookup. */
+#include "conf/conf.h"
+#include "tests/unit/unit.h"
+
+#include <stdlib.h>
+
+static char err[CONF_ERR_MAX];
+
+/* Whether template TMPL parses and matches PATH. */
+static int matches(const char *tmpl, const char *path)
+{
+	struct path_seg *segs = NULL;
+	int nsegs = 0, m;
+
+	if (route_template_parse(tmpl, &segs, &nsegs, err, sizeof(err))) {
+		fprintf(stderr, "template \"%s\": %s\n", tmpl, err);
+		return -1;
+	}
+	m = route_template_match(segs, nsegs, path, strlen(path));
+	route_template_free(segs, nsegs);
+	return m;
+}
+
+/* The reason TMPL is rejected, or "" when it parses. */
+static const char *reject(const char *tmpl)
+{
+	struct path_seg *segs = NULL;
+	int nsegs = 0;
+
+	err[0] = '\0';
+	if (route_template_parse(tmpl, &segs, &nsegs, err, sizeof(err)) == 0) {
+		route_template_free(segs, nsegs);
+		return "";
+	}
+	CHECK(segs == NULL);
+	return err;
+}
+
+static void test_parse(void)
+{
+	struct path_seg *segs = NULL;
+	int nsegs = 0;
+
+	CHECK(route_template_parse("/api/{id}/items/*", &segs, &nsegs, err, sizeof(err)) == 0);
+	CHECK(nsegs == 4);
+	if (nsegs == 4) {
+		CHECK(segs[0].kind == SEG_LITERAL && strcmp(segs[0].text, "api") == 0);
+		CHECK(segs[0].len == 3);
+		CHECK(segs[1].kind == SEG_PARAM && strcmp(segs[1].text, "id") == 0);
+		CHECK(segs[1].len == 2);
+		CHECK(segs[2].kind == SEG_LITERAL && strcmp(segs[2].text, "items") == 0);
+		CHECK(segs[3].kind == SEG_REST && segs[3].text == NULL);
+	}
+	route_template_free(segs, nsegs);
+
+	CHECK(route_template_parse("/", &segs, &nsegs, err, sizeof(err)) == 0);
+	CHECK(nsegs == 1 && segs[0].kind == SEG_LITERAL && segs[0].len == 0);
+	route_template_free(segs, nsegs);
+
+	CHECK_STR(reject("/a/b/"), "");
+	CHECK_STR(reject("/*"), "");
+	CHECK_STR(reject("/a/%20b/{x_1}/{Y}"), "");
+	CHECK_STR(reject(""), "must start with \"/\"");
+	CHECK_STR(reject("api"), "must start with \"/\"");
+	CHECK_STR(reject("*"), "must start with \"/\"");
+	CHECK_STR(reject("/a//b"), "empty segment");
+	CHECK_STR(reject("//"), "empty segment");
+	CHECK_STR(reject("/a/*/b"), "\"*\" is only allowed as the last segment");
+	CHECK_STR(reject("/a/*/"), "\"*\" is only allowed as the last segment");
+	CHECK_STR(reject("/a*"), "\"*\" must be a whole segment");
+	CHECK_STR(reject("/{}"), "\"{name}\" must be a whole segment");
+	CHECK_STR(reject("/{id"), "\"{name}\" must be a whole segment");
+	CHECK_STR(reject("/{id}x"), "\"{name}\" must be a whole segment");
+	CHECK_STR(reject("/x{id}"), "\"{name}\" must be a whole segment");
+	CHECK_STR(reject("/{a-b}"), "invalid parameter name \"a-b\" (letters, digits and _)");
+	CHECK_STR(reject("/{a}/{a}"), "duplicate parameter \"{a}\"");
+	CHECK_STR(reject("/a?b=1"), "\"?\" is not allowed (the query is not matched)");
+	CHECK_STR(reject("/a b"), "invalid character 0x20");
+	CHECK_STR(reject("/\xc3\xa9"), "invalid character 0xc3");
+}
+
+static void test_match(void)
+{
+	/* literal */
+	CHECK(matches("/api/courses", "/api/courses") == 1);
+	CHECK(matches("/api/courses", "/api/course") == 0);
+	CHECK(matches("/api/courses", "/api/coursesx") == 0);
+	CHECK(matches("/api/courses", "/api") == 0);
+	CHECK(matches("/api/courses", "/api/courses/1") == 0);
+	CHECK(matches("/api/courses", "/API/courses") == 0);
+	CHECK(matches("/api/courses", "api/courses") == 0);
+	CHECK(matches("/api/courses", "") == 0);
+	CHECK(matches("/", "/") == 1);
+	CHECK(matches("/", "/a") == 0);
+	CHECK(matches("/", "") == 0);
+
+	/* no percent-decoding: raw bytes compare */
+	CHECK(matches("/a%20b", "/a%20b") == 1);
+	CHECK(matches("/a%20b", "/a b") == 0);
+
+	/* trailing slash is significant */
+	CHECK(matches("/api/courses", "/api/courses/") == 0);
+	CHECK(matches("/api/courses/", "/api/courses") == 0);
+	CHECK(matches("/api/courses/", "/api/courses/") == 1);
+
+	/* parameters: exactly one non-empty segment */
+	CHECK(matches("/o/{id}/pay", "/o/42/pay") == 1);
+	CHECK(matches("/o/{id}/pay", "/o//pay") == 0);
+	CHECK(matches("/o/{id}/pay", "/o/4/2/pay") == 0);
+	CHECK(matches("/o/{id}", "/o/42") == 1);
+	CHECK(matches("/o/{id}", "/o/") == 0);
+	CHECK(matches("/o/{id}", "/o") == 0);
+	CHECK(matches("/o/{id}", "/o/42/") == 0);
+	CHECK(matches("/{a}/{b}", "/x/y") == 1);
+
+	/* rest: zero or more remaining segments */
+	CHECK(matches("/a/*", "/a") == 1);
+	CHECK(matches("/a/*", "/a/") == 1);
+	CHECK(matches("/a/*", "/a/b") == 1);
+	CHECK(matches("/a/*", "/a/b/c") == 1);
+	CHECK(matches("/a/*", "/a/b/c/") == 1);
+	CHECK(matches("/a/*", "/ab") == 0);
+	CHECK(matches("/a/*", "/b/a") == 0);
+	CHECK(matches("/a/*", "/") == 0);
+	CHECK(matches("/*", "/") == 1);
+	CHECK(matches("/*", "/anything/at/all") == 1);
+	CHECK(matches("/o/{id}/*", "/o/1") == 1);
+	CHECK(matches("/o/{id}/*", "/o/1/x/y") == 1);
+	CHECK(matches("/o/{id}/*", "/o/") == 0);
+}
+
+/* Match with an explicit length: the path need not be NUL-terminated. */
+static void test_match_len(void)
+{
+	struct path_seg *segs = NULL;
+	int nsegs = 0;
+
+	CHECK(route_template_parse("/api/courses", &segs, &nsegs, err, sizeof(err)) == 0);
+	CHECK(route_template_match(segs, nsegs, "/api/courses?x=1", 12) == 1);
+	CHECK(route_template_match(segs, nsegs, "/api/courses/", 12) == 1);
+	CHECK(route_template_match(segs, nsegs, "/api/courses", 11) == 0);
+	route_template_free(segs, nsegs);
+	route_template_free(NULL, 0);
+}
+
+static void test_find_route(void)
+{
+	static const char text[] = "upstream http://127.0.0.1:3000\n"
+				   "actor anonymous\n"
+				   "route pay {\n"
+				   "  match POST /orders/{id}/payments\n"
+				   "  match PUT /orders/{id}/payments\n"
+				   "}\n"
+				   "route orders.any {\n"
+				   "  match POST /orders/*\n"
+				   "}\n"
+				   "route orders.create {\n"
+				   "  match POST /orders\n"
+				   "}\n"
+				   "route patch {\n"
+				   "  match patch /p/{x}\n"
+				   "}\n";
+	struct conf *c = NULL;
+	const struct route *r;
+
+	CHECK(conf_parse("t.conf", text, sizeof(text) - 1, &c, err, sizeof(err)) == 0);
+	if (!c) {
+		fprintf(stderr, "%s\n", err);
+		return;
+	}
+	r = conf_find_route(c, "POST", "/orders/7/payments", 18);
+	CHECK(r && strcmp(r->operation, "pay") == 0);
+	r = conf_find_route(c, "PUT", "/orders/7/payments", 18);
+	CHECK(r && strcmp(r->operation, "pay") == 0);
+	/* first match wins: "orders.any" also covers /orders */
+	r = conf_find_route(c, "POST", "/orders", 7);
+	CHECK(r && strcmp(r->operation, "orders.any") == 0);
+	r = conf_find_route(c, "POST", "/orders/7/refunds", 17);
+	CHECK(r && strcmp(r->operation, "orders.any") == 0);
+	/* method mismatch and case */
+	CHECK(conf_find_route(c, "DELETE", "/orders/7/payments", 18) == NULL);
+	CHECK(conf_find_route(c, "post", "/orders", 7) == NULL);
+	r = conf_find_route(c, "PATCH", "/p/1", 4);
+	CHECK(r && strcmp(r->operation, "patch") == 0);
+	CHECK(conf_find_route(c, "patch", "/p/1", 4) == NULL);
+	CHECK(conf_find_route(c, "POST", "/other", 6) == NULL);
+	conf_free(c);
+}
+
+int main(void)
+{
+	test_parse();
+	test_match();
+	test_match_len();
+	test_find_route();
+	UNIT_DONE("route");
+}

@@ -1,0 +1,111 @@
+/*
+ * RFC 9457 problem details. Every answer idemproxy makes up itself comes
+ * from the one table below, so a kind's name, title and status cannot drift
+ * apart between call sites.
+ */
+#include "proxy/problem.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <yajl/yajl_gen.h>
+
+struct problem_def {
+	const char *name;
+	const char *title;
+	int status;
+};
+
+static const struct problem_def problem_table[] = {
+    [PROBLEM_BAD_REQUEST] = {"bad-request", "Request is malformed or ambiguous", 400},
+    [PROBLEM_KEY_MISSING] = {"idempotency-key-missing", "Idempotency-Key header is missing", 400},
+    [PROBLEM_KEY_INVALID] = {"idempotency-key-invalid", "Idempotency-Key header is invalid", 400},
+    [PROBLEM_ACTOR_MISSING] = {"actor-missing", "Request does not identify its actor", 401},
+    [PROBLEM_TOO_LARGE] = {"request-too-large", "Request body is too large", 413},
+    [PROBLEM_CONFLICT] = {"idempotency-conflict",
+			  "Idempotency-Key was already used with a different request", 422},
+    [PROBLEM_IN_PROGRESS] = {"operation-in-progress",
+			     "A request with this Idempotency-Key is still in progress", 409},
+    [PROBLEM_OUTCOME_UNKNOWN] = {"outcome-unknown", "Outcome of the original request is unknown",
+				 409},
+    [PROBLEM_STORE_UNAVAILABLE] = {"store-unavailable", "Idempotency store is unavailable", 503},
+    [PROBLEM_UPSTREAM_UNAVAILABLE] = {"upstream-unavailable", "Upstream is unavailable", 502},
+    [PROBLEM_UPSTREAM_ERROR] = {"upstream-error", "Upstream failed after the request was sent",
+				502},
+    [PROBLEM_UPSTREAM_TIMEOUT] = {"upstream-timeout", "Upstream did not respond in time", 504},
+    [PROBLEM_REQUEST_TIMEOUT] = {"request-timeout", "Request was not received in time", 408},
+    [PROBLEM_HEADERS_TOO_LARGE] = {"headers-too-large", "Request headers are too large", 431},
+    [PROBLEM_NOT_IMPLEMENTED] = {"not-implemented", "Request uses an unsupported feature", 501},
+    [PROBLEM_SHUTTING_DOWN] = {"shutting-down", "Proxy is shutting down", 503},
+};
+
+_Static_assert(sizeof(problem_table) / sizeof(problem_table[0]) == PROBLEM_KIND_COUNT,
+	       "problem_table must have one entry per problem_kind");
+
+/* kind must be a valid problem_kind (below PROBLEM_KIND_COUNT). */
+const char *problem_name(enum problem_kind kind)
+{
+	return problem_table[kind].name;
+}
+
+const char *problem_title(enum problem_kind kind)
+{
+	return problem_table[kind].title;
+}
+
+int problem_default_status(enum problem_kind kind)
+{
+	return problem_table[kind].status;
+}
+
+static int problem_gen_string(yajl_gen g, const char *s)
+{
+	return yajl_gen_string(g, (const unsigned char *)s, strlen(s)) == yajl_gen_status_ok ? 0
+											     : -1;
+}
+
+/*
+ * See problem.h. A NULL base counts as "" (type is then the bare name).
+ * base and detail must be UTF-8: the generator validates strings, and
+ * invalid ones make this return NULL rather than emit invalid JSON.
+ */
+char *problem_render(enum problem_kind kind, int status, const char *base, const char *detail,
+		     size_t *len)
+{
+	const struct problem_def *def = &problem_table[kind];
+	const unsigned char *buf;
+	char *type = NULL, *body = NULL;
+	yajl_gen g;
+	size_t n;
+
+	g = yajl_gen_alloc(NULL);
+	if (!g)
+		return NULL;
+	if (asprintf(&type, "%s%s", base ? base : "", def->name) < 0) {
+		type = NULL;
+		goto out;
+	}
+	if (!yajl_gen_config(g, yajl_gen_validate_utf8, 1) ||
+	    yajl_gen_map_open(g) != yajl_gen_status_ok || problem_gen_string(g, "type") < 0 ||
+	    problem_gen_string(g, type) < 0 || problem_gen_string(g, "title") < 0 ||
+	    problem_gen_string(g, def->title) < 0 || problem_gen_string(g, "status") < 0 ||
+	    yajl_gen_integer(g, status > 0 ? status : def->status) != yajl_gen_status_ok)
+		goto out;
+	if (detail && (problem_gen_string(g, "detail") < 0 || problem_gen_string(g, detail) < 0))
+		goto out;
+	if (yajl_gen_map_close(g) != yajl_gen_status_ok ||
+	    yajl_gen_get_buf(g, &buf, &n) != yajl_gen_status_ok)
+		goto out;
+
+	body = malloc(n + 1);
+	if (!body)
+		goto out;
+	memcpy(body, buf, n);
+	body[n] = '\0';
+	*len = n;
+out:
+	free(type);
+	yajl_gen_free(g);
+	return body;
+}

@@ -2,11 +2,10 @@
 # ./idemproxy-asan with AddressSanitizer and UndefinedBehaviorSanitizer.
 
 CC      ?= cc
-PKGS    := libevent libevent_pthreads libpq libcrypto yajl
 WARN    := -Wall -Wextra -Wformat=2 -Wshadow -Wmissing-prototypes \
            -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=gnu11 $(WARN) -I. -D_GNU_SOURCE
+CFLAGS  += -std=gnu11 $(WARN) -I. -D_GNU_SOURCE -I$(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)
 LDLIBS  := -levent -levent_pthreads -lpq -lcrypto -lyajl -lpthread
 
 ifeq ($(CI),true)
@@ -46,9 +45,9 @@ $(BUILD)/%.o: %.c
 
 $(BUILD)/gen/migrations.c: scripts/embed-sql.sh $(sort $(wildcard sql/*.sql))
 	@mkdir -p $(dir $@)
-	sh scripts/embed-sql.sh $(sort $(wildcard sql/*.sql)) > $@
+	sh scripts/embed-sql.sh $(sort $(wildcard sql/*.sql)) > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/gen/migrations.o: $(BUILD)/gen/migrations.c
+$(BUILD)/gen/migrations.o: $(BUILD)/gen/migrations.c proxy/migrations.h
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(LIB_OBJ)

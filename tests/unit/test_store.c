@@ -1,0 +1,607 @@
+/*
+ * The record store against a real PostgreSQL. Runs only when
+ * IDEMPROXY_TEST_DSN names a database it may write to (the migrations are
+ * applied there); otherwise it reports nothing run.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <libpq-fe.h>
+
+#include "proxy/store.h"
+#include "tests/unit/unit.h"
+
+#define TEST_TIMEOUT_MS	   2000
+#define TEST_WAIT_MS	   5000
+#define TEST_TICK_MS	   5
+#define TEST_LEASE_MS	   60000
+#define TEST_RETENTION_MS  3600000
+#define TEST_QUEUED_CLAIMS 20
+#define TEST_RACERS	   8
+#define TEST_RACE_ROUNDS   20
+
+/* What one callback reported. */
+struct result {
+	int called;
+	int sync; /* ran inside the call that queued it */
+	enum store_result res;
+	int64_t generation;
+	struct record rec;
+	char headers[256];
+	unsigned char body[256];
+};
+
+static struct event_base *base;
+static int in_call;
+static char actor[64];
+
+static void tick(evutil_socket_t fd, short what, void *arg)
+{
+}
+
+/* Run the loop until *flag is set or ms pass; returns *flag. */
+static int run_until(const int *flag, int ms)
+{
+	struct timeval tv = {0, TEST_TICK_MS * 1000};
+	struct event *ev = event_new(base, -1, EV_PERSIST, tick, NULL);
+	struct timespec start, now;
+
+	event_add(ev, &tv);
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	while (!*flag) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 >
+		    ms)
+			break;
+		event_base_loop(base, EVLOOP_ONCE);
+	}
+	event_free(ev);
+	return *flag;
+}
+
+/* Run the loop for ms. */
+static void run_for(int ms)
+{
+	int never = 0;
+
+	run_until(&never, ms);
+}
+
+static int wait_ready(struct store *st)
+{
+	struct timespec start, now;
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	while (!store_ready(st)) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 >
+		    TEST_WAIT_MS)
+			return 0;
+		run_for(TEST_TICK_MS);
+	}
+	return 1;
+}
+
+static void claim_cb(void *arg, enum store_result res, int64_t generation, const struct record *rec)
+{
+	struct result *r = arg;
+
+	r->called++;
+	r->sync = in_call;
+	r->res = res;
+	r->generation = generation;
+	if (rec) {
+		r->rec = *rec;
+		snprintf(r->headers, sizeof(r->headers), "%.*s", (int)rec->headers_len,
+			 rec->headers);
+		if (rec->body && rec->body_len <= sizeof(r->body))
+			memcpy(r->body, rec->body, rec->body_len);
+		r->rec.headers = NULL;
+		r->rec.body = NULL;
+	}
+}
+
+static void done_cb(void *arg, enum store_result res)
+{
+	struct result *r = arg;
+
+	r->called++;
+	r->sync = in_call;
+	r->res = res;
+}
+
+static struct result claim(struct store *st, const struct scope *sc, const unsigned char *fp,
+			   int64_t lease_ms)
+{
+	struct result r = {0};
+
+	in_call = 1;
+	store_claim(st, sc, fp, lease_ms, claim_cb, &r);
+	in_call = 0;
+	run_until(&r.called, TEST_WAIT_MS);
+	CHECK(r.called == 1 && !r.sync);
+	return r;
+}
+
+static enum store_result finish(struct store *st, const struct scope *sc, int64_t gen, int status,
+				const char *headers, const char *body, int omitted,
+				int64_t retention_ms)
+{
+	struct result r = {0};
+
+	in_call = 1;
+	store_finish(st, sc, gen, status, headers, strlen(headers), (const unsigned char *)body,
+		     body ? strlen(body) : 0, omitted, retention_ms, done_cb, &r);
+	in_call = 0;
+	run_until(&r.called, TEST_WAIT_MS);
+	CHECK(r.called == 1 && !r.sync);
+	return r.res;
+}
+
+static enum store_result release(struct store *st, const struct scope *sc, int64_t gen)
+{
+	struct result r = {0};
+
+	in_call = 1;
+	store_release(st, sc, gen, done_cb, &r);
+	in_call = 0;
+	run_until(&r.called, TEST_WAIT_MS);
+	CHECK(r.called == 1 && !r.sync);
+	return r.res;
+}
+
+static enum store_result mark_unknown(struct store *st, const struct scope *sc, int64_t gen)
+{
+	struct result r = {0};
+
+	in_call = 1;
+	store_mark_unknown(st, sc, gen, done_cb, &r);
+	in_call = 0;
+	run_until(&r.called, TEST_WAIT_MS);
+	CHECK(r.called == 1 && !r.sync);
+	return r.res;
+}
+
+static void test_migrate(const char *dsn)
+{
+	char err[512] = "";
+
+	CHECK(store_migrate(dsn, err, sizeof(err)) == 0);
+	if (err[0])
+		fprintf(stderr, "migrate: %s\n", err);
+	CHECK(store_migrate(dsn, err, sizeof(err)) == 0);
+	CHECK(store_migrate("host=127.0.0.1 port=1", err, sizeof(err)) == -1);
+	CHECK(strstr(err, "cannot connect") != NULL);
+}
+
+static void test_claim_finish(struct store *st, const unsigned char *fp, const unsigned char *fp2)
+{
+	struct scope sc = {actor, "order.pay", "key-1"};
+	struct scope other = {"other-actor", "order.pay", "key-1"};
+	const char *headers = "Content-Type: application/json\r\nLocation: /o/1\r\n";
+	const char *body = "{\"id\":1,\"caf\xc3\xa9\":true}";
+	struct result r;
+
+	r = claim(st, &sc, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_OK && r.generation == 1);
+
+	r = claim(st, &sc, fp2, TEST_LEASE_MS);
+	CHECK(r.res == STORE_EXISTS);
+	CHECK(r.rec.state == RECORD_IN_PROGRESS && r.rec.generation == 1);
+	CHECK(memcmp(r.rec.fingerprint, fp, FINGERPRINT_LEN) == 0);
+	CHECK(!r.rec.lease_expired);
+	CHECK(r.rec.lease_remaining_ms > TEST_LEASE_MS - 10000 &&
+	      r.rec.lease_remaining_ms <= TEST_LEASE_MS);
+
+	/* Another actor's slot for the same key is separate. */
+	r = claim(st, &other, fp2, TEST_LEASE_MS);
+	CHECK(r.res == STORE_OK && r.generation == 1);
+	CHECK(release(st, &other, 1) == STORE_OK);
+
+	CHECK(finish(st, &sc, 2, 201, headers, body, 0, TEST_RETENTION_MS) == STORE_FENCED);
+	CHECK(finish(st, &sc, 1, 201, headers, body, 0, TEST_RETENTION_MS) == STORE_OK);
+	CHECK(finish(st, &sc, 1, 500, "", "x", 0, TEST_RETENTION_MS) == STORE_FENCED);
+
+	r = claim(st, &sc, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_COMPLETED);
+	CHECK(r.rec.generation == 1 && r.rec.status == 201 && !r.rec.body_omitted);
+	CHECK_STR(r.headers, headers);
+	CHECK(r.rec.body_len == strlen(body) && memcmp(r.body, body, strlen(body)) == 0);
+	CHECK(release(st, &sc, 1) == STORE_FENCED);
+	CHECK(mark_unknown(st, &sc, 1) == STORE_FENCED);
+}
+
+static void test_release_unknown(struct store *st, const unsigned char *fp)
+{
+	struct scope rel = {actor, "order.pay", "key-release"};
+	struct scope unk = {actor, "order.pay", "key-unknown"};
+	struct scope omit = {actor, "order.pay", "key-omitted"};
+	struct result r;
+
+	r = claim(st, &rel, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_OK && r.generation == 1);
+	CHECK(release(st, &rel, 2) == STORE_FENCED);
+	CHECK(release(st, &rel, 1) == STORE_OK);
+	r = claim(st, &rel, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_OK && r.generation == 1);
+
+	r = claim(st, &unk, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_OK);
+	CHECK(mark_unknown(st, &unk, 1) == STORE_OK);
+	CHECK(mark_unknown(st, &unk, 1) == STORE_FENCED);
+	CHECK(finish(st, &unk, 1, 200, "", "", 0, TEST_RETENTION_MS) == STORE_FENCED);
+	r = claim(st, &unk, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_UNKNOWN && r.rec.generation == 1);
+
+	r = claim(st, &omit, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_OK);
+	CHECK(finish(st, &omit, 1, 200, "ETag: \"x\"\r\n", NULL, 1, TEST_RETENTION_MS) == STORE_OK);
+	r = claim(st, &omit, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_COMPLETED);
+	CHECK(r.rec.body_omitted && r.rec.body_len == 0 && r.rec.status == 200);
+	CHECK_STR(r.headers, "ETag: \"x\"\r\n");
+}
+
+static void test_expiry(struct store *st, const unsigned char *fp, const unsigned char *fp2)
+{
+	struct scope take = {actor, "order.pay", "key-takeover"};
+	struct scope lease = {actor, "order.pay", "key-lease"};
+	struct result r;
+
+	r = claim(st, &take, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_OK && r.generation == 1);
+	CHECK(finish(st, &take, 1, 200, "", "old", 0, 1) == STORE_OK);
+	run_for(20);
+	r = claim(st, &take, fp2, TEST_LEASE_MS);
+	CHECK(r.res == STORE_OK && r.generation == 2);
+	CHECK(finish(st, &take, 1, 200, "", "stale", 0, TEST_RETENTION_MS) == STORE_FENCED);
+	r = claim(st, &take, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_IN_PROGRESS);
+	CHECK(r.rec.generation == 2 && memcmp(r.rec.fingerprint, fp2, FINGERPRINT_LEN) == 0);
+
+	r = claim(st, &lease, fp, 1);
+	CHECK(r.res == STORE_OK);
+	run_for(20);
+	r = claim(st, &lease, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_IN_PROGRESS);
+	CHECK(r.rec.lease_expired && r.rec.lease_remaining_ms == 0);
+}
+
+/* Many operations queued at once all answer, in order. */
+static void test_queue(struct store *st, const unsigned char *fp)
+{
+	struct result r[TEST_QUEUED_CLAIMS] = {0};
+	struct scope sc[TEST_QUEUED_CLAIMS];
+	char keys[TEST_QUEUED_CLAIMS][16];
+	int ok = 0;
+
+	in_call = 1;
+	for (int i = 0; i < TEST_QUEUED_CLAIMS; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "q-%d", i % (TEST_QUEUED_CLAIMS / 2));
+		sc[i] = (struct scope){actor, "order.pay", keys[i]};
+		store_claim(st, &sc[i], fp, TEST_LEASE_MS, claim_cb, &r[i]);
+	}
+	in_call = 0;
+	CHECK(store_pending(st) == TEST_QUEUED_CLAIMS);
+	run_until(&r[TEST_QUEUED_CLAIMS - 1].called, TEST_WAIT_MS);
+	for (int i = 0; i < TEST_QUEUED_CLAIMS; i++) {
+		CHECK(r[i].called == 1 && !r[i].sync);
+		ok += r[i].res == STORE_OK;
+		CHECK(r[i].res == (i < TEST_QUEUED_CLAIMS / 2 ? STORE_OK : STORE_EXISTS));
+	}
+	CHECK(ok == TEST_QUEUED_CLAIMS / 2);
+	CHECK(store_pending(st) == 0);
+}
+
+/* A connection that cannot be made: answers later, never inside the call. */
+static void test_unavailable(const unsigned char *fp)
+{
+	struct store *st = store_new(base, "host=127.0.0.1 port=1", 500, "test");
+	struct scope sc = {actor, "order.pay", "key-down"};
+	struct result r;
+
+	CHECK(st != NULL);
+	CHECK(!store_ready(st));
+	r = claim(st, &sc, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_UNAVAILABLE && r.generation == 0);
+	run_for(100);
+	CHECK(!store_ready(st));
+	CHECK(finish(st, &sc, 1, 200, "", "", 0, TEST_RETENTION_MS) == STORE_UNAVAILABLE);
+	CHECK(release(st, &sc, 1) == STORE_UNAVAILABLE);
+	CHECK(store_pending(st) == 0);
+	store_free(st);
+}
+
+/*
+ * 1 when sessions opened with PGOPTIONS opts really get them (a pooler
+ * such as pgbouncer may drop startup options).
+ */
+static int options_reach_server(const char *dsn, const char *opts)
+{
+	PGconn *conn;
+	PGresult *res;
+	int on;
+
+	setenv("PGOPTIONS", opts, 1);
+	conn = PQconnectdb(dsn);
+	unsetenv("PGOPTIONS");
+	res = PQexec(conn, "SHOW default_transaction_read_only");
+	on = PQresultStatus(res) == PGRES_TUPLES_OK && strcmp(PQgetvalue(res, 0, 0), "on") == 0;
+	PQclear(res);
+	PQfinish(conn);
+	return on;
+}
+
+/* A read-only server (a standby after failover) is unavailable. */
+static void test_read_only(const char *dsn, const unsigned char *fp)
+{
+	const char *opts = "-c default_transaction_read_only=on";
+	struct scope sc = {actor, "order.pay", "key-ro"};
+	struct store *st;
+	struct result r;
+
+	if (!options_reach_server(dsn, opts)) {
+		fprintf(stderr,
+			"store: read-only test skipped, PGOPTIONS do not reach the server\n");
+		return;
+	}
+	setenv("PGOPTIONS", opts, 1);
+	st = store_new(base, dsn, TEST_TIMEOUT_MS, "test");
+	unsetenv("PGOPTIONS");
+	CHECK(wait_ready(st));
+	r = claim(st, &sc, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_UNAVAILABLE);
+	CHECK(!store_ready(st));
+	store_free(st);
+}
+
+/*
+ * A statement blocked on a row lock passes its deadline: it and the one
+ * queued behind it fail, the store reconnects and works again.
+ */
+static void test_timeout(const char *dsn, const unsigned char *fp)
+{
+	struct scope sc = {actor, "order.pay", "key-locked"};
+	struct scope next = {actor, "order.pay", "key-after-lock"};
+	struct store *st = store_new(base, dsn, 300, "test");
+	struct result a = {0}, b = {0}, r;
+	PGconn *locker = PQconnectdb(dsn);
+	const char *values[3] = {actor, sc.operation, sc.key};
+	PGresult *res;
+
+	CHECK(wait_ready(st));
+	r = claim(st, &sc, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_OK);
+	PQclear(PQexec(locker, "BEGIN"));
+	res = PQexecParams(locker,
+			   "SELECT 1 FROM idempotency_records WHERE actor = $1 AND operation = $2"
+			   " AND idem_key = $3 FOR UPDATE",
+			   3, NULL, values, NULL, NULL, 0);
+	CHECK(PQntuples(res) == 1);
+	PQclear(res);
+
+	store_release(st, &sc, 1, done_cb, &a);
+	store_claim(st, &next, fp, TEST_LEASE_MS, claim_cb, &b);
+	run_until(&b.called, TEST_WAIT_MS);
+	CHECK(a.called == 1 && a.res == STORE_UNAVAILABLE);
+	CHECK(b.called == 1 && b.res == STORE_UNAVAILABLE);
+	CHECK(!store_ready(st));
+	PQclear(PQexec(locker, "ROLLBACK"));
+	PQfinish(locker);
+
+	CHECK(wait_ready(st));
+	r = claim(st, &next, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_OK);
+	store_free(st);
+}
+
+/*
+ * The server ends our session. Connected directly, the store notices, drops
+ * the connection and reconnects; behind a pooler the client session may
+ * survive. Either way the next claim must succeed, which a dead connection
+ * left in place would not allow.
+ */
+static void test_lost(const char *dsn, const unsigned char *fp)
+{
+	struct scope sc = {actor, "order.pay", "key-lost"};
+	const char *values[1] = {actor};
+	PGconn *admin = PQconnectdb(dsn);
+	struct store *st;
+	PGresult *res;
+	struct result r;
+	int killed;
+
+	setenv("PGAPPNAME", actor, 1);
+	st = store_new(base, dsn, TEST_TIMEOUT_MS, "test");
+	unsetenv("PGAPPNAME");
+	CHECK(wait_ready(st));
+	res = PQexecParams(admin,
+			   "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+			   " WHERE application_name = $1",
+			   1, NULL, values, NULL, NULL, 0);
+	killed = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) >= 1;
+	PQclear(res);
+	PQfinish(admin);
+	if (!killed) {
+		/* A pooler may not pass our application_name to its backends. */
+		fprintf(stderr, "store: lost-connection test skipped, no backend found\n");
+		store_free(st);
+		return;
+	}
+	for (int i = 0; i < TEST_WAIT_MS / TEST_TICK_MS && store_ready(st); i++)
+		run_for(TEST_TICK_MS);
+	CHECK(wait_ready(st));
+	r = claim(st, &sc, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_OK);
+	store_free(st);
+}
+
+/* Append " name='value'" to buf, quoted as conninfo wants. */
+static void conninfo_add(char *buf, size_t size, const char *name, const char *value)
+{
+	size_t len = strlen(buf);
+
+	len += (size_t)snprintf(buf + len, size - len, " %s='", name);
+	for (; *value && len + 3 < size; value++) {
+		if (*value == '\\' || *value == '\'')
+			buf[len++] = '\\';
+		buf[len++] = *value;
+	}
+	snprintf(buf + len, size - len, "'");
+}
+
+/* Multi-host conninfo whose first host refuses: libpq moves to the second
+ * on a new socket, and the store follows it. */
+static void test_multi_host(const char *dsn, const unsigned char *fp)
+{
+	struct scope sc = {actor, "order.pay", "key-multi"};
+	PGconn *conn = PQconnectdb(dsn);
+	char info[1024] = "", hosts[512], ports[64];
+	struct store *st;
+	struct result r;
+
+	snprintf(hosts, sizeof(hosts), "127.0.0.1,%s", PQhost(conn));
+	snprintf(ports, sizeof(ports), "1,%s", PQport(conn));
+	conninfo_add(info, sizeof(info), "host", hosts);
+	conninfo_add(info, sizeof(info), "port", ports);
+	conninfo_add(info, sizeof(info), "dbname", PQdb(conn));
+	conninfo_add(info, sizeof(info), "user", PQuser(conn));
+	if (PQpass(conn) && PQpass(conn)[0])
+		conninfo_add(info, sizeof(info), "password", PQpass(conn));
+	PQfinish(conn);
+	st = store_new(base, info, TEST_TIMEOUT_MS, "test");
+	CHECK(wait_ready(st));
+	r = claim(st, &sc, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_OK);
+	store_free(st);
+}
+
+static void free_in_callback(void *arg, enum store_result res, int64_t generation,
+			     const struct record *rec)
+{
+	struct store **st = arg;
+
+	store_free(*st);
+	*st = NULL;
+}
+
+/* store_free from inside a callback drops the rest without running them. */
+static void test_free_in_callback(const char *dsn, const unsigned char *fp)
+{
+	struct scope sc = {actor, "order.pay", "key-free"};
+	struct store *st = store_new(base, "host=127.0.0.1 port=1", 500, "test");
+	struct result r = {0};
+
+	store_claim(st, &sc, fp, TEST_LEASE_MS, free_in_callback, &st);
+	store_claim(st, &sc, fp, TEST_LEASE_MS, claim_cb, &r);
+	run_for(50);
+	CHECK(st == NULL);
+	CHECK(r.called == 0);
+}
+
+/* Claim scope sc from every store at once; count owners and other answers. */
+static void race_round(struct store **st, const struct scope *sc, const unsigned char *fp,
+		       int *owners, int *unavailable, int64_t *generation)
+{
+	struct result r[TEST_RACERS] = {0};
+
+	for (int i = 0; i < TEST_RACERS; i++)
+		store_claim(st[i], sc, fp, TEST_LEASE_MS, claim_cb, &r[i]);
+	for (int i = 0; i < TEST_RACERS; i++)
+		run_until(&r[i].called, TEST_WAIT_MS);
+	*owners = *unavailable = 0;
+	for (int i = 0; i < TEST_RACERS; i++) {
+		if (r[i].res == STORE_OK) {
+			(*owners)++;
+			*generation = r[i].generation;
+		}
+		*unavailable += r[i].res == STORE_UNAVAILABLE;
+	}
+}
+
+/*
+ * Stores on separate connections race for new scopes and for expired
+ * completed records: PostgreSQL picks exactly one owner each time, and the
+ * losers see the winner's record (a claim that finds no row looks again).
+ */
+static void test_race(const char *dsn, const unsigned char *fp)
+{
+	struct store *st[TEST_RACERS];
+	int owners, unavailable, bad = 0;
+	int64_t gen = 0;
+	char key[32];
+
+	for (int i = 0; i < TEST_RACERS; i++) {
+		st[i] = store_new(base, dsn, TEST_TIMEOUT_MS, "racer");
+		CHECK(wait_ready(st[i]));
+	}
+	for (int round = 0; round < TEST_RACE_ROUNDS; round++) {
+		struct scope sc = {actor, "order.race", key};
+
+		snprintf(key, sizeof(key), "race-%d", round);
+		race_round(st, &sc, fp, &owners, &unavailable, &gen);
+		bad += owners != 1 || unavailable != 0 || gen != 1;
+		CHECK(finish(st[0], &sc, 1, 200, "", "", 0, 1) == STORE_OK);
+		run_for(5);
+		race_round(st, &sc, fp, &owners, &unavailable, &gen);
+		bad += owners != 1 || unavailable != 0 || gen != 2;
+	}
+	CHECK(bad == 0);
+	for (int i = 0; i < TEST_RACERS; i++)
+		store_free(st[i]);
+}
+
+static void cleanup(const char *dsn)
+{
+	PGconn *conn = PQconnectdb(dsn);
+	const char *values[2] = {actor, "other-actor"};
+
+	PQclear(PQexecParams(conn, "DELETE FROM idempotency_records WHERE actor IN ($1, $2)", 2,
+			     NULL, values, NULL, NULL, 0));
+	PQfinish(conn);
+}
+
+int main(void)
+{
+	const char *dsn = getenv("IDEMPROXY_TEST_DSN");
+	unsigned char fp[FINGERPRINT_LEN], fp2[FINGERPRINT_LEN];
+	struct store *st;
+
+	if (!dsn)
+		UNIT_DONE("store");
+	snprintf(actor, sizeof(actor), "test-store-%ld-%ld", (long)getpid(), (long)time(NULL));
+	for (int i = 0; i < FINGERPRINT_LEN; i++) {
+		fp[i] = (unsigned char)i; /* includes a NUL byte: bytea goes binary */
+		fp2[i] = (unsigned char)(0xff - i);
+	}
+	base = event_base_new();
+
+	test_migrate(dsn);
+	cleanup(dsn);
+	st = store_new(base, dsn, TEST_TIMEOUT_MS, "test-owner");
+	CHECK(st != NULL);
+	CHECK(wait_ready(st));
+	test_claim_finish(st, fp, fp2);
+	test_release_unknown(st, fp);
+	test_expiry(st, fp, fp2);
+	test_queue(st, fp);
+	CHECK(store_pending(st) == 0);
+	store_free(st);
+
+	test_race(dsn, fp);
+	test_unavailable(fp);
+	test_read_only(dsn, fp);
+	test_timeout(dsn, fp);
+	test_lost(dsn, fp);
+	test_multi_host(dsn, fp);
+	test_free_in_callback(dsn, fp);
+	cleanup(dsn);
+
+	event_base_free(base);
+	UNIT_DONE("store");
+}

@@ -17,6 +17,7 @@
 
 #include "proxy/idemproxy.h"
 #include "proxy/log.h"
+#include "proxy/migrate.h"
 #include "proxy/store.h"
 #include "proxy/upstream.h"
 
@@ -69,6 +70,12 @@ static void signal_stop_cb(evutil_socket_t sig, short what, void *arg)
 	drain_cb(-1, 0, sd);
 }
 
+static void signal_hup_cb(evutil_socket_t sig, short what, void *arg)
+{
+	log_warn(NULL, "SIGHUP: configuration reload is not available in this version; "
+		       "restart to apply changes");
+}
+
 static int worker_init(struct worker *w, const struct conf *conf)
 {
 	char host[64] = "localhost";
@@ -109,7 +116,7 @@ static int run(const struct conf *conf)
 {
 	struct worker w;
 	struct shutdown_ctx sd = { &w, 0 };
-	struct event *sigterm = NULL, *sigint = NULL;
+	struct event *sigterm = NULL, *sigint = NULL, *sighup = NULL;
 	int rc = 1;
 
 	if (worker_init(&w, conf) < 0)
@@ -117,9 +124,16 @@ static int run(const struct conf *conf)
 	w.drain_timer = evtimer_new(w.base, drain_cb, &sd);
 	sigterm = evsignal_new(w.base, SIGTERM, signal_stop_cb, &sd);
 	sigint = evsignal_new(w.base, SIGINT, signal_stop_cb, &sd);
-	if (!w.drain_timer || !sigterm || !sigint || evsignal_add(sigterm, NULL) < 0 ||
-	    evsignal_add(sigint, NULL) < 0)
+	sighup = evsignal_new(w.base, SIGHUP, signal_hup_cb, NULL);
+	if (!w.drain_timer || !sigterm || !sigint || !sighup || evsignal_add(sigterm, NULL) < 0 ||
+	    evsignal_add(sigint, NULL) < 0 || evsignal_add(sighup, NULL) < 0)
 		goto out;
+	if (conf->admin_host)
+		log_warn(NULL, "admin listener is not available in this version; ignoring admin %s:%d",
+			 conf->admin_host, conf->admin_port);
+	if (conf->workers > 1)
+		log_info(NULL, "running 1 worker (workers %d: multiple workers are not available yet)",
+			 conf->workers);
 	log_info(NULL, "idemproxy %s listening on %s:%d, upstream %s", IDEMPROXY_VERSION,
 		 conf->listen_host, conf->listen_port, conf->upstream_url);
 	if (event_base_dispatch(w.base) < 0)
@@ -131,6 +145,8 @@ out:
 		event_free(sigterm);
 	if (sigint)
 		event_free(sigint);
+	if (sighup)
+		event_free(sighup);
 	worker_free(&w);
 	return rc;
 }
@@ -180,7 +196,7 @@ int main(int argc, char **argv)
 		printf("%s: configuration ok\n", file);
 		rc = 0;
 	} else if (migrate) {
-		rc = store_migrate(conf->database, err, sizeof(err)) < 0 ? 1 : 0;
+		rc = migrate_apply(conf->database, err, sizeof(err)) < 0 ? 1 : 0;
 		if (rc)
 			fprintf(stderr, "migrate: %s\n", err);
 	} else {

@@ -20,7 +20,6 @@
 #include <event2/event.h>
 #include <libpq-fe.h>
 
-#include "proxy/migrations.h"
 #include "proxy/store.h"
 
 #define STORE_BACKOFF_MIN_MS 50
@@ -94,12 +93,6 @@ static const char store_sql_release[] =
     " AND state = 'in_progress'";
 
 /* The advisory lock key is "idemprxy" in ASCII. */
-static const char store_sql_migrate_lock[] = "SELECT pg_advisory_xact_lock(7594869612733442169)";
-
-static const char store_sql_migrations_table[] = "CREATE TABLE IF NOT EXISTS idemproxy_migrations ("
-						 " version integer PRIMARY KEY, name text NOT NULL,"
-						 " applied_at timestamptz NOT NULL DEFAULT now())";
-
 /* Columns of the claim's result row, in the order the statement selects them. */
 enum store_claim_col {
 	STORE_COL_OWNER,
@@ -925,115 +918,3 @@ void store_release(struct store *st, const struct scope *sc, int64_t generation,
 	store_submit(st, op);
 }
 
-/* Migrations: blocking libpq, only for the `migrate` command. */
-
-static void store_migrate_quiet(void *arg, const char *message)
-{
-}
-
-/*
- * Run sql: with nparams == 0 over the simple protocol (a migration file may
- * hold several statements), else with text parameters. On success returns
- * 0 and, when out is given, the result in *out (the caller clears it). On
- * failure writes "what: libpq message" into err and returns -1.
- */
-static int store_migrate_exec(PGconn *conn, const char *sql, int nparams, const char *const *values,
-			      const char *what, char *err, size_t errlen, PGresult **out)
-{
-	PGresult *res;
-	ExecStatusType status;
-
-	if (nparams == 0)
-		res = PQexec(conn, sql);
-	else
-		res = PQexecParams(conn, sql, nparams, NULL, values, NULL, NULL, 0);
-	status = PQresultStatus(res);
-	if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-		snprintf(err, errlen, "%s: %s", what, PQerrorMessage(conn));
-		err[strcspn(err, "\n")] = '\0';
-		PQclear(res);
-		return -1;
-	}
-	if (out)
-		*out = res;
-	else
-		PQclear(res);
-	return 0;
-}
-
-/*
- * Apply migration m unless it is recorded, in one transaction with its
- * bookkeeping row. The transaction-scoped advisory lock serialises
- * concurrent migrators and, unlike a session lock, cannot outlive the
- * transaction on a pooled server connection (pgbouncer). Sets *applied to
- * 1 when m was applied. Returns 0, or -1 with a message naming m in err.
- */
-static int store_migrate_one(PGconn *conn, const struct migration *m, int *applied, char *err,
-			     size_t errlen)
-{
-	char what[STORE_LOG_MAX], version[STORE_NUM_MAX];
-	const char *values[2] = {version, m->name};
-	PGresult *res = NULL;
-	int rc = -1;
-
-	*applied = 0;
-	snprintf(what, sizeof(what), "migration %s failed", m->name);
-	snprintf(version, sizeof(version), "%d", m->version);
-	if (store_migrate_exec(conn, "BEGIN", 0, NULL, what, err, errlen, NULL) < 0 ||
-	    store_migrate_exec(conn, store_sql_migrate_lock, 0, NULL, what, err, errlen, NULL) <
-		0 ||
-	    store_migrate_exec(conn, "SELECT 1 FROM idemproxy_migrations WHERE version = $1", 1,
-			       values, what, err, errlen, &res) < 0)
-		goto out;
-	if (PQntuples(res) == 0) {
-		if (store_migrate_exec(conn, m->sql, 0, NULL, what, err, errlen, NULL) < 0 ||
-		    store_migrate_exec(conn,
-				       "INSERT INTO idemproxy_migrations (version, name)"
-				       " VALUES ($1, $2)",
-				       2, values, what, err, errlen, NULL) < 0)
-			goto out;
-		*applied = 1;
-	}
-	if (store_migrate_exec(conn, "COMMIT", 0, NULL, what, err, errlen, NULL) < 0)
-		goto out;
-	rc = 0;
-out:
-	PQclear(res);
-	return rc;
-}
-
-int store_migrate(const char *conninfo, char *err, size_t errlen)
-{
-	PGconn *conn = PQconnectdb(conninfo ? conninfo : "");
-	const char *what = "cannot create idemproxy_migrations";
-	int applied, any = 0, rc = -1;
-
-	if (PQstatus(conn) != CONNECTION_OK) {
-		snprintf(err, errlen, "cannot connect to the database: %s", PQerrorMessage(conn));
-		err[strcspn(err, "\n")] = '\0';
-		goto out;
-	}
-	PQsetNoticeProcessor(conn, store_migrate_quiet, NULL);
-	/* Under the lock too: concurrent CREATE TABLE IF NOT EXISTS can collide. */
-	if (store_migrate_exec(conn, "BEGIN", 0, NULL, what, err, errlen, NULL) < 0 ||
-	    store_migrate_exec(conn, store_sql_migrate_lock, 0, NULL, what, err, errlen, NULL) <
-		0 ||
-	    store_migrate_exec(conn, store_sql_migrations_table, 0, NULL, what, err, errlen, NULL) <
-		0 ||
-	    store_migrate_exec(conn, "COMMIT", 0, NULL, what, err, errlen, NULL) < 0)
-		goto out;
-	for (int i = 0; i < migration_count; i++) {
-		if (store_migrate_one(conn, &migrations[i], &applied, err, errlen) < 0)
-			goto out;
-		if (applied)
-			printf("applied %s\n", migrations[i].name);
-		any |= applied;
-	}
-	if (!any)
-		printf("database is up to date\n");
-	rc = 0;
-out:
-	fflush(stdout);
-	PQfinish(conn);
-	return rc;
-}

@@ -102,12 +102,4 @@ void store_release(struct store *st, const struct scope *sc, int64_t generation,
 /* Pending operations, for shutdown: 0 when idle. */
 int store_pending(const struct store *st);
 
-/*
- * Migrations (blocking; only for the `migrate` command, never in the loop).
- * Applies every compiled-in sql/NNN_*.sql not yet recorded, each in its own
- * transaction, and prints one line per applied file to stdout. Returns 0 or -1
- * with a message in err.
- */
-int store_migrate(const char *conninfo, char *err, size_t errlen);
-
 #endif

@@ -13,6 +13,7 @@
 #include <event2/event.h>
 #include <libpq-fe.h>
 
+#include "proxy/migrate.h"
 #include "proxy/store.h"
 #include "tests/unit/unit.h"
 
@@ -171,11 +172,11 @@ static void test_migrate(const char *dsn)
 {
 	char err[512] = "";
 
-	CHECK(store_migrate(dsn, err, sizeof(err)) == 0);
+	CHECK(migrate_apply(dsn, err, sizeof(err)) == 0);
 	if (err[0])
 		fprintf(stderr, "migrate: %s\n", err);
-	CHECK(store_migrate(dsn, err, sizeof(err)) == 0);
-	CHECK(store_migrate("host=127.0.0.1 port=1", err, sizeof(err)) == -1);
+	CHECK(migrate_apply(dsn, err, sizeof(err)) == 0);
+	CHECK(migrate_apply("host=127.0.0.1 port=1", err, sizeof(err)) == -1);
 	CHECK(strstr(err, "cannot connect") != NULL);
 }
 

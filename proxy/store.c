@@ -20,12 +20,12 @@
 #include <event2/event.h>
 #include <libpq-fe.h>
 
+#include "proxy/log.h"
 #include "proxy/store.h"
 
 #define STORE_BACKOFF_MIN_MS 50
 #define STORE_BACKOFF_MAX_MS 2000
 #define STORE_CLAIM_ATTEMPTS 5
-#define STORE_LOG_MAX	     1024
 #define STORE_NUM_MAX	     32
 #define STORE_PARAM_MAX	     INT_MAX /* libpq parameter lengths are int */
 #define STORE_CLAIM_PARAMS   6
@@ -204,61 +204,22 @@ static struct timeval store_tv(int64_t ms)
 	return tv;
 }
 
-/*
- * Append s to buf (used len, capacity cap) as JSON string content, dropping
- * trailing whitespace (libpq messages end in a newline). Truncates.
- */
-static size_t store_json_escape(char *buf, size_t len, size_t cap, const char *s)
+
+/* A store event for the project log; error is libpq's text, or NULL. */
+static void store_log(enum log_level level, const char *msg, const char *error)
 {
-	size_t n = strlen(s);
-
-	while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' '))
-		n--;
-	for (size_t i = 0; i < n && len + 7 < cap; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c == '"' || c == '\\') {
-			buf[len++] = '\\';
-			buf[len++] = (char)c;
-		} else if (c < 0x20) {
-			len += (size_t)snprintf(buf + len, cap - len, "\\u%04x", c);
-		} else {
-			buf[len++] = (char)c;
-		}
-	}
-	return len;
-}
-
-/*
- * Write one JSON log line to stderr: {"time","level","msg","error"}; error
- * may be NULL. The line is built first and written at once so lines from
- * several workers do not interleave. Never pass conninfo or bodies.
- */
-static void store_log(const char *level, const char *msg, const char *error)
-{
-	char line[STORE_LOG_MAX];
-	struct timespec ts;
-	struct tm tm;
-	size_t len, cap = sizeof(line) - 3;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	len = strftime(line, cap, "{\"time\":\"%Y-%m-%dT%H:%M:%S", &tm);
-	len += (size_t)snprintf(line + len, cap - len, ".%03ldZ\",\"level\":\"%s\",\"msg\":\"",
-				ts.tv_nsec / 1000000, level);
-	len = store_json_escape(line, len, cap, msg);
-	if (error) {
-		len += (size_t)snprintf(line + len, cap - len, "\",\"error\":\"");
-		len = store_json_escape(line, len, cap, error);
-	}
-	memcpy(line + len, "\"}\n", 3);
-	fwrite(line, 1, len + 3, stderr);
+	if (level < log_min_level)
+		return;
+	if (error)
+		log_write(level, NULL, "%s: %s", msg, error);
+	else
+		log_write(level, NULL, "%s", msg);
 }
 
 /* libpq notices (server NOTICE/WARNING) go to the log, not raw to stderr. */
 static void store_notice(void *arg, const char *message)
 {
-	store_log("info", "store notice", message);
+	store_log(LOG_INFO, "store notice", message);
 }
 
 static void store_queue_push(struct store_queue *q, struct store_op *op)
@@ -437,7 +398,7 @@ static void store_connect_poll(struct store *st)
 		st->state = STORE_CONNECTED;
 		st->backoff_ms = STORE_BACKOFF_MIN_MS;
 		event_del(st->timer_ev);
-		store_log("info", "store connected", NULL);
+		store_log(LOG_INFO, "store connected", NULL);
 		return;
 	default:
 		store_reset(st, "store connect failed", PQerrorMessage(st->conn));
@@ -458,7 +419,7 @@ static void store_reset(struct store *st, const char *msg, const char *error)
 	struct store_op *op;
 	struct timeval tv;
 
-	store_log("warn", msg, error);
+	store_log(LOG_WARN, msg, error);
 	while ((op = store_queue_pop(&st->queue))) {
 		PQclear(op->pgres);
 		op->pgres = NULL;
@@ -610,11 +571,11 @@ static void store_handle_result(struct store *st)
 				    res ? PQresultErrorMessage(res) : PQerrorMessage(st->conn));
 			return;
 		}
-		store_log("warn", "store statement failed", PQresultErrorMessage(res));
+		store_log(LOG_WARN, "store statement failed", PQresultErrorMessage(res));
 		op->res = STORE_UNAVAILABLE;
 	} else if (op->kind == STORE_OP_CLAIM) {
 		if (status != PGRES_TUPLES_OK) {
-			store_log("warn", "store claim failed", PQresStatus(status));
+			store_log(LOG_WARN, "store claim failed", PQresStatus(status));
 			op->res = STORE_UNAVAILABLE;
 		} else if (PQntuples(res) == 0) {
 			/* Raced with a concurrent commit or delete; look again. */
@@ -624,14 +585,14 @@ static void store_handle_result(struct store *st)
 				store_send(st);
 				return;
 			}
-			store_log("warn", "store claim found no row", NULL);
+			store_log(LOG_WARN, "store claim found no row", NULL);
 			op->res = STORE_UNAVAILABLE;
 		} else if (store_parse_claim(op, res) < 0) {
-			store_log("warn", "store claim returned an unexpected row", NULL);
+			store_log(LOG_WARN, "store claim returned an unexpected row", NULL);
 			op->res = STORE_UNAVAILABLE;
 		}
 	} else if (status != PGRES_COMMAND_OK) {
-		store_log("warn", "store write failed", PQresStatus(status));
+		store_log(LOG_WARN, "store write failed", PQresStatus(status));
 		op->res = STORE_UNAVAILABLE;
 	} else {
 		rows = PQcmdTuples(res);
@@ -808,7 +769,7 @@ static struct store_op *store_op_new(enum store_op_kind kind, const struct scope
 	struct store_op *op = calloc(1, sizeof(*op));
 
 	if (!op) {
-		store_log("error", "store out of memory", NULL);
+		store_log(LOG_ERROR, "store out of memory", NULL);
 		abort();
 	}
 	op->kind = kind;
@@ -892,7 +853,7 @@ void store_finish(struct store *st, const struct scope *sc, int64_t generation, 
 	op->retention_ms = retention_ms;
 	op->done_cb = cb;
 	if (headers_len > STORE_PARAM_MAX || body_len > STORE_PARAM_MAX) {
-		store_log("error", "store finish: response too large to store", NULL);
+		store_log(LOG_ERROR, "store finish: response too large to store", NULL);
 		st->npending++;
 		store_complete(st, op, STORE_UNAVAILABLE);
 		return;

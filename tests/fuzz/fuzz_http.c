@@ -1,0 +1,159 @@
+/*
+ * libFuzzer target for proxy/http.c.
+ *
+ * The input (after two control bytes) is parsed as a request stream and as a
+ * response stream, each fed whole, split in two at a point taken from the
+ * control bytes, and (when short) one byte at a time. Every way of feeding
+ * must produce the same transcript of messages and final status: an
+ * incremental parser must not depend on how its input was cut. Build:
+ *   clang -fsanitize=fuzzer,address,undefined -I. tests/fuzz/fuzz_http.c \
+ *         proxy/http.c -levent
+ */
+#include "proxy/http.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#define FUZZ_MAX_BODY	  64   /* small, to reach the body limit paths */
+#define FUZZ_BYTEWISE_MAX 2048 /* inputs fed byte by byte up to this size */
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void fuzz_fail(const char *what)
+{
+	fprintf(stderr, "fuzz_http: %s\n", what);
+	abort();
+}
+
+/* Check the invariants of a finished message and append it to the log. */
+static void fuzz_record(struct evbuffer *log, const struct http_msg *m)
+{
+	int i;
+
+	if (!m || !m->body || m->nheaders < 0 || m->nheaders > HTTP_MAX_HEADERS)
+		fuzz_fail("bad message");
+	if (m->version_minor != 0 && m->version_minor != 1)
+		fuzz_fail("bad version");
+	if (m->chunked && m->content_length != -1)
+		fuzz_fail("chunked with content-length");
+	if (m->kind == HTTP_REQUEST) {
+		if (!m->method[0] || !m->target[0] || strlen(m->path) != m->path_len)
+			fuzz_fail("bad request line");
+		if (m->query && strlen(m->query) != m->query_len)
+			fuzz_fail("bad query");
+		if (m->content_length >= 0 &&
+		    evbuffer_get_length(m->body) != (size_t)m->content_length)
+			fuzz_fail("body length differs from content-length");
+		evbuffer_add_printf(log, "REQ %s %s %d\n", m->method, m->target, m->version_minor);
+	} else {
+		if (m->status < 200 || m->status > 599 || !m->reason)
+			fuzz_fail("bad status");
+		evbuffer_add_printf(log, "RESP %d %s %d\n", m->status, m->reason, m->version_minor);
+	}
+	for (i = 0; i < m->nheaders; i++)
+		evbuffer_add_printf(log, "%s: %s\n", m->headers[i].name, m->headers[i].value);
+	evbuffer_add_printf(log, "cl=%lld chunked=%d ka=%d expect=%d body=%zu\n",
+			    (long long)m->content_length, m->chunked, m->keep_alive,
+			    m->expect_continue, evbuffer_get_length(m->body));
+	if (evbuffer_get_length(m->body) > 0)
+		evbuffer_add(log, evbuffer_pullup(m->body, -1), evbuffer_get_length(m->body));
+}
+
+/*
+ * Parse data fed in pieces ending at the offsets in cuts (the last being
+ * len), taking every finished message, then signal eof. The transcript goes
+ * to log.
+ */
+static void fuzz_run(enum http_kind kind, int no_body, size_t max_body, const uint8_t *data,
+		     const size_t *cuts, size_t ncuts, struct evbuffer *log)
+{
+	struct http_parser *p = http_parser_new(kind, max_body);
+	struct evbuffer *in = evbuffer_new();
+	enum http_status st = HTTP_MORE;
+	struct http_msg *m;
+	size_t i, from = 0;
+
+	if (!p || !in)
+		fuzz_fail("out of memory");
+	http_parser_expect_no_body(p, no_body);
+	for (i = 0; i < ncuts && (st == HTTP_MORE || st == HTTP_DONE); i++) {
+		evbuffer_add(in, data + from, cuts[i] - from);
+		from = cuts[i];
+		while ((st = http_parser_feed(p, in)) == HTTP_DONE) {
+			if (!http_parser_head_complete(p) || !http_parser_msg(p))
+				fuzz_fail("done without a head");
+			m = http_parser_take(p);
+			fuzz_record(log, m);
+			http_msg_free(m);
+			if (http_parser_started(p) || http_parser_take(p))
+				fuzz_fail("parser not reset by take");
+			http_parser_expect_no_body(p, no_body);
+		}
+	}
+	if (st == HTTP_MORE) {
+		st = http_parser_eof(p);
+		if (st == HTTP_DONE) {
+			m = http_parser_take(p);
+			fuzz_record(log, m);
+			http_msg_free(m);
+		}
+	}
+	evbuffer_add_printf(log, "END %d rest=%zu\n", (int)st,
+			    st == HTTP_MORE || st == HTTP_DONE ? evbuffer_get_length(in) : 0);
+	evbuffer_free(in);
+	http_parser_free(p);
+}
+
+static void fuzz_compare(struct evbuffer *a, struct evbuffer *b, const char *what)
+{
+	size_t la = evbuffer_get_length(a), lb = evbuffer_get_length(b);
+
+	if (la != lb || (la && memcmp(evbuffer_pullup(a, -1), evbuffer_pullup(b, -1), la) != 0))
+		fuzz_fail(what);
+}
+
+/* All ways of feeding one kind of stream must agree. */
+static void fuzz_kind(enum http_kind kind, int no_body, size_t max_body, const uint8_t *data,
+		      size_t len, size_t split)
+{
+	struct evbuffer *whole = evbuffer_new(), *other = evbuffer_new();
+	size_t cuts[2] = {split, len};
+	size_t *bytes, i;
+
+	fuzz_run(kind, no_body, max_body, data, &len, 1, whole);
+	fuzz_run(kind, no_body, max_body, data, cuts, 2, other);
+	fuzz_compare(whole, other, "split feed differs from whole feed");
+	if (len > 0 && len <= FUZZ_BYTEWISE_MAX) {
+		bytes = malloc(len * sizeof(*bytes));
+		for (i = 0; i < len; i++)
+			bytes[i] = i + 1;
+		evbuffer_drain(other, evbuffer_get_length(other));
+		fuzz_run(kind, no_body, max_body, data, bytes, len, other);
+		fuzz_compare(whole, other, "bytewise feed differs from whole feed");
+		free(bytes);
+	}
+	evbuffer_free(whole);
+	evbuffer_free(other);
+}
+
+/*
+ * data[0] bit 0: responses answer HEAD; bit 1: apply FUZZ_MAX_BODY.
+ * data[1]: where to split the rest, scaled to its length.
+ */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	size_t len, split, max_body;
+
+	if (size < 2)
+		return 0;
+	len = size - 2;
+	split = len * data[1] / 255;
+	max_body = data[0] & 2 ? FUZZ_MAX_BODY : 0;
+	fuzz_kind(HTTP_REQUEST, 0, max_body, data + 2, len, split);
+	fuzz_kind(HTTP_RESPONSE, data[0] & 1, max_body, data + 2, len, split);
+	return 0;
+}

@@ -1,0 +1,993 @@
+/* Unit tests of proxy/http.c: framing, strictness, limits, both directions. */
+#include "proxy/http.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "tests/unit/unit.h"
+
+#define TEST_BODY_LIMIT 1000
+
+/* The whole message in one feed; *out gets the message on HTTP_DONE. */
+static enum http_status parse_whole(enum http_kind kind, size_t max_body, const char *data,
+				    size_t len, struct http_msg **out)
+{
+	struct http_parser *p = http_parser_new(kind, max_body);
+	struct evbuffer *in = evbuffer_new();
+	enum http_status st;
+
+	*out = NULL;
+	evbuffer_add(in, data, len);
+	st = http_parser_feed(p, in);
+	if (st == HTTP_DONE)
+		*out = http_parser_take(p);
+	evbuffer_free(in);
+	http_parser_free(p);
+	return st;
+}
+
+/* The message one byte per feed; stops at the first status other than MORE. */
+static enum http_status parse_bytewise(enum http_kind kind, size_t max_body, const char *data,
+				       size_t len, struct http_msg **out)
+{
+	struct http_parser *p = http_parser_new(kind, max_body);
+	struct evbuffer *in = evbuffer_new();
+	enum http_status st = HTTP_MORE;
+	size_t i;
+
+	*out = NULL;
+	for (i = 0; i < len && st == HTTP_MORE; i++) {
+		evbuffer_add(in, data + i, 1);
+		st = http_parser_feed(p, in);
+	}
+	if (st == HTTP_DONE)
+		*out = http_parser_take(p);
+	evbuffer_free(in);
+	http_parser_free(p);
+	return st;
+}
+
+static enum http_status req(const char *s)
+{
+	struct http_msg *m;
+	enum http_status st = parse_whole(HTTP_REQUEST, TEST_BODY_LIMIT, s, strlen(s), &m);
+	enum http_status st1;
+
+	http_msg_free(m);
+	st1 = parse_bytewise(HTTP_REQUEST, TEST_BODY_LIMIT, s, strlen(s), &m);
+	http_msg_free(m);
+	CHECK(st == st1);
+	return st;
+}
+
+static int body_is(const struct http_msg *m, const char *s)
+{
+	size_t len = evbuffer_get_length(m->body);
+
+	if (len != strlen(s))
+		return 0;
+	return len == 0 || memcmp(evbuffer_pullup(m->body, -1), s, len) == 0;
+}
+
+static void test_simple_get(void)
+{
+	const char *s = "GET /a/b?x=1&y HTTP/1.1\r\nHost: example.com\r\n"
+			"User-Agent:  curl/8 \t\r\nX-Empty:\r\n\r\n";
+	struct http_msg *m;
+
+	CHECK(parse_whole(HTTP_REQUEST, 0, s, strlen(s), &m) == HTTP_DONE);
+	if (!m)
+		return;
+	CHECK(m->kind == HTTP_REQUEST);
+	CHECK_STR(m->method, "GET");
+	CHECK_STR(m->target, "/a/b?x=1&y");
+	CHECK_STR(m->path, "/a/b");
+	CHECK(m->path_len == 4);
+	CHECK_STR(m->query, "x=1&y");
+	CHECK(m->query_len == 5);
+	CHECK(m->version_minor == 1);
+	CHECK(m->nheaders == 3);
+	CHECK_STR(m->headers[0].name, "Host");
+	CHECK_STR(m->headers[0].value, "example.com");
+	CHECK_STR(http_msg_header(m, "user-agent"), "curl/8");
+	CHECK_STR(http_msg_header(m, "X-EMPTY"), "");
+	CHECK(http_msg_header(m, "Accept") == NULL);
+	CHECK(http_msg_header_count(m, "host") == 1);
+	CHECK(m->content_length == -1);
+	CHECK(!m->chunked);
+	CHECK(m->keep_alive);
+	CHECK(!m->expect_continue);
+	CHECK(m->body && evbuffer_get_length(m->body) == 0);
+	http_msg_free(m);
+
+	s = "GET /p? HTTP/1.1\r\nHost: h\r\n\r\n";
+	CHECK(parse_whole(HTTP_REQUEST, 0, s, strlen(s), &m) == HTTP_DONE);
+	if (m) {
+		CHECK_STR(m->path, "/p");
+		CHECK_STR(m->query, "");
+		CHECK(m->query_len == 0);
+		http_msg_free(m);
+	}
+	s = "GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+	CHECK(parse_whole(HTTP_REQUEST, 0, s, strlen(s), &m) == HTTP_DONE);
+	if (m) {
+		CHECK_STR(m->path, "/");
+		CHECK(m->query == NULL);
+		http_msg_free(m);
+	}
+	s = "OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n";
+	CHECK(parse_whole(HTTP_REQUEST, 0, s, strlen(s), &m) == HTTP_DONE);
+	if (m) {
+		CHECK_STR(m->target, "*");
+		http_msg_free(m);
+	}
+	/* HTTP/1.0 needs no Host; obs-text is allowed in values. */
+	s = "GET / HTTP/1.0\r\nX-Name: caf\xc3\xa9\r\n\r\n";
+	CHECK(parse_whole(HTTP_REQUEST, 0, s, strlen(s), &m) == HTTP_DONE);
+	if (m) {
+		CHECK(m->version_minor == 0);
+		CHECK(!m->keep_alive);
+		CHECK_STR(http_msg_header(m, "x-name"), "caf\xc3\xa9");
+		http_msg_free(m);
+	}
+}
+
+/* A POST fed one byte at a time: head_complete, msg and started follow. */
+static void test_bytewise_post(void)
+{
+	const char *s = "POST /orders HTTP/1.1\r\nHost: h\r\nContent-Length: 11\r\n"
+			"Expect: 100-Continue\r\n\r\nhello world";
+	struct http_parser *p = http_parser_new(HTTP_REQUEST, TEST_BODY_LIMIT);
+	struct evbuffer *in = evbuffer_new();
+	size_t i, len = strlen(s), head = strstr(s, "\r\n\r\n") + 4 - s;
+	enum http_status st = HTTP_MORE;
+	struct http_msg *m;
+
+	CHECK(!http_parser_started(p));
+	CHECK(!http_parser_head_complete(p));
+	CHECK(http_parser_msg(p) == NULL);
+	CHECK(http_parser_take(p) == NULL);
+	for (i = 0; i < len; i++) {
+		evbuffer_add(in, s + i, 1);
+		st = http_parser_feed(p, in);
+		CHECK(http_parser_started(p));
+		CHECK(http_parser_head_complete(p) == (i + 1 >= head));
+		if (i + 1 < len)
+			CHECK(st == HTTP_MORE);
+		if (i + 1 == head) {
+			const struct http_msg *cur = http_parser_msg(p);
+
+			CHECK(cur && cur->expect_continue && cur->content_length == 11);
+		}
+	}
+	CHECK(st == HTTP_DONE);
+	CHECK(http_parser_feed(p, in) == HTTP_DONE);
+	m = http_parser_take(p);
+	CHECK(m != NULL);
+	if (m) {
+		CHECK_STR(m->method, "POST");
+		CHECK(m->content_length == 11);
+		CHECK(body_is(m, "hello world"));
+		CHECK(m->expect_continue);
+		http_msg_free(m);
+	}
+	CHECK(!http_parser_started(p));
+	CHECK(!http_parser_head_complete(p));
+	CHECK(http_parser_eof(p) == HTTP_MORE);
+	evbuffer_free(in);
+	http_parser_free(p);
+}
+
+static void test_pipelined(void)
+{
+	const char *s = "\r\nGET /1 HTTP/1.1\r\nHost: h\r\n\r\n"
+			"POST /2 HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc"
+			"POST /3 HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+			"2\r\nxy\r\n0\r\n\r\n"
+			"GET /4 HTTP/1.1\r\nHo";
+	struct http_parser *p = http_parser_new(HTTP_REQUEST, TEST_BODY_LIMIT);
+	struct evbuffer *in = evbuffer_new();
+	static const char *const targets[] = {"/1", "/2", "/3"};
+	static const char *const bodies[] = {"", "abc", "xy"};
+	struct http_msg *m;
+	int i;
+
+	evbuffer_add(in, s, strlen(s));
+	for (i = 0; i < 3; i++) {
+		CHECK(http_parser_feed(p, in) == HTTP_DONE);
+		m = http_parser_take(p);
+		CHECK(m != NULL);
+		if (!m)
+			continue;
+		CHECK_STR(m->target, targets[i]);
+		CHECK(body_is(m, bodies[i]));
+		http_msg_free(m);
+	}
+	CHECK(http_parser_feed(p, in) == HTTP_MORE);
+	CHECK(http_parser_started(p));
+	CHECK(http_parser_eof(p) == HTTP_ERR_BAD);
+	evbuffer_free(in);
+	http_parser_free(p);
+}
+
+static void test_chunked(void)
+{
+	const char *s = "POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: Chunked\r\n\r\n"
+			"5;name=value;x\r\nhello\r\n"
+			"1 ; ext\r\n \r\n"
+			"A\r\n0123456789\r\n"
+			"0\r\nX-Trailer: t\r\nX-Other:  v \r\n\r\n";
+	struct http_msg *m;
+
+	CHECK(parse_whole(HTTP_REQUEST, TEST_BODY_LIMIT, s, strlen(s), &m) == HTTP_DONE);
+	if (m) {
+		CHECK(m->chunked);
+		CHECK(m->content_length == -1);
+		CHECK(body_is(m, "hello 0123456789"));
+		CHECK(http_msg_header(m, "X-Trailer") == NULL);
+		http_msg_free(m);
+	}
+	CHECK(parse_bytewise(HTTP_REQUEST, TEST_BODY_LIMIT, s, strlen(s), &m) == HTTP_DONE);
+	if (m) {
+		CHECK(body_is(m, "hello 0123456789"));
+		http_msg_free(m);
+	}
+	/* Body exactly at the limit, upper-case hex. */
+	s = "POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+	    "3\r\nabc\r\n0\r\n\r\n";
+	CHECK(parse_whole(HTTP_REQUEST, 3, s, strlen(s), &m) == HTTP_DONE);
+	http_msg_free(m);
+
+	/* Malformed chunk framing. */
+	CHECK(req("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+		  "5\r\nhelloX\r\n0\r\n\r\n") == HTTP_ERR_BAD);
+	CHECK(req("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+		  "5\r\nhello\n0\r\n\r\n") == HTTP_ERR_BAD);
+	CHECK(req("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+		  "5\nhello\r\n0\r\n\r\n") == HTTP_ERR_BAD);
+	CHECK(req("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+		  "g\r\n") == HTTP_ERR_BAD);
+	CHECK(req("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+		  "-5\r\n") == HTTP_ERR_BAD);
+	CHECK(req("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+		  "\r\n") == HTTP_ERR_BAD);
+	CHECK(req("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+		  "5 \r\n") == HTTP_ERR_BAD);
+	CHECK(req("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+		  "0x5\r\n") == HTTP_ERR_BAD);
+	CHECK(req("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+		  "5;a\x01\r\n") == HTTP_ERR_BAD);
+	/* 16 hex digits overflow the limit, even as leading zeros. */
+	CHECK(req("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+		  "ffffffffffffffff\r\n") == HTTP_ERR_BAD);
+	CHECK(req("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+		  "0000000000000001\r\n") == HTTP_ERR_BAD);
+	/* Bad trailer fields. */
+	CHECK(req("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+		  "0\r\nBad Name: x\r\n\r\n") == HTTP_ERR_BAD);
+	CHECK(req("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+		  "0\r\nX: a\r\n folded\r\n\r\n") == HTTP_ERR_BAD);
+	CHECK(req("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+		  "0\r\nX: a\n\r\n") == HTTP_ERR_BAD);
+}
+
+static void test_chunk_line_limit(void)
+{
+	const char *head = "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n";
+	size_t hl = strlen(head), len;
+	char *s = malloc(hl + HTTP_MAX_CHUNK_LINE + 16);
+	struct http_msg *m;
+
+	/* A chunk line of exactly HTTP_MAX_CHUNK_LINE bytes incl. CRLF is fine. */
+	memcpy(s, head, hl);
+	len = hl;
+	s[len++] = '1';
+	s[len++] = ';';
+	memset(s + len, 'e', HTTP_MAX_CHUNK_LINE - 4);
+	len += HTTP_MAX_CHUNK_LINE - 4;
+	memcpy(s + len, "\r\nZ\r\n0\r\n\r\n", 10);
+	CHECK(parse_whole(HTTP_REQUEST, 0, s, len + 10, &m) == HTTP_DONE);
+	if (m) {
+		CHECK(body_is(m, "Z"));
+		http_msg_free(m);
+	}
+	/* One more byte fails, without waiting for the line end. */
+	len = hl + 2;
+	memset(s + len, 'e', HTTP_MAX_CHUNK_LINE);
+	len += HTTP_MAX_CHUNK_LINE - 2;
+	CHECK(parse_whole(HTTP_REQUEST, 0, s, len, &m) == HTTP_ERR_BAD);
+	CHECK(parse_whole(HTTP_REQUEST, 0, s, len - 1, &m) == HTTP_MORE);
+	free(s);
+}
+
+/* Every case here must be rejected as HTTP_ERR_BAD. */
+static void test_smuggling(void)
+{
+	static const char *const bad[] = {
+	    /* CL + TE, in both orders */
+	    "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+	    "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n",
+	    /* TE other than exactly chunked */
+	    "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n"
+	    "Transfer-Encoding: chunked\r\n\r\n",
+	    "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked, chunked\r\n\r\n",
+	    "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+	    "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: xchunked\r\n\r\n",
+	    "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunkedx\r\n\r\n",
+	    "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: identity\r\n\r\n",
+	    "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: \"chunked\"\r\n\r\n",
+	    "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding:\r\n\r\n",
+	    "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+	    /* Content-Length not plain digits, or repeated */
+	    "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5, 5\r\n\r\nhello",
+	    "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello",
+	    "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello",
+	    "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: +5\r\n\r\nhello",
+	    "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: -1\r\n\r\n",
+	    "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5 5\r\n\r\n",
+	    "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 0x5\r\n\r\n",
+	    "POST / HTTP/1.1\r\nHost: h\r\nContent-Length:\r\n\r\n",
+	    "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 99999999999999999999\r\n\r\n",
+	    "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 4611686018427387905\r\n\r\n",
+	    /* header syntax */
+	    "POST / HTTP/1.1\r\nHost: h\r\nContent-Length : 5\r\n\r\nhello",
+	    "POST / HTTP/1.1\r\nHost: h\r\nContent-Length\t: 5\r\n\r\nhello",
+	    "GET / HTTP/1.1\r\nHost: h\r\nX-A: 1\r\n  folded\r\n\r\n",
+	    "GET / HTTP/1.1\r\n Host: h\r\n\r\n",
+	    "GET / HTTP/1.1\r\nHost: h\r\n\tX: 1\r\n\r\n",
+	    "GET / HTTP/1.1\r\nHost: h\r\nX-A: a\x7f\r\n\r\n",
+	    "GET / HTTP/1.1\r\nHost: h\r\nX-A: a\rb\r\n\r\n",
+	    "GET / HTTP/1.1\r\nHost: h\r\nX-A: a\x01\r\n\r\n",
+	    "GET / HTTP/1.1\r\nHost: h\r\n: empty-name\r\n\r\n",
+	    "GET / HTTP/1.1\r\nHost: h\r\nNo-Colon\r\n\r\n",
+	    "GET / HTTP/1.1\r\nHost: h\r\nX(A): 1\r\n\r\n",
+	    "GET / HTTP/1.1\r\nHost: h\r\nX\x80: 1\r\n\r\n",
+	    /* bare LF / bare CR */
+	    "GET / HTTP/1.1\nHost: h\r\n\r\n",
+	    "GET / HTTP/1.1\r\nHost: h\n\r\n",
+	    "GET / HTTP/1.1\r\nHost: h\r\n\n",
+	    "GET / HTTP/1.1\r\nHost: h\r\r\n\r\n",
+	    "GET / HTTP/1.1\rHost: h\r\n\r\n",
+	    "\nGET / HTTP/1.1\r\nHost: h\r\n\r\n",
+	    "\r\rGET / HTTP/1.1\r\nHost: h\r\n\r\n",
+	    /* Host */
+	    "GET / HTTP/1.1\r\n\r\n",
+	    "GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n",
+	    "GET / HTTP/1.0\r\nHost: a\r\nhost: b\r\n\r\n",
+	    "GET / HTTP/1.1\r\nHost: a b\r\n\r\n",
+	    "GET / HTTP/1.1\r\nHost: a/b\r\n\r\n",
+	    "GET / HTTP/1.1\r\nHost: user@a\r\n\r\n",
+	    /* request-line */
+	    "GET / HTTP/2.0\r\nHost: h\r\n\r\n",
+	    "GET / HTTP/1.2\r\nHost: h\r\n\r\n",
+	    "GET / HTTP/0.9\r\nHost: h\r\n\r\n",
+	    "GET / http/1.1\r\nHost: h\r\n\r\n",
+	    "GET / HTTP/1.1 \r\nHost: h\r\n\r\n",
+	    "GET /\r\nHost: h\r\n\r\n",
+	    "GET  / HTTP/1.1\r\nHost: h\r\n\r\n",
+	    "GET /  HTTP/1.1\r\nHost: h\r\n\r\n",
+	    " GET / HTTP/1.1\r\nHost: h\r\n\r\n",
+	    "GET\t/ HTTP/1.1\r\nHost: h\r\n\r\n",
+	    "G(T / HTTP/1.1\r\nHost: h\r\n\r\n",
+	    "GE@T / HTTP/1.1\r\nHost: h\r\n\r\n",
+	    "G\xc3\x89T / HTTP/1.1\r\nHost: h\r\n\r\n",
+	    "GET /a#frag HTTP/1.1\r\nHost: h\r\n\r\n",
+	    "GET /caf\xc3\xa9 HTTP/1.1\r\nHost: h\r\n\r\n",
+	    "GET /a\x01 HTTP/1.1\r\nHost: h\r\n\r\n",
+	    "GET /a\tb HTTP/1.1\r\nHost: h\r\n\r\n",
+	    "GET http://h/ HTTP/1.1\r\nHost: h\r\n\r\n",
+	    "CONNECT h:443 HTTP/1.1\r\nHost: h\r\n\r\n",
+	    "GET * HTTP/1.1\r\nHost: h\r\n\r\n",
+	    "GET a HTTP/1.1\r\nHost: h\r\n\r\n",
+	    "\r\nHTTP/1.1 200 OK\r\n\r\n",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct http_msg *m;
+		enum http_status st;
+		size_t len = strlen(bad[i]);
+
+		st = parse_whole(HTTP_REQUEST, TEST_BODY_LIMIT, bad[i], len, &m);
+		if (st != HTTP_ERR_BAD)
+			fprintf(stderr, "not rejected: case %zu: %s\n", i, bad[i]);
+		CHECK(st == HTTP_ERR_BAD);
+		http_msg_free(m);
+		st = parse_bytewise(HTTP_REQUEST, TEST_BODY_LIMIT, bad[i], len, &m);
+		CHECK(st == HTTP_ERR_BAD);
+		http_msg_free(m);
+	}
+}
+
+/* NUL bytes cannot hide in a value, a name or the request-line. */
+static void test_nul(void)
+{
+	static const char nul_value[] = "GET / HTTP/1.1\r\nHost: h\r\nX-A: a\0b\r\n\r\n";
+	static const char nul_name[] = "GET / HTTP/1.1\r\nHost: h\r\nX\0A: b\r\n\r\n";
+	static const char nul_target[] = "GET /\0 HTTP/1.1\r\nHost: h\r\n\r\n";
+	static const char nul_chunk[] =
+	    "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n"
+	    "\r\n1;\0\r\nx\r\n0\r\n\r\n";
+	struct http_msg *m;
+
+	CHECK(parse_whole(HTTP_REQUEST, 0, nul_value, sizeof(nul_value) - 1, &m) == HTTP_ERR_BAD);
+	CHECK(parse_whole(HTTP_REQUEST, 0, nul_name, sizeof(nul_name) - 1, &m) == HTTP_ERR_BAD);
+	CHECK(parse_whole(HTTP_REQUEST, 0, nul_target, sizeof(nul_target) - 1, &m) == HTTP_ERR_BAD);
+	CHECK(parse_whole(HTTP_REQUEST, 0, nul_chunk, sizeof(nul_chunk) - 1, &m) == HTTP_ERR_BAD);
+}
+
+/* Cases a strict parser must still accept. */
+static void test_accepted(void)
+{
+	static const char *const good[] = {
+	    "\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n",
+	    "GET / HTTP/1.1\r\nHost: h:8080\r\n\r\n",
+	    "GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n",
+	    "GET / HTTP/1.1\r\nHost:\r\n\r\n",
+	    "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 0005\r\n\r\nhello",
+	    "POST / HTTP/1.1\r\nHost: h\r\nContent-Length:5\t\r\n\r\nhello",
+	    "POST / HTTP/1.1\r\nHost: h\r\ntransfer-encoding:  CHUNKED \r\n\r\n0\r\n\r\n",
+	    "PATCH /x HTTP/1.1\r\nhost: h\r\nX-A: \"q\" (c) {} \t v\r\n\r\n",
+	    "M-SEARCH /a!$&'()*+,;=:@%20?/q=[x]|{y}^`~\\ HTTP/1.1\r\nHost: h\r\n\r\n",
+	    "get / HTTP/1.1\r\nHost: h\r\n\r\n",
+	    "OPTIONS * HTTP/1.0\r\n\r\n",
+	    "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1000\r\n\r\n",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		struct http_msg *m;
+		enum http_status st =
+		    parse_whole(HTTP_REQUEST, TEST_BODY_LIMIT, good[i], strlen(good[i]), &m);
+		size_t len = strlen(good[i]);
+
+		if (strstr(good[i], "Content-Length: 1000")) {
+			CHECK(st == HTTP_MORE);
+			continue;
+		}
+		if (st != HTTP_DONE)
+			fprintf(stderr, "not accepted: case %zu: %s\n", i, good[i]);
+		CHECK(st == HTTP_DONE);
+		http_msg_free(m);
+		CHECK(parse_bytewise(HTTP_REQUEST, TEST_BODY_LIMIT, good[i], len, &m) == HTTP_DONE);
+		http_msg_free(m);
+	}
+}
+
+static void test_empty_lines_limit(void)
+{
+	char s[128] = "";
+	int i;
+
+	for (i = 0; i < 9; i++)
+		strcat(s, "\r\n");
+	strcat(s, "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+	CHECK(req(s) == HTTP_ERR_BAD);
+	CHECK(req(s + 2) == HTTP_DONE);
+	/* Empty lines alone do not start a message. */
+	{
+		struct http_parser *p = http_parser_new(HTTP_REQUEST, 0);
+		struct evbuffer *in = evbuffer_new();
+
+		evbuffer_add(in, "\r\n\r\n", 4);
+		CHECK(http_parser_feed(p, in) == HTTP_MORE);
+		CHECK(!http_parser_started(p));
+		CHECK(http_parser_eof(p) == HTTP_MORE);
+		evbuffer_free(in);
+		http_parser_free(p);
+	}
+}
+
+/* A request of exactly total bytes: filler header padded to the size. */
+static char *make_head(size_t total, size_t *len)
+{
+	const char *start = "GET / HTTP/1.1\r\nHost: h\r\nX-Pad: ";
+	char *s = malloc(total + 1);
+	size_t sl = strlen(start);
+
+	memcpy(s, start, sl);
+	memset(s + sl, 'a', total - sl - 4);
+	memcpy(s + total - 4, "\r\n\r\n", 4);
+	s[total] = '\0';
+	*len = total;
+	return s;
+}
+
+static void test_head_limits(void)
+{
+	struct http_msg *m;
+	size_t len;
+	char *s, *big;
+	int i;
+
+	s = make_head(HTTP_MAX_HEAD, &len);
+	CHECK(parse_whole(HTTP_REQUEST, 0, s, len, &m) == HTTP_DONE);
+	http_msg_free(m);
+	free(s);
+	s = make_head(HTTP_MAX_HEAD + 1, &len);
+	CHECK(parse_whole(HTTP_REQUEST, 0, s, len, &m) == HTTP_ERR_HEAD_TOO_LARGE);
+	/* Detected as soon as HTTP_MAX_HEAD bytes hold no blank line. */
+	CHECK(parse_whole(HTTP_REQUEST, 0, s, HTTP_MAX_HEAD, &m) == HTTP_ERR_HEAD_TOO_LARGE);
+	CHECK(parse_whole(HTTP_REQUEST, 0, s, HTTP_MAX_HEAD - 1, &m) == HTTP_MORE);
+	free(s);
+
+	big = malloc(64 + (HTTP_MAX_HEADERS + 1) * 16);
+	strcpy(big, "GET / HTTP/1.1\r\nHost: h\r\n");
+	for (i = 1; i < HTTP_MAX_HEADERS; i++)
+		sprintf(big + strlen(big), "X-%d: v\r\n", i);
+	len = strlen(big);
+	strcat(big, "\r\n");
+	CHECK(parse_whole(HTTP_REQUEST, 0, big, strlen(big), &m) == HTTP_DONE);
+	if (m) {
+		CHECK(m->nheaders == HTTP_MAX_HEADERS);
+		http_msg_free(m);
+	}
+	strcpy(big + len, "X-Last: v\r\n\r\n");
+	CHECK(parse_whole(HTTP_REQUEST, 0, big, strlen(big), &m) == HTTP_ERR_HEAD_TOO_LARGE);
+	/* Too many lines fail before the head ends. */
+	CHECK(parse_whole(HTTP_REQUEST, 0, big, strlen(big) - 2, &m) == HTTP_ERR_HEAD_TOO_LARGE);
+	free(big);
+}
+
+static void test_body_limits(void)
+{
+	struct http_parser *p = http_parser_new(HTTP_REQUEST, TEST_BODY_LIMIT);
+	struct evbuffer *in = evbuffer_new();
+	const char *s = "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1001\r\n\r\n";
+	struct http_msg *m;
+
+	/* From Content-Length, before any body byte; the head is available. */
+	evbuffer_add(in, s, strlen(s));
+	CHECK(http_parser_feed(p, in) == HTTP_ERR_BODY_TOO_LARGE);
+	CHECK(http_parser_head_complete(p));
+	CHECK(http_parser_msg(p) && http_parser_msg(p)->content_length == 1001);
+	CHECK(http_parser_feed(p, in) == HTTP_ERR_BODY_TOO_LARGE);
+	CHECK(http_parser_eof(p) == HTTP_ERR_BODY_TOO_LARGE);
+	evbuffer_free(in);
+	http_parser_free(p);
+
+	s = "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 4611686018427387904\r\n\r\n";
+	CHECK(parse_whole(HTTP_REQUEST, TEST_BODY_LIMIT, s, strlen(s), &m) ==
+	      HTTP_ERR_BODY_TOO_LARGE);
+	/* While decoding chunks: the size line that crosses the limit fails. */
+	s = "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+	    "3\r\nabc\r\n1\r\n";
+	CHECK(parse_whole(HTTP_REQUEST, 3, s, strlen(s), &m) == HTTP_ERR_BODY_TOO_LARGE);
+	s = "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+	    "fffffffffffffff\r\n";
+	CHECK(parse_whole(HTTP_REQUEST, TEST_BODY_LIMIT, s, strlen(s), &m) ==
+	      HTTP_ERR_BODY_TOO_LARGE);
+	/* No limit: a huge chunk is only waited for. */
+	CHECK(parse_whole(HTTP_REQUEST, 0, s, strlen(s), &m) == HTTP_MORE);
+}
+
+static void test_keep_alive(void)
+{
+	static const struct {
+		const char *head;
+		int keep_alive;
+	} cases[] = {
+	    {"GET / HTTP/1.1\r\nHost: h\r\n\r\n", 1},
+	    {"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", 0},
+	    {"GET / HTTP/1.1\r\nHost: h\r\nConnection: X-Foo ,  CLOSE\r\n\r\n", 0},
+	    {"GET / HTTP/1.1\r\nHost: h\r\nConnection: x\r\nConnection: Close\r\n\r\n", 0},
+	    {"GET / HTTP/1.1\r\nHost: h\r\nConnection: closed\r\n\r\n", 1},
+	    {"GET / HTTP/1.1\r\nHost: h\r\nConnection: keep-alive\r\n\r\n", 1},
+	    {"GET / HTTP/1.0\r\n\r\n", 0},
+	    {"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n", 1},
+	    {"GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n", 0},
+	    {"GET / HTTP/1.0\r\nKeep-Alive: 5\r\n\r\n", 0},
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct http_msg *m;
+
+		CHECK(parse_whole(HTTP_REQUEST, 0, cases[i].head, strlen(cases[i].head), &m) ==
+		      HTTP_DONE);
+		if (!m)
+			continue;
+		if (m->keep_alive != cases[i].keep_alive)
+			fprintf(stderr, "keep_alive case %zu\n", i);
+		CHECK(m->keep_alive == cases[i].keep_alive);
+		http_msg_free(m);
+	}
+}
+
+static void test_expect(void)
+{
+	const char *s;
+	struct http_msg *m;
+
+	s = "POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\nx";
+	CHECK(parse_whole(HTTP_REQUEST, 0, s, strlen(s), &m) == HTTP_DONE);
+	CHECK(m && m->expect_continue);
+	http_msg_free(m);
+	s = "POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\nx";
+	CHECK(parse_whole(HTTP_REQUEST, 0, s, strlen(s), &m) == HTTP_DONE);
+	CHECK(m && !m->expect_continue);
+	http_msg_free(m);
+	s = "POST / HTTP/1.1\r\nHost: h\r\nExpect: 200-ok\r\nContent-Length: 1\r\n\r\nx";
+	CHECK(parse_whole(HTTP_REQUEST, 0, s, strlen(s), &m) == HTTP_DONE);
+	CHECK(m && !m->expect_continue);
+	http_msg_free(m);
+}
+
+static void test_hop_headers(void)
+{
+	const char *s = "GET / HTTP/1.1\r\nHost: h\r\nConnection: X-Secret, keep-alive\r\n"
+			"Connection: ,x-other ,\r\nX-Secret: 1\r\nX-Other: 2\r\n\r\n";
+	struct http_msg *m;
+
+	CHECK(parse_whole(HTTP_REQUEST, 0, s, strlen(s), &m) == HTTP_DONE);
+	if (!m)
+		return;
+	CHECK(http_msg_is_hop_header(m, "Connection"));
+	CHECK(http_msg_is_hop_header(m, "keep-alive"));
+	CHECK(http_msg_is_hop_header(m, "PROXY-CONNECTION"));
+	CHECK(http_msg_is_hop_header(m, "Proxy-Authenticate"));
+	CHECK(http_msg_is_hop_header(m, "proxy-authorization"));
+	CHECK(http_msg_is_hop_header(m, "te"));
+	CHECK(http_msg_is_hop_header(m, "Trailer"));
+	CHECK(http_msg_is_hop_header(m, "transfer-encoding"));
+	CHECK(http_msg_is_hop_header(m, "Upgrade"));
+	CHECK(http_msg_is_hop_header(m, "x-secret"));
+	CHECK(http_msg_is_hop_header(m, "X-OTHER"));
+	CHECK(!http_msg_is_hop_header(m, "X-Secre"));
+	CHECK(!http_msg_is_hop_header(m, "Host"));
+	CHECK(!http_msg_is_hop_header(m, "Content-Type"));
+	CHECK(!http_msg_is_hop_header(m, "Trailers"));
+	CHECK(!http_msg_is_hop_header(m, ""));
+	CHECK(http_msg_header_count(m, "connection") == 2);
+	http_msg_free(m);
+}
+
+/* Feed a response whole; no_body as for a HEAD request. */
+static enum http_status resp(const char *s, int no_body, struct http_msg **out)
+{
+	struct http_parser *p = http_parser_new(HTTP_RESPONSE, TEST_BODY_LIMIT);
+	struct evbuffer *in = evbuffer_new();
+	enum http_status st;
+
+	*out = NULL;
+	http_parser_expect_no_body(p, no_body);
+	evbuffer_add(in, s, strlen(s));
+	st = http_parser_feed(p, in);
+	if (st == HTTP_MORE)
+		st = http_parser_eof(p);
+	if (st == HTTP_DONE)
+		*out = http_parser_take(p);
+	evbuffer_free(in);
+	http_parser_free(p);
+	return st;
+}
+
+static void test_responses(void)
+{
+	struct http_msg *m;
+
+	CHECK(resp("HTTP/1.1 201 Created\r\nContent-Length: 2\r\nX: y\r\n\r\nok", 0, &m) ==
+	      HTTP_DONE);
+	if (m) {
+		CHECK(m->kind == HTTP_RESPONSE);
+		CHECK(m->status == 201);
+		CHECK_STR(m->reason, "Created");
+		CHECK(m->keep_alive);
+		CHECK(body_is(m, "ok"));
+		CHECK(m->method == NULL && m->path == NULL);
+		http_msg_free(m);
+	}
+	CHECK(resp("HTTP/1.1 200\r\nContent-Length: 0\r\n\r\n", 0, &m) == HTTP_DONE);
+	if (m) {
+		CHECK_STR(m->reason, "");
+		http_msg_free(m);
+	}
+	CHECK(resp("HTTP/1.0 404 Not  Found \t\r\nContent-Length: 0\r\n\r\n", 0, &m) == HTTP_DONE);
+	if (m) {
+		CHECK_STR(m->reason, "Not  Found \t");
+		CHECK(!m->keep_alive);
+		http_msg_free(m);
+	}
+	CHECK(resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+		   "3;x\r\nabc\r\n0\r\nT: 1\r\n\r\n",
+		   0, &m) == HTTP_DONE);
+	if (m) {
+		CHECK(m->chunked);
+		CHECK(body_is(m, "abc"));
+		CHECK(m->keep_alive);
+		http_msg_free(m);
+	}
+	/* Until close: eof completes it and forbids keep-alive. */
+	CHECK(resp("HTTP/1.1 200 OK\r\nX: y\r\n\r\nall of it", 0, &m) == HTTP_DONE);
+	if (m) {
+		CHECK(body_is(m, "all of it"));
+		CHECK(!m->keep_alive);
+		CHECK(m->content_length == -1);
+		http_msg_free(m);
+	}
+	/* HEAD, 204, 304: no body whatever the headers say. */
+	CHECK(resp("HTTP/1.1 200 OK\r\nContent-Length: 1234\r\n\r\n", 1, &m) == HTTP_DONE);
+	if (m) {
+		CHECK(m->content_length == 1234);
+		CHECK(evbuffer_get_length(m->body) == 0);
+		CHECK(m->keep_alive);
+		http_msg_free(m);
+	}
+	CHECK(resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", 1, &m) == HTTP_DONE);
+	http_msg_free(m);
+	CHECK(resp("HTTP/1.1 204 No Content\r\n\r\n", 0, &m) == HTTP_DONE);
+	CHECK(m && m->keep_alive && evbuffer_get_length(m->body) == 0);
+	http_msg_free(m);
+	CHECK(resp("HTTP/1.1 304 Not Modified\r\nContent-Length: 10\r\n\r\n", 0, &m) == HTTP_DONE);
+	CHECK(m && m->keep_alive && evbuffer_get_length(m->body) == 0);
+	http_msg_free(m);
+
+	/* Truncated messages. */
+	CHECK(resp("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nabc", 0, &m) == HTTP_ERR_BAD);
+	CHECK(resp("HTTP/1.1 200 OK\r\nContent-Len", 0, &m) == HTTP_ERR_BAD);
+	CHECK(resp("H", 0, &m) == HTTP_ERR_BAD);
+	CHECK(resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabcde\r\n", 0, &m) ==
+	      HTTP_ERR_BAD);
+	CHECK(resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n", 0, &m) ==
+	      HTTP_ERR_BAD);
+	CHECK(resp("", 0, &m) == HTTP_MORE);
+
+	/* Framing and syntax errors. */
+	CHECK(resp("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n", 0,
+		   &m) == HTTP_ERR_BAD);
+	CHECK(resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", 0, &m) == HTTP_ERR_BAD);
+	CHECK(resp("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nabc", 0, &m) ==
+	      HTTP_ERR_BAD);
+	CHECK(resp("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nab", 0, &m) ==
+	      HTTP_ERR_BAD);
+	CHECK(resp("HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 0, &m) ==
+	      HTTP_ERR_BAD);
+	CHECK(resp("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n", 0, &m) ==
+	      HTTP_ERR_BAD);
+	CHECK(resp("HTTP/1.1 600 Bad\r\n\r\n", 0, &m) == HTTP_ERR_BAD);
+	CHECK(resp("HTTP/1.1 099 Bad\r\n\r\n", 0, &m) == HTTP_ERR_BAD);
+	CHECK(resp("HTTP/1.1 20 OK\r\n\r\n", 0, &m) == HTTP_ERR_BAD);
+	CHECK(resp("HTTP/1.1 2000 OK\r\n\r\n", 0, &m) == HTTP_ERR_BAD);
+	CHECK(resp("HTTP/1.1  200 OK\r\n\r\n", 0, &m) == HTTP_ERR_BAD);
+	CHECK(resp("HTTP/2 200 OK\r\n\r\n", 0, &m) == HTTP_ERR_BAD);
+	CHECK(resp("HTTP/2.0 200 OK\r\n\r\n", 0, &m) == HTTP_ERR_BAD);
+	CHECK(resp("HTTP/1.2 200 OK\r\n\r\n", 0, &m) == HTTP_ERR_BAD);
+	CHECK(resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\rX", 0, &m) ==
+	      HTTP_ERR_BAD);
+	CHECK(resp("HTTP/1.1 200 O\x01K\r\n\r\n", 0, &m) == HTTP_ERR_BAD);
+	CHECK(resp("HTTP/1.1 200 OK\nContent-Length: 0\r\n\r\n", 0, &m) == HTTP_ERR_BAD);
+	CHECK(resp("\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 0, &m) == HTTP_ERR_BAD);
+	CHECK(resp("HTTP/1.1 200 OK\r\nX : y\r\nContent-Length: 0\r\n\r\n", 0, &m) == HTTP_ERR_BAD);
+}
+
+static void test_response_limits(void)
+{
+	struct http_parser *p = http_parser_new(HTTP_RESPONSE, 4);
+	struct evbuffer *in = evbuffer_new();
+	const char *s = "HTTP/1.1 200 OK\r\n\r\nabc";
+	struct http_msg *m;
+
+	evbuffer_add(in, s, strlen(s));
+	CHECK(http_parser_feed(p, in) == HTTP_MORE);
+	evbuffer_add(in, "d", 1);
+	CHECK(http_parser_feed(p, in) == HTTP_MORE);
+	evbuffer_add(in, "e", 1);
+	CHECK(http_parser_feed(p, in) == HTTP_ERR_BODY_TOO_LARGE);
+	http_parser_free(p);
+	evbuffer_drain(in, evbuffer_get_length(in));
+
+	/* Until close in pieces, with feeds that bring nothing. */
+	p = http_parser_new(HTTP_RESPONSE, 0);
+	evbuffer_add(in, s, strlen(s));
+	CHECK(http_parser_feed(p, in) == HTTP_MORE);
+	CHECK(http_parser_head_complete(p));
+	CHECK(http_parser_feed(p, in) == HTTP_MORE);
+	evbuffer_add(in, "de", 2);
+	CHECK(http_parser_feed(p, in) == HTTP_MORE);
+	CHECK(http_parser_eof(p) == HTTP_DONE);
+	m = http_parser_take(p);
+	CHECK(m && body_is(m, "abcde") && !m->keep_alive);
+	http_msg_free(m);
+	http_parser_free(p);
+
+	p = http_parser_new(HTTP_RESPONSE, 4);
+	s = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n";
+	evbuffer_drain(in, evbuffer_get_length(in));
+	evbuffer_add(in, s, strlen(s));
+	CHECK(http_parser_feed(p, in) == HTTP_ERR_BODY_TOO_LARGE);
+	http_parser_free(p);
+	evbuffer_free(in);
+}
+
+/* 100 Continue (and other 1xx) are skipped; the final response follows. */
+static void test_interim(void)
+{
+	struct http_parser *p = http_parser_new(HTTP_RESPONSE, 0);
+	struct evbuffer *in = evbuffer_new();
+	const char *s = "HTTP/1.1 100 Continue\r\n\r\n";
+	struct http_msg *m;
+
+	evbuffer_add(in, s, strlen(s));
+	CHECK(http_parser_feed(p, in) == HTTP_MORE);
+	CHECK(evbuffer_get_length(in) == 0);
+	CHECK(http_parser_started(p));
+	CHECK(!http_parser_head_complete(p));
+	s = "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
+	    "\r\nhi"
+	    "HTTP/1.1 100 Continue\r\n\r\n";
+	evbuffer_add(in, s, strlen(s));
+	CHECK(http_parser_feed(p, in) == HTTP_DONE);
+	m = http_parser_take(p);
+	CHECK(m && m->status == 200 && body_is(m, "hi"));
+	http_msg_free(m);
+	CHECK(http_parser_feed(p, in) == HTTP_MORE);
+	CHECK(http_parser_started(p));
+	/* A 1xx then eof is a truncated response. */
+	CHECK(http_parser_eof(p) == HTTP_ERR_BAD);
+	evbuffer_free(in);
+	http_parser_free(p);
+
+	CHECK(resp("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n", 0, &m) ==
+	      HTTP_DONE);
+	CHECK(m && m->status == 204);
+	http_msg_free(m);
+}
+
+/* Keep-alive upstream: HEAD then GET on one parser; expect_no_body resets. */
+static void test_response_sequence(void)
+{
+	struct http_parser *p = http_parser_new(HTTP_RESPONSE, 0);
+	struct evbuffer *in = evbuffer_new();
+	const char *s = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n"
+			"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc";
+	struct http_msg *m;
+
+	evbuffer_add(in, s, strlen(s));
+	http_parser_expect_no_body(p, 1);
+	CHECK(http_parser_feed(p, in) == HTTP_DONE);
+	m = http_parser_take(p);
+	CHECK(m && evbuffer_get_length(m->body) == 0);
+	http_msg_free(m);
+	CHECK(http_parser_feed(p, in) == HTTP_DONE);
+	m = http_parser_take(p);
+	CHECK(m && body_is(m, "abc") && m->keep_alive);
+	http_msg_free(m);
+	CHECK(evbuffer_get_length(in) == 0);
+	evbuffer_free(in);
+	http_parser_free(p);
+}
+
+/* A body spread over many evbuffer chains arrives intact. */
+static void test_large_body(void)
+{
+	struct http_parser *p = http_parser_new(HTTP_REQUEST, 0);
+	struct evbuffer *in = evbuffer_new();
+	const char *s = "PUT /big HTTP/1.1\r\nHost: h\r\nContent-Length: 300000\r\n\r\n";
+	char chunk[1000];
+	struct http_msg *m;
+	int i;
+	enum http_status st = HTTP_MORE;
+
+	evbuffer_add(in, s, strlen(s));
+	for (i = 0; i < 300; i++) {
+		memset(chunk, 'a' + i % 26, sizeof(chunk));
+		evbuffer_add(in, chunk, sizeof(chunk));
+		st = http_parser_feed(p, in);
+	}
+	CHECK(st == HTTP_DONE);
+	m = http_parser_take(p);
+	CHECK(m && evbuffer_get_length(m->body) == 300000);
+	if (m) {
+		unsigned char *b = evbuffer_pullup(m->body, -1);
+
+		CHECK(b[0] == 'a' && b[299999] == 'a' + 299 % 26);
+		http_msg_free(m);
+	}
+	evbuffer_free(in);
+	http_parser_free(p);
+}
+
+/* A head in one-byte evbuffer chains: CR and LF meet across chains. */
+static enum http_status parse_chained(const char *s, struct http_msg **out)
+{
+	struct http_parser *p = http_parser_new(HTTP_REQUEST, TEST_BODY_LIMIT);
+	struct evbuffer *in = evbuffer_new();
+	enum http_status st;
+	size_t i;
+
+	*out = NULL;
+	for (i = 0; s[i]; i++)
+		evbuffer_add_reference(in, s + i, 1, NULL, NULL);
+	st = http_parser_feed(p, in);
+	if (st == HTTP_DONE)
+		*out = http_parser_take(p);
+	evbuffer_free(in);
+	http_parser_free(p);
+	return st;
+}
+
+static void test_chains(void)
+{
+	struct http_msg *m;
+
+	CHECK(parse_chained("POST /chains?q HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n"
+			    "X-Long-Header-Name: some value here\r\n\r\nabc",
+			    &m) == HTTP_DONE);
+	if (m) {
+		CHECK_STR(m->path, "/chains");
+		CHECK_STR(http_msg_header(m, "x-long-header-name"), "some value here");
+		CHECK(body_is(m, "abc"));
+		http_msg_free(m);
+	}
+	CHECK(parse_chained("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\r\nX-B: b\nX: c\r\n\r\n", &m) ==
+	      HTTP_ERR_BAD);
+	CHECK(parse_chained("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+			    "3;e=f\r\nabc\r\n10\r\n0123456789abcdef\r\n0\r\nT: 1\r\n\r\n",
+			    &m) == HTTP_DONE);
+	if (m) {
+		CHECK(body_is(m, "abc0123456789abcdef"));
+		http_msg_free(m);
+	}
+}
+
+/* Trailers count toward the head limits. */
+static void test_trailer_limits(void)
+{
+	const char *start = "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n";
+	size_t head = strlen(start) - 3, len;
+	char *s = malloc(HTTP_MAX_HEAD + 256);
+	struct http_msg *m;
+	int i;
+
+	/* head + trailer field exactly HTTP_MAX_HEAD, then one byte more */
+	strcpy(s, start);
+	len = strlen(s);
+	memcpy(s + len, "T: ", 3);
+	memset(s + len + 3, 'v', HTTP_MAX_HEAD - head - 5);
+	strcpy(s + len + 3 + HTTP_MAX_HEAD - head - 5, "\r\n\r\n");
+	CHECK(parse_whole(HTTP_REQUEST, 0, s, strlen(s), &m) == HTTP_DONE);
+	http_msg_free(m);
+	strcpy(s + len + 3 + HTTP_MAX_HEAD - head - 5, "v\r\n\r\n");
+	CHECK(parse_whole(HTTP_REQUEST, 0, s, strlen(s), &m) == HTTP_ERR_HEAD_TOO_LARGE);
+
+	/* 2 header fields + 98 trailer fields is the most */
+	strcpy(s, start);
+	for (i = 0; i < HTTP_MAX_HEADERS - 2; i++)
+		strcat(s, "T: 1\r\n");
+	len = strlen(s);
+	strcat(s, "\r\n");
+	CHECK(parse_whole(HTTP_REQUEST, 0, s, strlen(s), &m) == HTTP_DONE);
+	http_msg_free(m);
+	strcpy(s + len, "T: 1\r\n\r\n");
+	CHECK(parse_whole(HTTP_REQUEST, 0, s, strlen(s), &m) == HTTP_ERR_HEAD_TOO_LARGE);
+	http_msg_free(m);
+	free(s);
+}
+
+int main(void)
+{
+	test_simple_get();
+	test_bytewise_post();
+	test_pipelined();
+	test_chunked();
+	test_chunk_line_limit();
+	test_smuggling();
+	test_nul();
+	test_accepted();
+	test_empty_lines_limit();
+	test_head_limits();
+	test_body_limits();
+	test_keep_alive();
+	test_expect();
+	test_hop_headers();
+	test_responses();
+	test_response_limits();
+	test_interim();
+	test_response_sequence();
+	test_large_body();
+	test_chains();
+	test_trailer_limits();
+	UNIT_DONE("http");
+}

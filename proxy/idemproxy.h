@@ -134,6 +134,7 @@ void listener_stop(struct worker *w);
 enum respond_flags {
 	RESPOND_CLOSE = 1,        /* close the connection after this response */
 	RESPOND_NO_LENGTH = 2,    /* head already frames the body (HEAD, 204, 304) */
+	RESPOND_KEEP_ALIVE = 4,   /* HTTP/1.0 client asked for keep-alive: say yes */
 };
 
 /*

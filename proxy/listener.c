@@ -161,6 +161,8 @@ void conn_respond(struct client_conn *c, struct evbuffer *head, struct evbuffer 
 		evbuffer_add_printf(head, "Content-Length: %zu\r\n", len);
 	if (c->close_after)
 		evbuffer_add(head, "Connection: close\r\n", 19);
+	else if (flags & RESPOND_KEEP_ALIVE)
+		evbuffer_add(head, "Connection: keep-alive\r\n", 24);
 	evbuffer_add(head, "\r\n", 2);
 	evbuffer_add_buffer(out, head);
 	if (body)

@@ -133,7 +133,9 @@ static void request_done(struct request *req)
 /* Flags for the client's connection after this request's response. */
 static int respond_flags(const struct request *req)
 {
-	return req->msg->keep_alive ? 0 : RESPOND_CLOSE;
+	if (!req->msg->keep_alive)
+		return RESPOND_CLOSE;
+	return req->msg->version_minor == 0 ? RESPOND_KEEP_ALIVE : 0;
 }
 
 void respond_problem(struct client_conn *c, const struct conf *conf, enum problem_kind kind,

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2317  # stop_pid and cleanup run from traps
+# `make run`: idemproxy in front of the demo upstream, ready for curl.
+#
+# Starts a private PostgreSQL cluster under .run/pg when
+# idemproxy.conf.example configures no database, applies the migrations,
+# starts scripts/demo-upstream.py on 127.0.0.1:3000 and ./idemproxy on
+# 127.0.0.1:8080, prints what to try, and waits. Ctrl-C or SIGTERM stops
+# all three.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$(pwd -P)
+
+CONF=${IDEMPROXY_CONF:-idemproxy.conf.example}
+BIN=${IDEMPROXY_BIN:-./idemproxy}
+PY=/usr/bin/python3
+RUNDIR=$ROOT/.run
+PGDIR=$RUNDIR/pg
+PGPORT_DEFAULT=54329
+UPSTREAM_PORT=3000
+PROXY_ADDR=127.0.0.1
+PROXY_PORT=8080
+READY_WAIT=10     # seconds to wait for each listener
+STOP_WAIT=15      # seconds to wait for a process to exit after SIGTERM
+
+upstream_pid=""
+proxy_pid=""
+started_pg=0
+
+say() { printf 'run: %s\n' "$*" >&2; }
+die() { say "$*"; exit 1; }
+
+# 0 when something accepts TCP connections on 127.0.0.1:$1.
+port_busy() {
+	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# Wait until pid $1 listens on port $2 (bounded); fail if it exits first.
+wait_listening() {
+	local pid=$1 port=$2 name=$3 i
+	for ((i = 0; i < READY_WAIT * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || die "$name exited during start-up (see the messages above)"
+		port_busy "$port" && return 0
+		sleep 0.1
+	done
+	die "$name did not accept connections on 127.0.0.1:$port within ${READY_WAIT}s"
+}
+
+# SIGTERM pid $1, wait up to STOP_WAIT seconds, then SIGKILL.
+stop_pid() {
+	local pid=$1 i
+	[ -n "$pid" ] || return 0
+	kill -TERM "$pid" 2>/dev/null || return 0
+	for ((i = 0; i < STOP_WAIT * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		say "pid $pid did not stop within ${STOP_WAIT}s, killing it"
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	wait "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+	trap - EXIT INT TERM
+	set +e
+	say "stopping"
+	stop_pid "$proxy_pid"
+	stop_pid "$upstream_pid"
+	if [ "$started_pg" = 1 ]; then
+		bash scripts/pg.sh stop "$PGDIR" "$PGPORT" && say "PostgreSQL stopped"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 0' INT
+trap 'exit 0' TERM
+
+[ -x "$BIN" ] || die "$BIN not found: build it with make"
+[ -f "$CONF" ] || die "$CONF not found"
+
+if port_busy "$UPSTREAM_PORT"; then
+	die "port 127.0.0.1:$UPSTREAM_PORT is busy: stop whatever listens there (the demo upstream needs it)"
+fi
+if port_busy "$PROXY_PORT"; then
+	die "port $PROXY_ADDR:$PROXY_PORT is busy: stop whatever listens there (idemproxy needs it)"
+fi
+
+"$BIN" -t -c "$CONF" || die "$CONF does not check out"
+
+if grep -Eq '^[[:space:]]*database[[:space:]]' "$CONF"; then
+	say "using the database configured in $CONF"
+else
+	PGPORT=$PGPORT_DEFAULT
+	mkdir -p "$RUNDIR"
+	conninfo=$(bash scripts/pg.sh start "$PGDIR" "$PGPORT") || die "could not start PostgreSQL under $PGDIR"
+	started_pg=1
+	# pg.sh reports the port a cluster left running from before uses.
+	PGPORT=$(sed -n 's/.* port=\([0-9]*\).*/\1/p' <<<"$conninfo")
+	export PGHOST=$PGDIR PGPORT PGDATABASE=idemproxy PGUSER=postgres
+	say "PostgreSQL: $conninfo"
+fi
+
+"$BIN" migrate -c "$CONF" || die "migrate failed"
+
+"$PY" scripts/demo-upstream.py "$UPSTREAM_PORT" &
+upstream_pid=$!
+wait_listening "$upstream_pid" "$UPSTREAM_PORT" "the demo upstream"
+
+"$BIN" -c "$CONF" &
+proxy_pid=$!
+wait_listening "$proxy_pid" "$PROXY_PORT" "idemproxy"
+
+P=http://$PROXY_ADDR:$PROXY_PORT
+cat <<MSG
+
+idemproxy listens on $P, in front of the demo upstream on http://127.0.0.1:$UPSTREAM_PORT.
+Try, from another terminal:
+
+  # create a course (201, Location)
+  curl -i -X POST $P/api/courses -H 'Idempotency-Key: demo-1' -H 'X-Actor-Id: alice' \\
+       -H 'Content-Type: application/json' -d '{"title": "SQL basics", "topic": "sql", "lessons": 3}'
+
+  # the same request again: the stored response, with Idempotent-Replayed: true
+  curl -i -X POST $P/api/courses -H 'Idempotency-Key: demo-1' -H 'X-Actor-Id: alice' \\
+       -H 'Content-Type: application/json' -d '{"title": "SQL basics", "topic": "sql", "lessons": 3}'
+
+  # the same key with another title: 422 idempotency-conflict
+  curl -i -X POST $P/api/courses -H 'Idempotency-Key: demo-1' -H 'X-Actor-Id: alice' \\
+       -H 'Content-Type: application/json' -d '{"title": "SQL advanced", "topic": "sql", "lessons": 3}'
+
+  # no key: 400 idempotency-key-missing
+  curl -i -X POST $P/api/courses -H 'X-Actor-Id: alice' \\
+       -H 'Content-Type: application/json' -d '{"title": "SQL basics", "topic": "sql", "lessons": 3}'
+
+  # reads pass through: one course, created once
+  curl -i $P/api/courses
+
+Press Ctrl-C to stop.
+MSG
+
+# Wait for either process; if one exits by itself, stop the other.
+set +e
+wait -n "$proxy_pid" "$upstream_pid"
+rc=$?
+set -e
+if ! kill -0 "$proxy_pid" 2>/dev/null; then
+	proxy_pid=""
+	say "idemproxy exited (status $rc)"
+else
+	upstream_pid=""
+	say "the demo upstream exited (status $rc)"
+fi
+exit 1

@@ -1,0 +1,97 @@
+"""Command line: -t, --version, migrate, SIGTERM."""
+import os
+import re
+import signal
+import subprocess
+
+import pytest
+
+import conftest
+import helpers
+
+
+def write_conf(tmp_path, text, name="test.conf"):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def good_conf_text():
+    return conftest.render_conf(conftest.base_settings(helpers.free_port(),
+                                                       "host=/nonexistent dbname=x"),
+                                conftest.BASE_ROUTES)
+
+
+def run(binary, *args):
+    r = subprocess.run([binary] + list(args), stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=30)
+    assert not helpers.sanitizer_report(binary, r.stderr), r.stderr
+    return r
+
+
+def test_check_good_config(binary, tmp_path):
+    conf = write_conf(tmp_path, good_conf_text())
+    r = run(binary, "-t", "-c", conf)
+    assert r.returncode == 0, r.stderr
+
+
+def test_check_unknown_directive_names_file_and_line(binary, tmp_path):
+    text = "listen 127.0.0.1:8080\n# a comment\nfrobnicate yes\n" + \
+        "actor header X-Actor-Id\n" + conftest.BASE_ROUTES
+    conf = write_conf(tmp_path, text)
+    r = run(binary, "-t", "-c", conf)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert re.search(r"^%s:3: \S" % re.escape(conf), r.stderr, re.M), r.stderr
+
+
+BAD_CONFIGS = {
+    "lease_not_longer_than_upstream_timeout": ({"upstream_timeout": "5s", "lease": "5s"}, ""),
+    "bad_duration": ({"upstream_timeout": "5 parsecs"}, ""),
+    "bad_size": ({"max_request_body": "12q"}, ""),
+    "bad_mismatch_status": ({"mismatch_status": "418"}, ""),
+    "route_without_actor": ({"actor": None}, ""),
+    "unclosed_block": ({}, "route broken.op {\n    match POST /api/broken\n"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
+def test_check_bad_config(binary, tmp_path, case):
+    settings, tail = BAD_CONFIGS[case]
+    s = conftest.base_settings(helpers.free_port(), "dbname=x")
+    s.update(settings)
+    conf = write_conf(tmp_path, conftest.render_conf(s, conftest.BASE_ROUTES + tail))
+    r = run(binary, "-t", "-c", conf)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert re.search(r"^%s:\d+: \S" % re.escape(conf), r.stderr, re.M), r.stderr
+
+
+def test_check_missing_file(binary, tmp_path):
+    r = run(binary, "-t", "-c", str(tmp_path / "nope.conf"))
+    assert r.returncode == 1
+    assert "nope.conf" in r.stderr
+
+
+def test_version(binary):
+    r = run(binary, "--version")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout + r.stderr
+    assert re.search(r"\d+\.\d+", out), out
+    with open(os.path.join(conftest.ROOT, "VERSION")) as f:
+        assert f.read().strip() in out
+
+
+def test_migrate_twice_is_fine(binary, pg):
+    r = run(binary, "migrate", "-c", pg.migrate_conf)
+    assert r.returncode == 0, r.stdout + r.stderr
+    pg.records.table()
+
+
+def test_sigterm_exits_zero(proxy):
+    p = proxy()
+    assert p.stop() == 0, p.stderr_tail()
+
+
+def test_sigint_exits_zero(proxy):
+    p = proxy()
+    p.signal(signal.SIGINT)
+    assert p.proc.wait(10) == 0, p.stderr_tail()

@@ -1,0 +1,124 @@
+"""Races and process lifecycle: concurrent duplicates (one and two
+processes), restart after SIGKILL, graceful shutdown with a request in
+flight."""
+import signal
+import threading
+
+import helpers
+from helpers import problem, course, assert_owner, assert_replay_of
+
+THREADS = 20
+
+
+def race(proxies, key, actor, delay="0.5"):
+    """THREADS simultaneous identical requests spread over proxies."""
+    results = [None] * THREADS
+    barrier = threading.Barrier(THREADS)
+
+    def one(i):
+        p = proxies[i % len(proxies)]
+        try:
+            barrier.wait(10)
+            results[i] = p.post("/api/courses", key=key, actor=actor, body=course(),
+                                headers=[("X-Test-Delay", delay)])
+        except Exception as e:  # reported by the assertions below
+            results[i] = e
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return results
+
+
+def check_race(results):
+    for r in results:
+        assert isinstance(r, helpers.Response), r
+    owners = [r for r in results
+              if r.status == 201 and r.headers.get("Idempotent-Replayed") is None]
+    assert len(owners) == 1, results
+    owner = owners[0]
+    for r in results:
+        if r is owner:
+            continue
+        if r.status == 409:
+            problem(r, "operation-in-progress", 409)
+            assert r.headers.get("Retry-After") is not None
+        else:
+            assert_replay_of(r, owner)
+    return owner
+
+
+def test_concurrent_duplicates_one_process(proxy, upstream, ids):
+    p = proxy({"upstream_timeout": "5s"})
+    key = ids.key()
+    owner = check_race(race([p], key, ids.actor))
+    assert upstream.count(actor=ids.actor) == 1
+    assert_replay_of(p.post("/api/courses", key=key, actor=ids.actor, body=course()), owner)
+
+
+def test_concurrent_duplicates_two_processes(proxy, upstream, ids):
+    a = proxy({"upstream_timeout": "5s"})
+    b = proxy({"upstream_timeout": "5s"})
+    key = ids.key()
+    owner = check_race(race([a, b], key, ids.actor))
+    assert upstream.count(actor=ids.actor) == 1
+    for p in (a, b):
+        assert_replay_of(p.post("/api/courses", key=key, actor=ids.actor, body=course()), owner)
+
+
+def test_concurrent_distinct_keys(proxy, upstream, ids):
+    p = proxy({"upstream_timeout": "5s"})
+    keys = [ids.key() for _ in range(THREADS)]
+    results = [None] * THREADS
+
+    def one(i):
+        results[i] = p.post("/api/courses", key=keys[i], actor=ids.actor, body=course(),
+                            headers=[("X-Test-Delay", "0.2")])
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    for r in results:
+        assert_owner(r, 201)
+    assert upstream.count(actor=ids.actor) == THREADS
+
+
+def test_replay_after_sigkill_restart(proxy, upstream, ids):
+    p = proxy()
+    key = ids.key()
+    first = p.post("/api/courses", key=key, actor=ids.actor, body=course())
+    assert_owner(first)
+    p.kill()
+    p.start()
+    assert_replay_of(p.post("/api/courses", key=key, actor=ids.actor, body=course()), first)
+    assert upstream.count(actor=ids.actor) == 1
+
+
+def test_sigterm_lets_inflight_request_finish(proxy, upstream, pg, ids):
+    p = proxy({"upstream_timeout": "5s", "shutdown_timeout": "5s"})
+    key = ids.key()
+    got = {}
+
+    def first():
+        try:
+            got["r"] = p.post("/api/courses", key=key, actor=ids.actor, body=course(),
+                              headers=[("X-Test-Delay", "1")])
+        except Exception as e:  # reported below
+            got["r"] = e
+
+    t = threading.Thread(target=first)
+    t.start()
+    assert len(upstream.wait_for(1, actor=ids.actor)) == 1
+    p.signal(signal.SIGTERM)
+    t.join(15)
+    assert isinstance(got.get("r"), helpers.Response), got
+    assert_owner(got["r"], 201)
+    assert p.proc.wait(10) == 0, p.stderr_tail()
+    row = pg.records.one(ids.actor)
+    assert helpers.record_state(row) == "completed"
+    assert helpers.record_status(row) == 201
+

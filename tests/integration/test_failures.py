@@ -238,3 +238,27 @@ def test_postgres_down_and_back(proxy, upstream, pg, ids):
         time.sleep(0.25)
     assert_replay_of(p.post("/api/courses", key=key, actor=ids.actor, body=course()), r)
     assert upstream.count(actor=ids.actor, key=key) == 1
+
+
+def test_client_gone_after_forward_still_recorded(proxy, upstream, pg, ids):
+    """The owner's client hangs up while its request is at the upstream: the
+    response is still read and recorded, so the retry gets the replay."""
+    p = proxy()
+    key = ids.key()
+    data = helpers.build_request(
+        "POST", "/api/courses",
+        [("Idempotency-Key", key), ("X-Actor-Id", ids.actor),
+         ("Content-Type", "application/json"), ("X-Test-Delay", "1")],
+        body=course())
+    c = helpers.Client(p.port)
+    c.send(data)
+    assert len(upstream.wait_for(1, actor=ids.actor)) == 1
+    c.close()
+    end = time.monotonic() + POLL_LIMIT
+    while helpers.record_state(pg.records.one(ids.actor)) != "completed":
+        assert time.monotonic() < end, "record never completed"
+        time.sleep(0.1)
+    r = p.post("/api/courses", key=key, actor=ids.actor, body=course())
+    assert r.status == 201
+    assert (r.headers.get("Idempotent-Replayed") or "").lower() == "true"
+    assert upstream.count(actor=ids.actor) == 1

@@ -275,3 +275,36 @@ def test_ambiguous_framing(proxy, upstream, pg, ids, framing, target):
     assert closed, "the connection stayed open after an ambiguous request"
     assert upstream.count(actor=ids.actor) == 0
     assert pg.records.rows(ids.actor) == []
+
+
+GARBAGE = [
+    b"\x00\x01\x02\x03\r\n\r\n",
+    b"GET\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\nBad Header: x\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\n folded: x\r\n\r\n",
+    b"POST /api/courses HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\nX: " + b"a" * 70000 + b"\r\n\r\n",
+    b"GET / HTTP/9.9\r\nHost: a\r\n\r\n",
+    b"GET / HTTP/1.1\nHost: a\n\n",
+]
+
+
+def test_garbage_requests_never_forwarded_or_fatal(proxy, upstream, ids):
+    """Malformed heads get a 4xx problem and a closed connection; nothing
+    reaches the upstream and the proxy keeps serving."""
+    p = proxy()
+    before = len(upstream.log())
+    answered = 0
+    for data in GARBAGE:
+        try:
+            r, closed = helpers.raw_exchange(p.port, data)
+        except (helpers.ConnectionClosed, OSError):
+            continue  # a reset is acceptable for a head over the limit
+        answered += 1
+        assert 400 <= r.status < 500, (data[:40], r)
+        assert (r.headers.get("Content-Type") or "").startswith("application/problem+json")
+        assert closed, data[:40]
+    assert answered >= len(GARBAGE) - 1
+    assert len(upstream.log()) == before
+    assert p.running()
+    assert p.request("GET", "/api/courses").status == 200

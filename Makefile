@@ -32,7 +32,11 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 DEPS     := $(LIB_OBJ:.o=.d) $(MAIN_OBJ:.o=.d)
 
-.PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc
+FUZZ_SECONDS ?= 20
+FUZZ_CFLAGS  := -std=gnu11 -O1 -g -I. -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined
+FUZZERS      := build/fuzz/fuzz_http build/fuzz/fuzz_fingerprint build/fuzz/fuzz_conf
+
+.PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc fuzz
 
 all: $(BIN)
 
@@ -73,6 +77,27 @@ bench: deps
 
 check-conf-doc: $(BIN)
 	@sh scripts/check-conf-doc.sh
+
+# Each parser's fuzzer, FUZZ_SECONDS each (libFuzzer from clang).
+fuzz: $(FUZZERS)
+	@for f in $(FUZZERS); do \
+		mkdir -p build/fuzz/corpus/$${f##*/}; \
+		$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=0 build/fuzz/corpus/$${f##*/} \
+			2>build/fuzz/$${f##*/}.log || { tail -n 40 build/fuzz/$${f##*/}.log; exit 1; }; \
+		echo "$${f##*/}: $$(grep -o 'Done [0-9]* runs' build/fuzz/$${f##*/}.log | tail -n 1), no crash"; \
+	done
+
+build/fuzz/fuzz_http: tests/fuzz/fuzz_http.c proxy/http.c proxy/http.h
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_http.c proxy/http.c -levent
+
+build/fuzz/fuzz_fingerprint: tests/fuzz/fuzz_fingerprint.c proxy/fingerprint.c proxy/fingerprint.h
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_fingerprint.c proxy/fingerprint.c -lyajl -lcrypto
+
+build/fuzz/fuzz_conf: tests/fuzz/fuzz_conf.c conf/conf.c conf/route.c conf/conf.h
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_conf.c conf/conf.c conf/route.c
 
 format:
 	clang-format -i proxy/*.c proxy/*.h conf/*.c conf/*.h tests/unit/*.c tests/unit/*.h

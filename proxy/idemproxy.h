@@ -138,13 +138,15 @@ enum respond_flags {
 };
 
 /*
- * Queue a response on c: head is the status line and header lines, each
- * ending in CRLF, without the blank line; Content-Length (unless
- * RESPOND_NO_LENGTH) and Connection are added here. body may be NULL. Both
- * buffers are drained. The connection's request, if any, is detached.
+ * A response on c, written straight into its output buffer: start returns
+ * that buffer (the caller adds the status line and header lines, each with
+ * CRLF) and detaches the connection's request; frame adds Content-Length
+ * (unless RESPOND_NO_LENGTH), Connection and the blank line; then the
+ * caller adds body_len bytes of body. The connection sends it from the
+ * event loop and then reads the next request or closes.
  */
-void conn_respond(struct client_conn *c, struct evbuffer *head, struct evbuffer *body,
-		  int flags);
+struct evbuffer *conn_respond_start(struct client_conn *c);
+void conn_respond_frame(struct client_conn *c, size_t body_len, int flags);
 void conn_close_idle(struct worker *w);
 void conn_free_all(struct worker *w);
 

@@ -146,29 +146,28 @@ static void conn_process(struct client_conn *c)
 	}
 }
 
-void conn_respond(struct client_conn *c, struct evbuffer *head, struct evbuffer *body, int flags)
+struct evbuffer *conn_respond_start(struct client_conn *c)
 {
-	struct evbuffer *out = bufferevent_get_output(c->bev);
-	size_t len = body ? evbuffer_get_length(body) : 0;
-
 	c->req = NULL;
 	c->writing = 1;
 	evtimer_del(c->timer);
 	bufferevent_disable(c->bev, EV_READ);
+	return bufferevent_get_output(c->bev);
+}
+
+void conn_respond_frame(struct client_conn *c, size_t body_len, int flags)
+{
+	struct evbuffer *out = bufferevent_get_output(c->bev);
+
 	if ((flags & RESPOND_CLOSE) || c->w->draining)
 		c->close_after = 1;
 	if (!(flags & RESPOND_NO_LENGTH))
-		evbuffer_add_printf(head, "Content-Length: %zu\r\n", len);
+		evbuffer_add_printf(out, "Content-Length: %zu\r\n", body_len);
 	if (c->close_after)
-		evbuffer_add(head, "Connection: close\r\n", 19);
+		evbuffer_add(out, "Connection: close\r\n", 19);
 	else if (flags & RESPOND_KEEP_ALIVE)
-		evbuffer_add(head, "Connection: keep-alive\r\n", 24);
-	evbuffer_add(head, "\r\n", 2);
-	evbuffer_add_buffer(out, head);
-	if (body)
-		evbuffer_add_buffer(out, body);
-	/* The write callback fires once the output buffer is empty. */
-	bufferevent_enable(c->bev, EV_WRITE);
+		evbuffer_add(out, "Connection: keep-alive\r\n", 24);
+	evbuffer_add(out, "\r\n", 2);
 }
 
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,

@@ -141,32 +141,25 @@ static int respond_flags(const struct request *req)
 void respond_problem(struct client_conn *c, const struct conf *conf, enum problem_kind kind,
 		     int status, const char *detail, int flags)
 {
-	struct evbuffer *head = evbuffer_new();
-	struct evbuffer *body = evbuffer_new();
+	struct evbuffer *out;
 	size_t len = 0;
-	char *json = NULL;
+	char *json;
 
-	if (!head || !body)
-		goto out;
 	if (status <= 0)
 		status = problem_default_status(kind);
 	json = problem_render(kind, status, conf->problem_base, detail, &len);
-	if (!json)
-		goto out;
-	evbuffer_add_printf(head, "HTTP/1.1 %d %s\r\n", status, status_reason(status));
-	evbuffer_add_printf(head, "Content-Type: application/problem+json\r\n"
-				  "Cache-Control: no-store\r\n");
+	out = conn_respond_start(c);
+	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", status, status_reason(status));
+	evbuffer_add_printf(out, "Content-Type: application/problem+json\r\n"
+				 "Cache-Control: no-store\r\n");
 	if (kind == PROBLEM_IN_PROGRESS || kind == PROBLEM_STORE_UNAVAILABLE ||
 	    kind == PROBLEM_SHUTTING_DOWN)
-		evbuffer_add_printf(head, "Retry-After: %d\r\n", RETRY_AFTER_S);
-	evbuffer_add(body, json, len);
-	conn_respond(c, head, body, flags);
-out:
+		evbuffer_add_printf(out, "Retry-After: %d\r\n", RETRY_AFTER_S);
+	/* Out of memory: the status line still says what happened. */
+	conn_respond_frame(c, json ? len : 0, flags | (json ? 0 : RESPOND_CLOSE));
+	if (json)
+		evbuffer_add(out, json, len);
 	free(json);
-	if (head)
-		evbuffer_free(head);
-	if (body)
-		evbuffer_free(body);
 }
 
 /* Answer with a problem (if the client is still there) and finish. */
@@ -192,7 +185,7 @@ static void request_reject(struct request *req, enum problem_kind kind, const ch
 static void request_relay(struct request *req)
 {
 	struct http_msg *resp = req->resp;
-	struct evbuffer *head, *body;
+	struct evbuffer *out;
 	int flags = respond_flags(req);
 	int no_body = !strcmp(req->msg->method, "HEAD") || resp->status == 204 ||
 		      resp->status == 304;
@@ -201,11 +194,8 @@ static void request_relay(struct request *req)
 	request_set_state(req, REQ_RESPONDING);
 	if (!req->conn)
 		return;
-	head = evbuffer_new();
-	body = evbuffer_new();
-	if (!head || !body)
-		goto out;
-	evbuffer_add_printf(head, "HTTP/1.1 %d %s\r\n", resp->status,
+	out = conn_respond_start(req->conn);
+	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", resp->status,
 			    resp->reason && *resp->reason ? resp->reason
 							  : status_reason(resp->status));
 	for (int i = 0; i < resp->nheaders; i++) {
@@ -214,49 +204,42 @@ static void request_relay(struct request *req)
 			continue;
 		if (!no_body && !strcasecmp(h->name, "Content-Length"))
 			continue;
-		evbuffer_add_printf(head, "%s: %s\r\n", h->name, h->value);
+		evbuffer_add_printf(out, "%s: %s\r\n", h->name, h->value);
 	}
 	if (req->unenforced)
-		evbuffer_add_printf(head, "Idempotency-Enforced: false\r\n");
-	if (no_body)
-		flags |= RESPOND_NO_LENGTH;
-	else
+		evbuffer_add_printf(out, "Idempotency-Enforced: false\r\n");
+	if (no_body) {
+		conn_respond_frame(req->conn, 0, flags | RESPOND_NO_LENGTH);
+	} else {
+		conn_respond_frame(req->conn, evbuffer_get_length(resp->body), flags);
 		/* By reference: the record may still need these bytes. */
-		evbuffer_add_buffer_reference(body, resp->body);
-	conn_respond(req->conn, head, body, flags);
-out:
+		evbuffer_add_buffer_reference(out, resp->body);
+	}
 	req->conn = NULL;
-	if (head)
-		evbuffer_free(head);
-	if (body)
-		evbuffer_free(body);
 }
 
 /* Serve a completed record: stored status, headers and body. */
 static void request_replay(struct request *req, const struct record *rec)
 {
-	struct evbuffer *head = evbuffer_new();
-	struct evbuffer *body = evbuffer_new();
+	struct evbuffer *out;
+	size_t body_len = rec->body_omitted ? 0 : rec->body_len;
 
 	req->outcome = OUT_REPLAY;
 	req->status = rec->status;
 	request_set_state(req, REQ_RESPONDING);
-	if (!head || !body || !req->conn)
-		goto out;
-	evbuffer_add_printf(head, "HTTP/1.1 %d %s\r\n", rec->status, status_reason(rec->status));
-	evbuffer_add(head, rec->headers, rec->headers_len);
-	evbuffer_add_printf(head, "Idempotent-Replayed: true\r\n");
-	if (rec->body_omitted)
-		evbuffer_add_printf(head, "Idempotency-Body-Omitted: true\r\n");
-	else
-		evbuffer_add(body, rec->body, rec->body_len);
-	conn_respond(req->conn, head, body, respond_flags(req));
-out:
-	req->conn = NULL;
-	if (head)
-		evbuffer_free(head);
-	if (body)
-		evbuffer_free(body);
+	if (req->conn) {
+		out = conn_respond_start(req->conn);
+		evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", rec->status,
+				    status_reason(rec->status));
+		evbuffer_add(out, rec->headers, rec->headers_len);
+		evbuffer_add_printf(out, "Idempotent-Replayed: true\r\n");
+		if (rec->body_omitted)
+			evbuffer_add_printf(out, "Idempotency-Body-Omitted: true\r\n");
+		conn_respond_frame(req->conn, body_len, respond_flags(req));
+		if (body_len)
+			evbuffer_add(out, rec->body, body_len);
+		req->conn = NULL;
+	}
 	request_done(req);
 }
 

@@ -43,26 +43,36 @@
 #define STORE_FORMAT_BINARY 1
 
 /*
- * Claim in one round trip: insert, or take over a completed record past its
- * expiry, or read the record that holds the slot. The read side skips an
- * expired completed row: seeing one means a concurrent transaction took it
- * over after our snapshot, and the caller re-runs the statement.
+ * The claim, one statement: insert a new record, or take over a completed
+ * one whose retention has passed, or report the record that holds the
+ * slot. ON CONFLICT DO NOTHING (not DO UPDATE) keeps the common "record
+ * exists" answer read-only: no row lock, no transaction id, no WAL flush
+ * for a replay. Zero rows means a concurrent writer changed the slot after
+ * this statement's snapshot; the caller runs the claim again.
  */
 static const char store_sql_claim[] =
     "WITH ins AS ("
-    " INSERT INTO idempotency_records AS r (actor, operation, idem_key, fingerprint, state,"
+    " INSERT INTO idempotency_records (actor, operation, idem_key, fingerprint, state,"
     "  lease_owner, lease_expires_at, generation)"
     " VALUES ($1, $2, $3, $4, 'in_progress', $5, now() + $6 * interval '1 millisecond', 1)"
-    " ON CONFLICT (actor, operation, idem_key) DO UPDATE SET"
-    "  fingerprint = EXCLUDED.fingerprint, state = 'in_progress',"
-    "  lease_owner = EXCLUDED.lease_owner, lease_expires_at = EXCLUDED.lease_expires_at,"
+    " ON CONFLICT (actor, operation, idem_key) DO NOTHING"
+    " RETURNING generation),"
+    " takeover AS ("
+    " UPDATE idempotency_records r SET"
+    "  fingerprint = $4, state = 'in_progress',"
+    "  lease_owner = $5, lease_expires_at = now() + $6 * interval '1 millisecond',"
     "  generation = r.generation + 1, response_status = NULL, response_headers = NULL,"
     "  response_body = NULL, body_omitted = false, created_at = now(),"
     "  completed_at = NULL, expires_at = NULL"
-    " WHERE r.state = 'completed' AND r.expires_at <= now()"
-    " RETURNING generation)"
+    " WHERE r.actor = $1 AND r.operation = $2 AND r.idem_key = $3"
+    "  AND r.state = 'completed' AND r.expires_at <= now()"
+    "  AND NOT EXISTS (SELECT 1 FROM ins)"
+    " RETURNING r.generation)"
     " SELECT true, generation, 'in_progress'::text, NULL::bytea, NULL::integer, NULL::text,"
     "  NULL::bytea, false, false, 0::bigint FROM ins"
+    " UNION ALL"
+    " SELECT true, generation, 'in_progress'::text, NULL::bytea, NULL::integer, NULL::text,"
+    "  NULL::bytea, false, false, 0::bigint FROM takeover"
     " UNION ALL"
     " SELECT false, r.generation, r.state, r.fingerprint, r.response_status,"
     "  r.response_headers, r.response_body, r.body_omitted,"

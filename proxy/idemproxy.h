@@ -135,6 +135,7 @@ enum respond_flags {
 	RESPOND_CLOSE = 1,        /* close the connection after this response */
 	RESPOND_NO_LENGTH = 2,    /* head already frames the body (HEAD, 204, 304) */
 	RESPOND_KEEP_ALIVE = 4,   /* HTTP/1.0 client asked for keep-alive: say yes */
+	RESPOND_HEAD = 8,         /* answer to HEAD: headers only, no body bytes */
 };
 
 /*

@@ -175,6 +175,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 {
 	struct worker *w = arg;
 	struct client_conn *c = calloc(1, sizeof(*c));
+	struct timeval write_tv;
 	int one = 1;
 
 	if (!c) {
@@ -202,6 +203,11 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	else if (sa->sa_family == AF_INET6)
 		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)sa)->sin6_addr, c->peer, sizeof(c->peer));
 	LIST_INSERT_HEAD(&w->conns, c, link);
+	/* A client that stops reading its response is dropped after
+	 * client_timeout without progress, with whatever was queued for it. */
+	write_tv.tv_sec = w->conf->client_timeout_ms / 1000;
+	write_tv.tv_usec = (w->conf->client_timeout_ms % 1000) * 1000;
+	bufferevent_set_timeouts(c->bev, NULL, &write_tv);
 	bufferevent_setcb(c->bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
 	bufferevent_enable(c->bev, EV_READ);
 	set_timer_ms(c->timer, w->conf->client_timeout_ms);
@@ -243,14 +249,19 @@ void listener_stop(struct worker *w)
 	}
 }
 
-/* Close every connection that is not serving a request (shutdown). */
+/*
+ * Close every idle connection (shutdown): no request being served, nothing
+ * being written, no request half received, no lingering close under way.
+ * The others end by themselves, or at the shutdown deadline.
+ */
 void conn_close_idle(struct worker *w)
 {
 	struct client_conn *c, *next;
 
 	for (c = LIST_FIRST(&w->conns); c; c = next) {
 		next = LIST_NEXT(c, link);
-		if (!c->req && evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+		if (!c->req && !c->writing && !c->lingering && !http_parser_started(c->parser) &&
+		    evbuffer_get_length(bufferevent_get_input(c->bev)) == 0)
 			conn_free(c);
 	}
 }

@@ -28,7 +28,6 @@
 #define RETRY_AFTER_S 1
 #define RECORD_RETRY_MIN_MS 100
 #define RECORD_RETRY_MAX_MS 2000
-#define VIA_TOKEN "1.1 idemproxy"
 #define ACTOR_HEADER_PREFIX "h:"
 #define ANONYMOUS_ACTOR_ID "anonymous"
 
@@ -101,6 +100,12 @@ static const char *status_reason(int status)
 	}
 }
 
+/* 1xx, 204 and 304 responses never have a body nor a Content-Length. */
+static int status_has_no_body(int status)
+{
+	return status < 200 || status == 204 || status == 304;
+}
+
 /* Move the request to state, logging the transition at debug level. */
 static void request_set_state(struct request *req, enum request_state state)
 {
@@ -133,9 +138,11 @@ static void request_done(struct request *req)
 /* Flags for the client's connection after this request's response. */
 static int respond_flags(const struct request *req)
 {
+	int flags = strcmp(req->msg->method, "HEAD") ? 0 : RESPOND_HEAD;
+
 	if (!req->msg->keep_alive)
-		return RESPOND_CLOSE;
-	return req->msg->version_minor == 0 ? RESPOND_KEEP_ALIVE : 0;
+		return flags | RESPOND_CLOSE;
+	return flags | (req->msg->version_minor == 0 ? RESPOND_KEEP_ALIVE : 0);
 }
 
 void respond_problem(struct client_conn *c, const struct conf *conf, enum problem_kind kind,
@@ -157,7 +164,7 @@ void respond_problem(struct client_conn *c, const struct conf *conf, enum proble
 		evbuffer_add_printf(out, "Retry-After: %d\r\n", RETRY_AFTER_S);
 	/* Out of memory: the status line still says what happened. */
 	conn_respond_frame(c, json ? len : 0, flags | (json ? 0 : RESPOND_CLOSE));
-	if (json)
+	if (json && !(flags & RESPOND_HEAD))
 		evbuffer_add(out, json, len);
 	free(json);
 }
@@ -187,8 +194,7 @@ static void request_relay(struct request *req)
 	struct http_msg *resp = req->resp;
 	struct evbuffer *out;
 	int flags = respond_flags(req);
-	int no_body = !strcmp(req->msg->method, "HEAD") || resp->status == 204 ||
-		      resp->status == 304;
+	int no_body = (flags & RESPOND_HEAD) || status_has_no_body(resp->status);
 
 	req->status = resp->status;
 	request_set_state(req, REQ_RESPONDING);
@@ -212,8 +218,11 @@ static void request_relay(struct request *req)
 		conn_respond_frame(req->conn, 0, flags | RESPOND_NO_LENGTH);
 	} else {
 		conn_respond_frame(req->conn, evbuffer_get_length(resp->body), flags);
-		/* By reference: the record may still need these bytes. */
-		evbuffer_add_buffer_reference(out, resp->body);
+		/* By reference: the record may still need these bytes. Should
+		 * that fail, the connection closes short of Content-Length, so
+		 * the client sees a cut body, never a whole-looking one. */
+		if (evbuffer_add_buffer_reference(out, resp->body) < 0)
+			req->conn->close_after = 1;
 	}
 	req->conn = NULL;
 }
@@ -222,7 +231,8 @@ static void request_relay(struct request *req)
 static void request_replay(struct request *req, const struct record *rec)
 {
 	struct evbuffer *out;
-	size_t body_len = rec->body_omitted ? 0 : rec->body_len;
+	int no_body = status_has_no_body(rec->status);
+	size_t body_len = rec->body_omitted || no_body ? 0 : rec->body_len;
 
 	req->outcome = OUT_REPLAY;
 	req->status = rec->status;
@@ -235,7 +245,8 @@ static void request_replay(struct request *req, const struct record *rec)
 		evbuffer_add_printf(out, "Idempotent-Replayed: true\r\n");
 		if (rec->body_omitted)
 			evbuffer_add_printf(out, "Idempotency-Body-Omitted: true\r\n");
-		conn_respond_frame(req->conn, body_len, respond_flags(req));
+		conn_respond_frame(req->conn, body_len,
+				   respond_flags(req) | (no_body ? RESPOND_NO_LENGTH : 0));
 		if (body_len)
 			evbuffer_add(out, rec->body, body_len);
 		req->conn = NULL;
@@ -447,6 +458,17 @@ static void upstream_done_cb(void *arg, enum upstream_result res, struct http_ms
 	request_done(req);
 }
 
+/* "Name: v1, v2, ..., ours": every occurrence of name in m, then ours. */
+static void add_joined_header(struct evbuffer *out, const struct http_msg *m, const char *name,
+			      const char *ours)
+{
+	evbuffer_add_printf(out, "%s: ", name);
+	for (int i = 0; i < m->nheaders; i++)
+		if (!strcasecmp(m->headers[i].name, name) && *m->headers[i].value)
+			evbuffer_add_printf(out, "%s, ", m->headers[i].value);
+	evbuffer_add_printf(out, "%s\r\n", ours);
+}
+
 /*
  * The request as it goes upstream: hop-by-hop headers removed, the body
  * framed by Content-Length, X-Forwarded-For/-Proto and Via added.
@@ -455,7 +477,6 @@ static void build_upstream_request(struct request *req, struct evbuffer *out)
 {
 	struct http_msg *m = req->msg;
 	const char *peer = req->conn ? req->conn->peer : "unknown";
-	const char *xff = NULL, *via = NULL;
 	int has_host = 0;
 	size_t body_len = evbuffer_get_length(m->body);
 
@@ -463,31 +484,18 @@ static void build_upstream_request(struct request *req, struct evbuffer *out)
 	for (int i = 0; i < m->nheaders; i++) {
 		const struct http_header *h = &m->headers[i];
 		if (http_msg_is_hop_header(m, h->name) || !strcasecmp(h->name, "Content-Length") ||
-		    !strcasecmp(h->name, "Expect") || !strcasecmp(h->name, "X-Forwarded-Proto"))
+		    !strcasecmp(h->name, "Expect") || !strcasecmp(h->name, "X-Forwarded-Proto") ||
+		    !strcasecmp(h->name, "X-Forwarded-For") || !strcasecmp(h->name, "Via"))
 			continue;
-		if (!strcasecmp(h->name, "X-Forwarded-For")) {
-			xff = h->value;
-			continue;
-		}
-		if (!strcasecmp(h->name, "Via")) {
-			via = h->value;
-			continue;
-		}
 		if (!strcasecmp(h->name, "Host"))
 			has_host = 1;
 		evbuffer_add_printf(out, "%s: %s\r\n", h->name, h->value);
 	}
 	if (!has_host)
 		evbuffer_add_printf(out, "Host: %s\r\n", req->conf->upstream_hostport);
-	if (xff)
-		evbuffer_add_printf(out, "X-Forwarded-For: %s, %s\r\n", xff, peer);
-	else
-		evbuffer_add_printf(out, "X-Forwarded-For: %s\r\n", peer);
+	add_joined_header(out, m, "X-Forwarded-For", peer);
 	evbuffer_add_printf(out, "X-Forwarded-Proto: http\r\n");
-	if (via)
-		evbuffer_add_printf(out, "Via: %s, " VIA_TOKEN "\r\n", via);
-	else
-		evbuffer_add_printf(out, "Via: " VIA_TOKEN "\r\n");
+	add_joined_header(out, m, "Via", m->version_minor ? "1.1 idemproxy" : "1.0 idemproxy");
 	if (body_len || (strcmp(m->method, "GET") && strcmp(m->method, "HEAD") &&
 			 strcmp(m->method, "OPTIONS") && strcmp(m->method, "TRACE")))
 		evbuffer_add_printf(out, "Content-Length: %zu\r\n", body_len);
@@ -529,7 +537,6 @@ static void claim_done_cb(void *arg, enum store_result res, int64_t generation,
 	case STORE_OK:
 		req->outcome = OUT_OWNER;
 		req->generation = generation;
-		req->lease_deadline_us = now_us() + req->conf->lease_ms * 1000;
 		request_forward(req);
 		return;
 	case STORE_EXISTS:
@@ -618,6 +625,8 @@ static void request_claim(struct request *req)
 	req->scope.operation = r->operation;
 	req->scope.key = req->key;
 	request_set_state(req, REQ_CLAIMING);
+	/* The lease runs from the moment the claim was sent, not answered. */
+	req->lease_deadline_us = now_us() + req->conf->lease_ms * 1000;
 	store_claim(req->w->store, &req->scope, req->fp, req->conf->lease_ms, claim_done_cb, req);
 	return;
 fail:

@@ -13,16 +13,23 @@
 #include <event2/bufferevent.h>
 #include <event2/dns.h>
 #include <event2/event.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
+#include <sys/socket.h>
 
 #include "proxy/http.h"
 #include "proxy/log.h"
 #include "proxy/upstream.h"
 
 #define UPSTREAM_MAX_IDLE 64
-#define UPSTREAM_IDLE_TIMEOUT_S 30
+/* Shorter than the usual upstream keep-alive timeouts (Node 5 s, nginx
+ * 75 s), so the upstream rarely closes a connection just as we reuse it. */
+#define UPSTREAM_IDLE_TIMEOUT_S 4
+/* Responses are read whole before they are relayed: a hard cap, so an
+ * endless upstream body cannot take the worker's memory. */
+#define UPSTREAM_MAX_RESPONSE_BODY (64 * 1024 * 1024)
 
 struct upstream_conn {
 	TAILQ_ENTRY(upstream_conn) link;
@@ -40,6 +47,7 @@ struct upstream_req {
 	int no_body;
 	int retry_safe;
 	int retried;
+	int reused;                 /* sent on a connection from the idle pool */
 	struct event *timer;
 	upstream_cb cb;
 	void *arg;
@@ -114,7 +122,7 @@ static struct upstream_conn *conn_new(struct upstream_pool *pool)
 	if (!uc)
 		return NULL;
 	uc->pool = pool;
-	uc->parser = http_parser_new(HTTP_RESPONSE, 0);
+	uc->parser = http_parser_new(HTTP_RESPONSE, UPSTREAM_MAX_RESPONSE_BODY);
 	uc->bev = bufferevent_socket_new(pool->base, -1, BEV_OPT_CLOSE_ON_FREE);
 	if (!uc->parser || !uc->bev)
 		goto fail;
@@ -141,13 +149,38 @@ static void idle_event_cb(struct bufferevent *bev, short what, void *arg)
 	idle_read_cb(bev, arg);
 }
 
+/* 1 when the upstream has closed the idle connection (or sent junk on it). */
+static int idle_is_dead(struct upstream_conn *uc)
+{
+	char b;
+	ssize_t n = recv(bufferevent_getfd(uc->bev), &b, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	return n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/* The warmest idle connection that is still open, or NULL. */
+static struct upstream_conn *idle_take(struct upstream_pool *pool)
+{
+	struct upstream_conn *uc;
+
+	while ((uc = TAILQ_FIRST(&pool->idle))) {
+		idle_remove(uc);
+		if (!idle_is_dead(uc))
+			return uc;
+		conn_free(uc);
+	}
+	return NULL;
+}
+
 static void conn_park(struct upstream_conn *uc)
 {
 	struct upstream_pool *pool = uc->pool;
 	struct timeval tv = { UPSTREAM_IDLE_TIMEOUT_S, 0 };
 
 	uc->ur = NULL;
-	if (pool->nidle >= UPSTREAM_MAX_IDLE) {
+	/* Unsent request bytes (the upstream answered early) poison it. */
+	if (pool->nidle >= UPSTREAM_MAX_IDLE ||
+	    evbuffer_get_length(bufferevent_get_output(uc->bev)) != 0) {
 		conn_free(uc);
 		return;
 	}
@@ -197,9 +230,11 @@ static void req_complete(struct upstream_req *ur, enum upstream_result res,
 }
 
 /*
- * The connection failed. A request that is safe to repeat and has seen no
- * response byte gets one more try on a fresh connection; otherwise the
- * result says whether the upstream may have seen it.
+ * The connection failed. One more try on a fresh connection goes to a
+ * request that is safe to repeat and has seen no response byte, and to any
+ * request that a reused pooled connection failed before a byte of it was
+ * written (the upstream had closed it while idle). Otherwise the result
+ * says whether the upstream may have seen the request.
  */
 static void req_fail(struct upstream_req *ur, enum upstream_result sent_result)
 {
@@ -207,7 +242,7 @@ static void req_fail(struct upstream_req *ur, enum upstream_result sent_result)
 	int answered = ur->conn && http_parser_started(ur->conn->parser);
 	struct upstream_conn *uc;
 
-	if (ur->retry_safe && !ur->retried && !answered) {
+	if (!ur->retried && !answered && (ur->retry_safe || (unsent && ur->reused))) {
 		ur->retried = 1;
 		conn_free(ur->conn);
 		ur->conn = NULL;
@@ -302,10 +337,9 @@ struct upstream_req *upstream_forward(struct upstream_pool *pool, struct evbuffe
 	evbuffer_add_buffer(ur->data, req);
 	ur->len = evbuffer_get_length(ur->data);
 
-	uc = TAILQ_FIRST(&pool->idle);
-	if (uc)
-		idle_remove(uc);
-	else
+	uc = idle_take(pool);
+	ur->reused = uc != NULL;
+	if (!uc)
 		uc = conn_new(pool);
 	if (!uc || conn_attach(ur, uc) < 0) {
 		/* Reported from the loop, never from inside this call. */

@@ -1,4 +1,5 @@
 """HTTP behaviour: pass-through, header handling, bodies, framing."""
+import time
 import uuid
 
 import pytest
@@ -308,3 +309,61 @@ def test_garbage_requests_never_forwarded_or_fatal(proxy, upstream, ids):
     assert len(upstream.log()) == before
     assert p.running()
     assert p.request("GET", "/api/courses").status == 200
+
+
+def test_forwarded_headers_keep_every_earlier_hop(proxy, upstream, ids):
+    p = proxy()
+    r = p.request("GET", "/api/courses",
+                  [("X-Actor-Id", ids.actor), ("X-Forwarded-For", "10.0.0.1"),
+                   ("X-Forwarded-For", "10.0.0.2"), ("Via", "1.0 a"), ("Via", "1.1 b"),
+                   ("X-Forwarded-Proto", "https")])
+    assert r.status == 200
+    up = upstream.requests(actor=ids.actor)[0].headers
+    assert up.get_all("X-Forwarded-For") == ["10.0.0.1, 10.0.0.2, 127.0.0.1"]
+    assert up.get_all("Via") == ["1.0 a, 1.1 b, 1.1 idemproxy"]
+    # The proxy speaks plain HTTP to its clients: a client's claim is replaced.
+    assert up.get_all("X-Forwarded-Proto") == ["http"]
+
+
+def test_head_error_has_no_body_and_keeps_the_connection(proxy, upstream, ids):
+    """A problem answering HEAD carries headers only, so the next response on
+    the same connection is read correctly."""
+    p = proxy()
+    with p.client() as c:
+        r = c.request("HEAD", "/api/courses", [("X-Actor-Id", ids.actor),
+                                               ("X-Test-Action", "reset")])
+        assert r.status == 502
+        assert r.body == b""
+        r2 = c.request("GET", "/api/courses", [("X-Actor-Id", ids.actor)])
+        assert r2.status == 200
+        assert r2.json()["method"] == "GET"
+
+
+def test_replayed_204_has_no_content_length(proxy, upstream, ids):
+    p = proxy()
+    key = ids.key()
+    h = [("X-Test-Status", "204")]
+    first = p.post("/api/courses", key=key, actor=ids.actor, body=course(), headers=h)
+    assert first.status == 204 and first.body == b""
+    assert first.headers.get("Content-Length") is None
+    again = p.post("/api/courses", key=key, actor=ids.actor, body=course(), headers=h)
+    assert again.status == 204 and again.body == b""
+    assert (again.headers.get("Idempotent-Replayed") or "").lower() == "true"
+    assert again.headers.get("Content-Length") is None
+    assert upstream.count(actor=ids.actor) == 1
+
+
+def test_upstream_closing_idle_connections_never_makes_unknown(proxy, upstream, pg, ids):
+    """An upstream that drops keep-alive connections soon after answering:
+    the pooled connection it closed is never used for a POST, so every owner
+    runs exactly once and completes."""
+    p = proxy()
+    n = 15
+    for i in range(n):
+        r = p.post("/api/courses", key=ids.key(), actor=ids.actor, body=course(),
+                   headers=[("X-Test-Action", "close-after:0.05")])
+        assert r.status == 201, (i, r)
+        time.sleep(0.1)
+    assert upstream.count(actor=ids.actor) == n
+    states = [helpers.record_state(row) for row in pg.records.rows(ids.actor)]
+    assert states == ["completed"] * n

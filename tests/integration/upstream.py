@@ -207,6 +207,12 @@ class Handler(BaseHTTPRequestHandler):
         if self.close_connection:
             headers.append(("Connection", "close"))
         self.send_raw(status, headers, payload, head_only=self.command == "HEAD")
+        if action.startswith("close-after:"):
+            # A keep-alive response, then the server drops the idle
+            # connection, as servers with a short keep-alive timeout do.
+            self.wfile.flush()
+            time.sleep(float(action[len("close-after:"):]))
+            self.close_connection = True
 
     @staticmethod
     def chunk(payload):

@@ -5,6 +5,7 @@
 #ifndef IDEMPROXY_H
 #define IDEMPROXY_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/queue.h>
@@ -42,7 +43,10 @@ struct worker {
 	uint64_t next_request_id;
 	int id;
 	int draining;               /* stopped accepting; exit when idle */
+	int64_t drain_deadline_us;
 	struct event *drain_timer;
+	struct event *stop_ev;      /* activated from the main thread */
+	pthread_t thread;
 	LIST_HEAD(, client_conn) conns;
 	LIST_HEAD(, request) requests;
 };
@@ -126,6 +130,14 @@ struct request {
 	int unenforced;             /* fail-open pass-through */
 	int status;                 /* status sent to the client, for the log */
 };
+
+/* worker.c */
+int worker_init(struct worker *w, int id, const struct conf *conf)
+	__attribute__((warn_unused_result));
+int worker_start(struct worker *w) __attribute__((warn_unused_result));
+void worker_stop(struct worker *w);
+void worker_join(struct worker *w);
+void worker_free(struct worker *w);
 
 /* listener.c */
 int listener_start(struct worker *w) __attribute__((warn_unused_result));

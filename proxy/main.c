@@ -7,8 +7,9 @@
  *   idemproxy --version
  */
 #include <errno.h>
-#include <event2/dns.h>
 #include <event2/event.h>
+#include <event2/thread.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,11 +19,8 @@
 #include "proxy/idemproxy.h"
 #include "proxy/log.h"
 #include "proxy/migrate.h"
-#include "proxy/store.h"
-#include "proxy/upstream.h"
 
 #define DEFAULT_CONF "idemproxy.conf"
-#define DRAIN_CHECK_MS 50
 
 static void usage(FILE *f)
 {
@@ -32,42 +30,26 @@ static void usage(FILE *f)
 		   "       idemproxy --version\n");
 }
 
-struct shutdown_ctx {
-	struct worker *w;
-	int64_t deadline_us;
+struct supervisor {
+	struct event_base *base;
+	struct worker *workers;
+	int nworkers;
+	int stopping;
 };
 
-/* Exit the loop once every request has finished, or at the deadline. */
-static void drain_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct shutdown_ctx *sd = arg;
-	struct worker *w = sd->w;
-	struct timeval tv = { 0, DRAIN_CHECK_MS * 1000 };
-
-	conn_close_idle(w);
-	if ((LIST_EMPTY(&w->requests) && LIST_EMPTY(&w->conns)) || now_us() >= sd->deadline_us) {
-		event_base_loopbreak(w->base);
-		return;
-	}
-	evtimer_add(w->drain_timer, &tv);
-}
-
+/* SIGTERM/SIGINT: every worker drains; a second signal stops them at once. */
 static void signal_stop_cb(evutil_socket_t sig, short what, void *arg)
 {
-	struct shutdown_ctx *sd = arg;
-	struct worker *w = sd->w;
+	struct supervisor *sv = arg;
 
-	if (w->draining) {
+	if (sv->stopping)
 		log_warn(NULL, "second stop signal: exiting now");
-		event_base_loopbreak(w->base);
-		return;
-	}
-	log_info(NULL, "stopping: waiting up to %lld ms for in-flight requests",
-		 (long long)w->conf->shutdown_timeout_ms);
-	w->draining = 1;
-	sd->deadline_us = now_us() + w->conf->shutdown_timeout_ms * 1000;
-	listener_stop(w);
-	drain_cb(-1, 0, sd);
+	else
+		log_info(NULL, "stopping: waiting up to %lld ms for in-flight requests",
+			 (long long)sv->workers[0].conf->shutdown_timeout_ms);
+	sv->stopping = 1;
+	for (int i = 0; i < sv->nworkers; i++)
+		worker_stop(&sv->workers[i]);
 }
 
 static void signal_hup_cb(evutil_socket_t sig, short what, void *arg)
@@ -76,78 +58,77 @@ static void signal_hup_cb(evutil_socket_t sig, short what, void *arg)
 		       "restart to apply changes");
 }
 
-static int worker_init(struct worker *w, const struct conf *conf)
+/* A thread that waits for the workers and ends the supervisor's loop. */
+static void *joiner_main(void *arg)
 {
-	char host[64] = "localhost";
+	struct supervisor *sv = arg;
 
-	memset(w, 0, sizeof(*w));
-	LIST_INIT(&w->conns);
-	LIST_INIT(&w->requests);
-	w->conf = conf;
-	gethostname(host, sizeof(host) - 1);
-	snprintf(w->owner_id, sizeof(w->owner_id), "%s:%d:%d", host, (int)getpid(), w->id);
-	w->base = event_base_new();
-	if (!w->base)
-		return -1;
-	w->dns = evdns_base_new(w->base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
-	w->store = store_new(w->base, conf->database, conf->store_timeout_ms, w->owner_id);
-	w->pool = upstream_pool_new(w->base, w->dns, conf->upstream_host, conf->upstream_port);
-	if (!w->dns || !w->store || !w->pool)
-		return -1;
-	return listener_start(w);
-}
-
-static void worker_free(struct worker *w)
-{
-	listener_stop(w);
-	request_free_all(w);
-	conn_free_all(w);
-	upstream_pool_free(w->pool);
-	store_free(w->store);
-	if (w->drain_timer)
-		event_free(w->drain_timer);
-	if (w->dns)
-		evdns_base_free(w->dns, 0);
-	if (w->base)
-		event_base_free(w->base);
+	for (int i = 0; i < sv->nworkers; i++)
+		worker_join(&sv->workers[i]);
+	event_base_loopbreak(sv->base);
+	return NULL;
 }
 
 static int run(const struct conf *conf)
 {
-	struct worker w;
-	struct shutdown_ctx sd = { &w, 0 };
+	struct supervisor sv = { 0 };
 	struct event *sigterm = NULL, *sigint = NULL, *sighup = NULL;
-	int rc = 1;
+	pthread_t joiner;
+	int started = 0, rc = 1;
 
-	if (worker_init(&w, conf) < 0)
+	if (evthread_use_pthreads() < 0)
+		return 1;
+	sv.nworkers = conf->workers;
+	sv.workers = calloc((size_t)sv.nworkers, sizeof(*sv.workers));
+	sv.base = event_base_new();
+	if (!sv.workers || !sv.base)
 		goto out;
-	w.drain_timer = evtimer_new(w.base, drain_cb, &sd);
-	sigterm = evsignal_new(w.base, SIGTERM, signal_stop_cb, &sd);
-	sigint = evsignal_new(w.base, SIGINT, signal_stop_cb, &sd);
-	sighup = evsignal_new(w.base, SIGHUP, signal_hup_cb, NULL);
-	if (!w.drain_timer || !sigterm || !sigint || !sighup || evsignal_add(sigterm, NULL) < 0 ||
+	sigterm = evsignal_new(sv.base, SIGTERM, signal_stop_cb, &sv);
+	sigint = evsignal_new(sv.base, SIGINT, signal_stop_cb, &sv);
+	sighup = evsignal_new(sv.base, SIGHUP, signal_hup_cb, NULL);
+	if (!sigterm || !sigint || !sighup || evsignal_add(sigterm, NULL) < 0 ||
 	    evsignal_add(sigint, NULL) < 0 || evsignal_add(sighup, NULL) < 0)
 		goto out;
+	/* Every listener is bound before any thread runs: a bad address fails
+	 * start-up as a whole. */
+	for (int i = 0; i < sv.nworkers; i++)
+		if (worker_init(&sv.workers[i], i, conf) < 0)
+			goto out;
 	if (conf->admin_host)
 		log_warn(NULL, "admin listener is not available in this version; ignoring admin %s:%d",
 			 conf->admin_host, conf->admin_port);
-	if (conf->workers > 1)
-		log_info(NULL, "running 1 worker (workers %d: multiple workers are not available yet)",
-			 conf->workers);
-	log_info(NULL, "idemproxy %s listening on %s:%d, upstream %s", IDEMPROXY_VERSION,
-		 conf->listen_host, conf->listen_port, conf->upstream_url);
-	if (event_base_dispatch(w.base) < 0)
+	for (; started < sv.nworkers; started++)
+		if (worker_start(&sv.workers[started]) < 0)
+			goto out;
+	log_info(NULL, "idemproxy %s listening on %s:%d with %d workers, upstream %s",
+		 IDEMPROXY_VERSION, conf->listen_host, conf->listen_port, sv.nworkers,
+		 conf->upstream_url);
+	sv.nworkers = started;
+	if (pthread_create(&joiner, NULL, joiner_main, &sv) != 0)
 		goto out;
+	event_base_dispatch(sv.base);
+	pthread_join(joiner, NULL);
+	started = 0;
 	log_info(NULL, "stopped");
 	rc = 0;
 out:
+	/* Start-up failed after some workers ran: nothing is in flight yet,
+	 * so their drain ends at once. */
+	for (int i = 0; i < started; i++) {
+		worker_stop(&sv.workers[i]);
+		worker_join(&sv.workers[i]);
+	}
+	for (int i = 0; sv.workers && i < conf->workers; i++)
+		worker_free(&sv.workers[i]);
 	if (sigterm)
 		event_free(sigterm);
 	if (sigint)
 		event_free(sigint);
 	if (sighup)
 		event_free(sighup);
-	worker_free(&w);
+	if (sv.base)
+		event_base_free(sv.base);
+	free(sv.workers);
 	return rc;
 }
 

@@ -1,0 +1,124 @@
+/*
+ * Workers: one thread each, with its own event loop, SO_REUSEPORT listener,
+ * upstream pool and store connection. Nothing is shared between workers,
+ * so the request path takes no lock. The main thread only starts them,
+ * tells them to stop (a cross-thread event_active, which libevent makes
+ * safe once evthread_use_pthreads() has run) and joins them.
+ */
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "proxy/idemproxy.h"
+#include "proxy/log.h"
+#include "proxy/store.h"
+#include "proxy/upstream.h"
+
+#define DRAIN_CHECK_MS 50
+#define REQUEST_ID_WORKER_SHIFT 48  /* request ids: worker id in the top bits */
+
+/* Exit the loop once every request and connection has finished, or at the deadline. */
+static void drain_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+	struct timeval tv = { 0, DRAIN_CHECK_MS * 1000 };
+
+	conn_close_idle(w);
+	if ((LIST_EMPTY(&w->requests) && LIST_EMPTY(&w->conns)) || now_us() >= w->drain_deadline_us) {
+		event_base_loopbreak(w->base);
+		return;
+	}
+	evtimer_add(w->drain_timer, &tv);
+}
+
+/* Runs on the worker's own thread, activated by worker_stop(). */
+static void stop_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+
+	if (w->draining) {
+		event_base_loopbreak(w->base);
+		return;
+	}
+	w->draining = 1;
+	w->drain_deadline_us = now_us() + w->conf->shutdown_timeout_ms * 1000;
+	listener_stop(w);
+	drain_cb(-1, 0, w);
+}
+
+/*
+ * Set up worker id on its own event loop, listening on the configured
+ * address (SO_REUSEPORT lets every worker bind it). Returns 0, or -1 with
+ * the reason logged; worker_free() cleans up either way.
+ */
+int worker_init(struct worker *w, int id, const struct conf *conf)
+{
+	char host[64] = "localhost";
+
+	memset(w, 0, sizeof(*w));
+	LIST_INIT(&w->conns);
+	LIST_INIT(&w->requests);
+	w->id = id;
+	w->conf = conf;
+	w->next_request_id = (uint64_t)id << REQUEST_ID_WORKER_SHIFT;
+	gethostname(host, sizeof(host) - 1);
+	snprintf(w->owner_id, sizeof(w->owner_id), "%s:%d:%d", host, (int)getpid(), id);
+	w->base = event_base_new();
+	if (!w->base)
+		return -1;
+	w->dns = evdns_base_new(w->base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
+	w->store = store_new(w->base, conf->database, conf->store_timeout_ms, w->owner_id);
+	w->pool = upstream_pool_new(w->base, w->dns, conf->upstream_host, conf->upstream_port);
+	w->drain_timer = evtimer_new(w->base, drain_cb, w);
+	w->stop_ev = event_new(w->base, -1, 0, stop_cb, w);
+	if (!w->dns || !w->store || !w->pool || !w->drain_timer || !w->stop_ev)
+		return -1;
+	return listener_start(w);
+}
+
+void worker_free(struct worker *w)
+{
+	listener_stop(w);
+	request_free_all(w);
+	conn_free_all(w);
+	upstream_pool_free(w->pool);
+	store_free(w->store);
+	if (w->drain_timer)
+		event_free(w->drain_timer);
+	if (w->stop_ev)
+		event_free(w->stop_ev);
+	if (w->dns)
+		evdns_base_free(w->dns, 0);
+	if (w->base)
+		event_base_free(w->base);
+	memset(w, 0, sizeof(*w));
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+
+	if (event_base_dispatch(w->base) < 0)
+		log_error(NULL, "worker %d: event loop failed", w->id);
+	return NULL;
+}
+
+int worker_start(struct worker *w)
+{
+	return pthread_create(&w->thread, NULL, worker_main, w) == 0 ? 0 : -1;
+}
+
+/* Ask the worker to drain (first call) or to stop at once (second). */
+void worker_stop(struct worker *w)
+{
+	event_active(w->stop_ev, 0, 0);
+}
+
+void worker_join(struct worker *w)
+{
+	pthread_join(w->thread, NULL);
+}

@@ -1,13 +1,19 @@
 /*
  * The record store: asynchronous libpq against PostgreSQL.
  *
- * A struct store owns one connection and a FIFO of operations. The head of
- * the FIFO is the statement in flight; the rest wait for it. Finished
- * operations move to a completion list that a per-store event drains, so
- * every callback runs from the event loop and never inside the call that
- * queued it. Statements are unnamed PQsendQueryParams (no prepared
- * statements, no session state) so the store works through pgbouncer in
- * transaction mode; results come back in binary format.
+ * A struct store owns one connection and a FIFO of operations. When the
+ * connection is free, the head of the FIFO and every other queued
+ * operation of the same kind go out together as one multi-row statement
+ * (a batch), so one commit serves them all; a lone operation goes out at
+ * once, with no added delay, and whatever queues while a batch is in
+ * flight forms the next one. Every input row carries its ordinal in the
+ * batch and every result row names the ordinal it answers, so each
+ * operation still gets its own outcome. Finished operations move to a
+ * completion list that a per-store event drains, so every callback runs
+ * from the event loop and never inside the call that queued it.
+ * Statements are unnamed PQsendQueryParams (no prepared statements, no
+ * session state) so the store works through pgbouncer in transaction mode;
+ * results come back in binary format.
  */
 #include <endian.h>
 #include <inttypes.h>
@@ -27,10 +33,29 @@
 #define STORE_BACKOFF_MAX_MS 2000
 #define STORE_CLAIM_ATTEMPTS 5
 #define STORE_NUM_MAX	     32
+#define STORE_OP_NUMS	     3	     /* numbers an operation sends as text */
 #define STORE_PARAM_MAX	     INT_MAX /* libpq parameter lengths are int */
-#define STORE_CLAIM_PARAMS   6
-#define STORE_FINISH_PARAMS  9
-#define STORE_FENCE_PARAMS   4
+
+/* Operations in one statement, and how far down the queue a batch looks. */
+#define STORE_BATCH_MAX	 128
+#define STORE_SCAN_MAX	 (4 * STORE_BATCH_MAX)
+#define STORE_SEEN_SLOTS (2 * STORE_SCAN_MAX) /* a power of two */
+
+/* Parameters per VALUES row, and the most one statement sends. */
+#define STORE_CLAIM_ROW_PARAMS	5
+#define STORE_FINISH_ROW_PARAMS 9
+#define STORE_FENCE_ROW_PARAMS	4
+#define STORE_ROW_PARAMS_MAX	STORE_FINISH_ROW_PARAMS
+#define STORE_PARAMS_MAX	(1 + STORE_ROW_PARAMS_MAX * STORE_BATCH_MAX)
+
+/*
+ * The statement text: the fixed head and tail, and one VALUES row per
+ * operation. A row is "(ord, $n, ...)": at most 3 + 7 characters per
+ * parameter with the separators, well under STORE_SQL_ROW_MAX.
+ */
+#define STORE_SQL_FIXED_MAX 4096
+#define STORE_SQL_ROW_MAX   128
+#define STORE_SQL_MAX	    (STORE_SQL_FIXED_MAX + STORE_BATCH_MAX * STORE_SQL_ROW_MAX)
 
 /* Type OIDs from pg_type, for the parameters we send. */
 #define STORE_OID_BOOL	16
@@ -42,69 +67,104 @@
 #define STORE_FORMAT_TEXT   0
 #define STORE_FORMAT_BINARY 1
 
+/* FNV-1a, for telling scopes apart cheaply while a batch is formed. */
+#define STORE_FNV_OFFSET 14695981039346656037ULL
+#define STORE_FNV_PRIME	 1099511628211ULL
+
 /*
- * The claim, one statement: insert a new record, or take over a completed
- * one whose retention has passed, or report the record that holds the
- * slot. ON CONFLICT DO NOTHING (not DO UPDATE) keeps the common "record
- * exists" answer read-only: no row lock, no transaction id, no WAL flush
- * for a replay. Zero rows means a concurrent writer changed the slot after
- * this statement's snapshot; the caller runs the claim again.
+ * The claim, one statement for the whole batch v: insert new records, take
+ * over completed ones whose retention has passed, and report the records
+ * that hold the other slots, one result row per ordinal. ON CONFLICT DO
+ * NOTHING (not DO UPDATE) keeps the common "record exists" answer
+ * read-only: no row lock, no transaction id, no WAL flush for a replay.
+ * The insert goes in scope order so that two stores inserting overlapping
+ * scopes wait for each other in one order and cannot deadlock. All parts
+ * share one snapshot, so an ordinal with no row means a concurrent writer
+ * changed that slot after it; the caller runs that claim again. A batch
+ * never holds two operations on one scope, which keeps each join on the
+ * scope one-to-one.
  */
-static const char store_sql_claim[] =
-    "WITH ins AS ("
+static const char store_sql_claim_head[] =
+    "WITH v (ord, actor, operation, idem_key, fingerprint, lease_ms) AS (VALUES ";
+
+static const char store_sql_claim_tail[] =
+    "),"
+    " ins AS ("
     " INSERT INTO idempotency_records (actor, operation, idem_key, fingerprint, state,"
     "  lease_owner, lease_expires_at, generation)"
-    " VALUES ($1, $2, $3, $4, 'in_progress', $5, now() + $6 * interval '1 millisecond', 1)"
+    " SELECT actor, operation, idem_key, fingerprint, 'in_progress', $1,"
+    "  now() + lease_ms * interval '1 millisecond', 1"
+    " FROM v ORDER BY actor, operation, idem_key"
     " ON CONFLICT (actor, operation, idem_key) DO NOTHING"
-    " RETURNING generation),"
+    " RETURNING actor, operation, idem_key, generation),"
     " takeover AS ("
     " UPDATE idempotency_records r SET"
-    "  fingerprint = $4, state = 'in_progress',"
-    "  lease_owner = $5, lease_expires_at = now() + $6 * interval '1 millisecond',"
+    "  fingerprint = v.fingerprint, state = 'in_progress',"
+    "  lease_owner = $1, lease_expires_at = now() + v.lease_ms * interval '1 millisecond',"
     "  generation = r.generation + 1, response_status = NULL, response_headers = NULL,"
     "  response_body = NULL, body_omitted = false, created_at = now(),"
     "  completed_at = NULL, expires_at = NULL"
-    " WHERE r.actor = $1 AND r.operation = $2 AND r.idem_key = $3"
+    " FROM v"
+    " WHERE r.actor = v.actor AND r.operation = v.operation AND r.idem_key = v.idem_key"
     "  AND r.state = 'completed' AND r.expires_at <= now()"
-    "  AND NOT EXISTS (SELECT 1 FROM ins)"
-    " RETURNING r.generation)"
-    " SELECT true, generation, 'in_progress'::text, NULL::bytea, NULL::integer, NULL::text,"
-    "  NULL::bytea, false, false, 0::bigint FROM ins"
+    "  AND NOT EXISTS (SELECT 1 FROM ins i WHERE i.actor = v.actor"
+    "   AND i.operation = v.operation AND i.idem_key = v.idem_key)"
+    " RETURNING v.ord, r.generation)"
+    " SELECT v.ord, true, i.generation, 'in_progress'::text, NULL::bytea, NULL::integer,"
+    "  NULL::bytea, NULL::bytea, false, false, 0::bigint, 0::bigint"
+    " FROM ins i JOIN v ON i.actor = v.actor AND i.operation = v.operation"
+    "  AND i.idem_key = v.idem_key"
     " UNION ALL"
-    " SELECT true, generation, 'in_progress'::text, NULL::bytea, NULL::integer, NULL::text,"
-    "  NULL::bytea, false, false, 0::bigint FROM takeover"
+    " SELECT t.ord, true, t.generation, 'in_progress'::text, NULL::bytea, NULL::integer,"
+    "  NULL::bytea, NULL::bytea, false, false, 0::bigint, 0::bigint FROM takeover t"
     " UNION ALL"
-    " SELECT false, r.generation, r.state, r.fingerprint, r.response_status,"
+    " SELECT v.ord, false, r.generation, r.state, r.fingerprint, r.response_status,"
     "  r.response_headers, r.response_body, r.body_omitted,"
     "  coalesce(r.state = 'in_progress' AND r.lease_expires_at <= now(), false),"
     "  CASE WHEN r.state = 'in_progress' THEN greatest(0, ceil(extract(epoch FROM"
-    "   r.lease_expires_at - now()) * 1000))::bigint ELSE 0::bigint END"
-    " FROM idempotency_records r"
-    " WHERE r.actor = $1 AND r.operation = $2 AND r.idem_key = $3"
-    "  AND NOT (r.state = 'completed' AND r.expires_at <= now())"
-    "  AND NOT EXISTS (SELECT 1 FROM ins)";
+    "   r.lease_expires_at - now()) * 1000))::bigint ELSE 0::bigint END,"
+    "  CASE WHEN r.state = 'completed' THEN coalesce(greatest(0, floor(extract(epoch FROM"
+    "   r.expires_at - now()) * 1000))::bigint, 0::bigint) ELSE 0::bigint END"
+    " FROM v JOIN idempotency_records r ON r.actor = v.actor AND r.operation = v.operation"
+    "  AND r.idem_key = v.idem_key"
+    " WHERE NOT (r.state = 'completed' AND r.expires_at <= now())"
+    "  AND NOT EXISTS (SELECT 1 FROM ins i WHERE i.actor = v.actor"
+    "   AND i.operation = v.operation AND i.idem_key = v.idem_key)";
 
-static const char store_sql_finish[] =
-    "UPDATE idempotency_records SET state = 'completed', response_status = $5,"
-    " response_headers = $6, response_body = $7, body_omitted = $8, completed_at = now(),"
-    " expires_at = now() + $9 * interval '1 millisecond', lease_owner = NULL,"
-    " lease_expires_at = NULL"
-    " WHERE actor = $1 AND operation = $2 AND idem_key = $3 AND generation = $4"
-    " AND state = 'in_progress'";
+/* Finish, mark unknown and release return the ordinals they wrote. */
+static const char store_sql_finish_head[] =
+    "UPDATE idempotency_records r SET state = 'completed', response_status = v.status,"
+    " response_headers = v.headers, response_body = v.body, body_omitted = v.omitted,"
+    " completed_at = now(), expires_at = now() + v.retention_ms * interval '1 millisecond',"
+    " lease_owner = NULL, lease_expires_at = NULL"
+    " FROM (VALUES ";
 
-static const char store_sql_unknown[] =
-    "UPDATE idempotency_records SET state = 'unknown'"
-    " WHERE actor = $1 AND operation = $2 AND idem_key = $3 AND generation = $4"
-    " AND state = 'in_progress'";
+static const char store_sql_finish_tail[] =
+    ") v (ord, actor, operation, idem_key, generation, status, headers, body, omitted,"
+    " retention_ms)"
+    " WHERE r.actor = v.actor AND r.operation = v.operation AND r.idem_key = v.idem_key"
+    " AND r.generation = v.generation AND r.state = 'in_progress'"
+    " RETURNING v.ord";
 
-static const char store_sql_release[] =
-    "DELETE FROM idempotency_records"
-    " WHERE actor = $1 AND operation = $2 AND idem_key = $3 AND generation = $4"
-    " AND state = 'in_progress'";
+static const char store_sql_unknown_head[] =
+    "UPDATE idempotency_records r SET state = 'unknown' FROM (VALUES ";
 
-/* The advisory lock key is "idemprxy" in ASCII. */
-/* Columns of the claim's result row, in the order the statement selects them. */
+static const char store_sql_release_head[] = "DELETE FROM idempotency_records r USING (VALUES ";
+
+static const char store_sql_fence_tail[] =
+    ") v (ord, actor, operation, idem_key, generation)"
+    " WHERE r.actor = v.actor AND r.operation = v.operation AND r.idem_key = v.idem_key"
+    " AND r.generation = v.generation AND r.state = 'in_progress'"
+    " RETURNING v.ord";
+
+_Static_assert(sizeof(store_sql_claim_head) + sizeof(store_sql_claim_tail) < STORE_SQL_FIXED_MAX,
+	       "the claim's fixed text must fit STORE_SQL_FIXED_MAX");
+_Static_assert(sizeof(store_sql_finish_head) + sizeof(store_sql_finish_tail) < STORE_SQL_FIXED_MAX,
+	       "the finish's fixed text must fit STORE_SQL_FIXED_MAX");
+
+/* Columns of a claim result row, in the order the statement selects them. */
 enum store_claim_col {
+	STORE_COL_ORD,
 	STORE_COL_OWNER,
 	STORE_COL_GENERATION,
 	STORE_COL_STATE,
@@ -115,13 +175,14 @@ enum store_claim_col {
 	STORE_COL_OMITTED,
 	STORE_COL_LEASE_EXPIRED,
 	STORE_COL_LEASE_REMAINING,
+	STORE_COL_EXPIRES_IN,
 	STORE_CLAIM_COLUMNS,
 };
 
 enum store_conn_state {
 	STORE_DISCONNECTED, /* timer: backoff before the next connect */
 	STORE_CONNECTING,   /* timer: connect deadline */
-	STORE_CONNECTED,    /* timer: deadline of the statement in flight */
+	STORE_CONNECTED,    /* timer: deadline of the batch in flight */
 };
 
 enum store_op_kind {
@@ -131,13 +192,80 @@ enum store_op_kind {
 	STORE_OP_RELEASE,
 };
 
+/*
+ * How one kind of operation is written: head, one VALUES row per
+ * operation with its ordinal and row_params parameters of the given types
+ * and formats, tail. shared parameters ($1 ...) come before the rows'.
+ */
+struct store_sql {
+	const char *head;
+	const char *tail;
+	int shared;
+	int row_params;
+	Oid types[STORE_ROW_PARAMS_MAX];
+	int formats[STORE_ROW_PARAMS_MAX];
+};
+
+/* Bytea (fingerprint, headers, body) goes binary: sent by length, never copied here. */
+static const struct store_sql store_sqls[] = {
+    [STORE_OP_CLAIM] =
+	{
+	    store_sql_claim_head,
+	    store_sql_claim_tail,
+	    1,
+	    STORE_CLAIM_ROW_PARAMS,
+	    {STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_BYTEA, STORE_OID_INT8},
+	    {STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_BINARY,
+	     STORE_FORMAT_TEXT},
+	},
+    [STORE_OP_FINISH] =
+	{
+	    store_sql_finish_head,
+	    store_sql_finish_tail,
+	    0,
+	    STORE_FINISH_ROW_PARAMS,
+	    {STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_INT8, STORE_OID_INT4,
+	     STORE_OID_BYTEA, STORE_OID_BYTEA, STORE_OID_BOOL, STORE_OID_INT8},
+	    {STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT,
+	     STORE_FORMAT_TEXT, STORE_FORMAT_BINARY, STORE_FORMAT_BINARY, STORE_FORMAT_TEXT,
+	     STORE_FORMAT_TEXT},
+	},
+    [STORE_OP_UNKNOWN] =
+	{
+	    store_sql_unknown_head,
+	    store_sql_fence_tail,
+	    0,
+	    STORE_FENCE_ROW_PARAMS,
+	    {STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_INT8},
+	    {STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT},
+	},
+    [STORE_OP_RELEASE] =
+	{
+	    store_sql_release_head,
+	    store_sql_fence_tail,
+	    0,
+	    STORE_FENCE_ROW_PARAMS,
+	    {STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_INT8},
+	    {STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT},
+	},
+};
+
+/* A claim batch's result, shared by the operations whose records point into it. */
+struct store_shared {
+	PGresult *res;
+	int refs;
+};
+
 /* One queued operation; the pointers belong to the caller until its callback. */
 struct store_op {
 	struct store_op *next;
 	enum store_op_kind kind;
 	struct scope sc;
+	uint64_t hash; /* of sc */
 	int64_t deadline_ms;
 	int attempts;
+	int solo;     /* goes in a batch of its own */
+	int answered; /* a result row named it */
 
 	const unsigned char *fp;
 	int64_t lease_ms;
@@ -150,6 +278,7 @@ struct store_op {
 	size_t body_len;
 	int omitted;
 	int64_t retention_ms;
+	char nums[STORE_OP_NUMS][STORE_NUM_MAX]; /* text parameters while in flight */
 
 	store_claim_cb claim_cb;
 	store_done_cb done_cb;
@@ -157,7 +286,7 @@ struct store_op {
 
 	/* The outcome, filled in when the operation completes. */
 	enum store_result res;
-	PGresult *pgres; /* claim: backs rec until the callback returns */
+	struct store_shared *shared; /* claim: backs rec until the callback returns */
 	struct record rec;
 };
 
@@ -180,11 +309,25 @@ struct store {
 	struct event *timer_ev;
 	struct event *done_ev;
 
-	struct store_queue queue; /* head is in flight when in_flight */
-	int in_flight;
-	int flushing;		 /* PQflush left data to write */
-	struct store_queue done; /* completed, callbacks not yet run */
+	struct store_queue queue; /* waiting for the next batch */
+	struct store_queue done;  /* completed, callbacks not yet run */
 	int npending;
+
+	/* The batch in flight, by ordinal; nbatch 0 when the connection is free. */
+	struct store_op *batch[STORE_BATCH_MAX];
+	int nbatch;
+	int64_t batch_deadline_ms;
+	PGresult *batch_res; /* its first result */
+	int flushing;	     /* PQflush left data to write */
+	int64_t nbatches, nbatched_ops;
+
+	/* Scratch space for forming and sending a batch. */
+	struct store_op *seen[STORE_SEEN_SLOTS];
+	char sql[STORE_SQL_MAX];
+	const char *values[STORE_PARAMS_MAX];
+	int lengths[STORE_PARAMS_MAX];
+	Oid types[STORE_PARAMS_MAX];
+	int formats[STORE_PARAMS_MAX];
 
 	int dispatching;    /* inside a callback from store_done_event */
 	int free_requested; /* store_free called from a callback */
@@ -213,7 +356,6 @@ static struct timeval store_tv(int64_t ms)
 	tv.tv_usec = (ms % 1000) * 1000;
 	return tv;
 }
-
 
 /* A store event for the project log; error is libpq's text, or NULL. */
 static void store_log(enum log_level level, const char *msg, const char *error)
@@ -255,9 +397,36 @@ static struct store_op *store_queue_pop(struct store_queue *q)
 	return op;
 }
 
+/* Put the operations of front, in their order, before those of q. */
+static void store_queue_prepend(struct store_queue *q, struct store_queue *front)
+{
+	if (!front->head)
+		return;
+	front->tail->next = q->head;
+	if (!q->tail)
+		q->tail = front->tail;
+	q->head = front->head;
+}
+
+/* Memory the callback contract cannot do without: running out ends the
+ * process, as redis's zmalloc does. */
+static void *store_alloc(size_t size)
+{
+	void *p = calloc(1, size);
+
+	if (!p) {
+		store_log(LOG_ERROR, "store out of memory", NULL);
+		abort();
+	}
+	return p;
+}
+
 static void store_op_free(struct store_op *op)
 {
-	PQclear(op->pgres);
+	if (op->shared && --op->shared->refs == 0) {
+		PQclear(op->shared->res);
+		free(op->shared);
+	}
 	free(op);
 }
 
@@ -274,6 +443,8 @@ static void store_destroy(struct store *st)
 {
 	struct store_op *op;
 
+	for (int i = 0; i < st->nbatch; i++)
+		store_op_free(st->batch[i]);
 	while ((op = store_queue_pop(&st->queue)))
 		store_op_free(op);
 	while ((op = store_queue_pop(&st->done)))
@@ -284,6 +455,7 @@ static void store_destroy(struct store *st)
 		event_free(st->timer_ev);
 	if (st->done_ev)
 		event_free(st->done_ev);
+	PQclear(st->batch_res);
 	PQfinish(st->conn);
 	free(st->conninfo);
 	free(st->owner_id);
@@ -346,20 +518,19 @@ static void store_close(struct store *st)
 	st->io_what = 0;
 	PQfinish(st->conn);
 	st->conn = NULL;
-	st->in_flight = 0;
 	st->flushing = 0;
 }
 
-/* Arm the state's timer: the deadline of the statement in flight. */
+/* Arm the state's timer: the earliest deadline of the batch in flight. */
 static void store_arm_deadline(struct store *st)
 {
 	struct timeval tv;
 
-	if (!st->queue.head) {
+	if (!st->nbatch) {
 		event_del(st->timer_ev);
 		return;
 	}
-	tv = store_tv(st->queue.head->deadline_ms - store_now_ms());
+	tv = store_tv(st->batch_deadline_ms - store_now_ms());
 	event_add(st->timer_ev, &tv);
 }
 
@@ -420,9 +591,10 @@ static void store_connect_poll(struct store *st)
 }
 
 /*
- * Drop the connection: every queued operation fails with STORE_UNAVAILABLE
- * (callbacks run later from the completion event), the connection is
- * closed and the next connect is scheduled after the current backoff.
+ * Drop the connection: the batch in flight and every queued operation fail
+ * with STORE_UNAVAILABLE (callbacks run later from the completion event),
+ * the connection is closed and the next connect is scheduled after the
+ * current backoff.
  */
 static void store_reset(struct store *st, const char *msg, const char *error)
 {
@@ -430,11 +602,13 @@ static void store_reset(struct store *st, const char *msg, const char *error)
 	struct timeval tv;
 
 	store_log(LOG_WARN, msg, error);
-	while ((op = store_queue_pop(&st->queue))) {
-		PQclear(op->pgres);
-		op->pgres = NULL;
+	for (int i = 0; i < st->nbatch; i++)
+		store_complete(st, st->batch[i], STORE_UNAVAILABLE);
+	st->nbatch = 0;
+	PQclear(st->batch_res);
+	st->batch_res = NULL;
+	while ((op = store_queue_pop(&st->queue)))
 		store_complete(st, op, STORE_UNAVAILABLE);
-	}
 	store_close(st);
 	st->state = STORE_DISCONNECTED;
 	tv = store_tv(st->backoff_ms);
@@ -444,7 +618,7 @@ static void store_reset(struct store *st, const char *msg, const char *error)
 		st->backoff_ms = STORE_BACKOFF_MAX_MS;
 }
 
-/* The state's timer: reconnect, connect deadline or statement deadline. */
+/* The state's timer: reconnect, connect deadline or batch deadline. */
 static void store_timer_event(evutil_socket_t fd, short what, void *arg)
 {
 	struct store *st = arg;
@@ -457,7 +631,7 @@ static void store_timer_event(evutil_socket_t fd, short what, void *arg)
 		store_reset(st, "store connect timed out", NULL);
 		break;
 	case STORE_CONNECTED:
-		if (st->queue.head && st->queue.head->deadline_ms <= store_now_ms())
+		if (st->nbatch && st->batch_deadline_ms <= store_now_ms())
 			store_reset(st, "store round trip timed out", NULL);
 		else
 			store_arm_deadline(st);
@@ -465,58 +639,74 @@ static void store_timer_event(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-static int64_t store_int8(const PGresult *res, int col)
+static int64_t store_int8(const PGresult *res, int row, int col)
 {
 	uint64_t v;
 
-	memcpy(&v, PQgetvalue(res, 0, col), sizeof(v));
+	memcpy(&v, PQgetvalue(res, row, col), sizeof(v));
 	return (int64_t)be64toh(v);
 }
 
-static int32_t store_int4(const PGresult *res, int col)
+static int32_t store_int4(const PGresult *res, int row, int col)
 {
 	uint32_t v;
 
-	memcpy(&v, PQgetvalue(res, 0, col), sizeof(v));
+	memcpy(&v, PQgetvalue(res, row, col), sizeof(v));
 	return (int32_t)be32toh(v);
 }
 
-static int store_bool(const PGresult *res, int col)
+static int store_bool(const PGresult *res, int row, int col)
 {
-	return PQgetvalue(res, 0, col)[0] != 0;
+	return PQgetvalue(res, row, col)[0] != 0;
 }
 
-/* 1 when column col of row 0 is non-NULL and exactly len bytes long. */
-static int store_has(const PGresult *res, int col, int len)
+/* 1 when column col of row is non-NULL and exactly len bytes long. */
+static int store_has(const PGresult *res, int row, int col, int len)
 {
-	return !PQgetisnull(res, 0, col) && PQgetlength(res, 0, col) == len;
+	return !PQgetisnull(res, row, col) && PQgetlength(res, row, col) == len;
 }
 
 /*
- * Read the claim's row (binary format) into op: STORE_OK with
+ * The batch ordinal in column 0 of row, or -1 when it is not one of the
+ * batch's nbatch ordinals.
+ */
+static int store_row_ord(const PGresult *res, int row, int nbatch)
+{
+	int32_t ord;
+
+	if (!store_has(res, row, 0, sizeof(int32_t)))
+		return -1;
+	ord = store_int4(res, row, 0);
+	return ord >= 0 && ord < nbatch ? ord : -1;
+}
+
+/*
+ * Read a claim result row (binary format) into op: STORE_OK with
  * op->generation, or STORE_EXISTS with op->rec pointing into res. Returns
  * -1 when the row is not what the statement produces.
  */
-static int store_parse_claim(struct store_op *op, const PGresult *res)
+static int store_parse_claim(struct store_op *op, const PGresult *res, int row)
 {
 	struct record *rec = &op->rec;
 	const char *state;
 
-	if (PQnfields(res) != STORE_CLAIM_COLUMNS || !store_has(res, STORE_COL_OWNER, 1) ||
-	    !store_has(res, STORE_COL_GENERATION, sizeof(int64_t)))
+	if (PQnfields(res) != STORE_CLAIM_COLUMNS || !store_has(res, row, STORE_COL_OWNER, 1) ||
+	    !store_has(res, row, STORE_COL_GENERATION, sizeof(int64_t)))
 		return -1;
-	if (store_bool(res, STORE_COL_OWNER)) {
-		op->generation = store_int8(res, STORE_COL_GENERATION);
+	if (store_bool(res, row, STORE_COL_OWNER)) {
+		op->generation = store_int8(res, row, STORE_COL_GENERATION);
 		op->res = STORE_OK;
 		return 0;
 	}
-	if (PQgetisnull(res, 0, STORE_COL_STATE) ||
-	    !store_has(res, STORE_COL_FINGERPRINT, FINGERPRINT_LEN) ||
-	    !store_has(res, STORE_COL_OMITTED, 1) || !store_has(res, STORE_COL_LEASE_EXPIRED, 1) ||
-	    !store_has(res, STORE_COL_LEASE_REMAINING, sizeof(int64_t)))
+	if (PQgetisnull(res, row, STORE_COL_STATE) ||
+	    !store_has(res, row, STORE_COL_FINGERPRINT, FINGERPRINT_LEN) ||
+	    !store_has(res, row, STORE_COL_OMITTED, 1) ||
+	    !store_has(res, row, STORE_COL_LEASE_EXPIRED, 1) ||
+	    !store_has(res, row, STORE_COL_LEASE_REMAINING, sizeof(int64_t)) ||
+	    !store_has(res, row, STORE_COL_EXPIRES_IN, sizeof(int64_t)))
 		return -1;
 	memset(rec, 0, sizeof(*rec));
-	state = PQgetvalue(res, 0, STORE_COL_STATE);
+	state = PQgetvalue(res, row, STORE_COL_STATE);
 	if (strcmp(state, "in_progress") == 0)
 		rec->state = RECORD_IN_PROGRESS;
 	else if (strcmp(state, "completed") == 0)
@@ -525,23 +715,24 @@ static int store_parse_claim(struct store_op *op, const PGresult *res)
 		rec->state = RECORD_UNKNOWN;
 	else
 		return -1;
-	memcpy(rec->fingerprint, PQgetvalue(res, 0, STORE_COL_FINGERPRINT), FINGERPRINT_LEN);
-	rec->generation = store_int8(res, STORE_COL_GENERATION);
-	rec->lease_expired = store_bool(res, STORE_COL_LEASE_EXPIRED);
-	rec->lease_remaining_ms = store_int8(res, STORE_COL_LEASE_REMAINING);
-	rec->body_omitted = store_bool(res, STORE_COL_OMITTED);
+	memcpy(rec->fingerprint, PQgetvalue(res, row, STORE_COL_FINGERPRINT), FINGERPRINT_LEN);
+	rec->generation = store_int8(res, row, STORE_COL_GENERATION);
+	rec->lease_expired = store_bool(res, row, STORE_COL_LEASE_EXPIRED);
+	rec->lease_remaining_ms = store_int8(res, row, STORE_COL_LEASE_REMAINING);
+	rec->expires_in_ms = store_int8(res, row, STORE_COL_EXPIRES_IN);
+	rec->body_omitted = store_bool(res, row, STORE_COL_OMITTED);
 	rec->headers = "";
 	if (rec->state == RECORD_COMPLETED) {
-		if (!store_has(res, STORE_COL_STATUS, sizeof(int32_t)))
+		if (!store_has(res, row, STORE_COL_STATUS, sizeof(int32_t)))
 			return -1;
-		rec->status = store_int4(res, STORE_COL_STATUS);
-		if (!PQgetisnull(res, 0, STORE_COL_HEADERS)) {
-			rec->headers = PQgetvalue(res, 0, STORE_COL_HEADERS);
-			rec->headers_len = (size_t)PQgetlength(res, 0, STORE_COL_HEADERS);
+		rec->status = store_int4(res, row, STORE_COL_STATUS);
+		if (!PQgetisnull(res, row, STORE_COL_HEADERS)) {
+			rec->headers = PQgetvalue(res, row, STORE_COL_HEADERS);
+			rec->headers_len = (size_t)PQgetlength(res, row, STORE_COL_HEADERS);
 		}
-		if (!PQgetisnull(res, 0, STORE_COL_BODY)) {
-			rec->body = (const unsigned char *)PQgetvalue(res, 0, STORE_COL_BODY);
-			rec->body_len = (size_t)PQgetlength(res, 0, STORE_COL_BODY);
+		if (!PQgetisnull(res, row, STORE_COL_BODY)) {
+			rec->body = (const unsigned char *)PQgetvalue(res, row, STORE_COL_BODY);
+			rec->body_len = (size_t)PQgetlength(res, row, STORE_COL_BODY);
 		}
 	}
 	op->res = STORE_EXISTS;
@@ -562,73 +753,151 @@ static int store_error_is_fatal(const char *sqlstate)
 }
 
 /*
- * The statement in flight (the queue's head) has its final result: decide
- * the outcome, then complete the operation, re-send a claim that found no
- * row, or reset the connection.
+ * The batch's statement failed for a reason that may belong to one of its
+ * operations alone (a value the server rejects, a deadlock): its
+ * operations go back to the queue's front to run again one per statement,
+ * so only the guilty one fails. A lone operation fails with
+ * STORE_UNAVAILABLE.
+ */
+static void store_batch_failed(struct store *st)
+{
+	struct store_queue again = {0};
+
+	if (st->nbatch == 1) {
+		store_complete(st, st->batch[0], STORE_UNAVAILABLE);
+	} else {
+		for (int i = 0; i < st->nbatch; i++) {
+			st->batch[i]->solo = 1;
+			store_queue_push(&again, st->batch[i]);
+		}
+	}
+	store_queue_prepend(&st->queue, &again);
+	st->nbatch = 0;
+}
+
+/*
+ * The rows of a claim batch (res, which this takes over): each answered
+ * operation completes with STORE_OK, or STORE_EXISTS with a record that
+ * points into res (kept alive until the last of those callbacks). An
+ * operation no row answered met a concurrent change after the statement's
+ * snapshot and goes back to the queue's front to look again, a bounded
+ * number of times.
+ */
+static void store_claim_rows(struct store *st, PGresult *res)
+{
+	struct store_queue again = {0};
+	struct store_shared *shared = NULL;
+	struct store_op *op;
+	int ord;
+
+	for (int row = 0; row < PQntuples(res); row++) {
+		ord = store_row_ord(res, row, st->nbatch);
+		if (ord < 0 || st->batch[ord]->answered) {
+			store_log(LOG_WARN, "store claim returned an unexpected row", NULL);
+			continue;
+		}
+		op = st->batch[ord];
+		op->answered = 1;
+		if (store_parse_claim(op, res, row) < 0) {
+			store_log(LOG_WARN, "store claim returned an unexpected row", NULL);
+			op->res = STORE_UNAVAILABLE;
+		} else if (op->res == STORE_EXISTS) {
+			if (!shared) {
+				shared = store_alloc(sizeof(*shared));
+				shared->res = res;
+			}
+			shared->refs++;
+			op->shared = shared;
+		}
+	}
+	for (int i = 0; i < st->nbatch; i++) {
+		op = st->batch[i];
+		if (op->answered) {
+			store_complete(st, op, op->res);
+		} else if (++op->attempts < STORE_CLAIM_ATTEMPTS) {
+			store_queue_push(&again, op);
+		} else {
+			store_log(LOG_WARN, "store claim found no row", NULL);
+			store_complete(st, op, STORE_UNAVAILABLE);
+		}
+	}
+	store_queue_prepend(&st->queue, &again);
+	st->nbatch = 0;
+	if (!shared)
+		PQclear(res);
+}
+
+/*
+ * The rows of a finish, unknown or release batch: the ordinals written
+ * complete with STORE_OK, the others with STORE_FENCED (their generation
+ * changed or the record is no longer in_progress).
+ */
+static void store_fence_rows(struct store *st, const PGresult *res)
+{
+	int ord;
+
+	for (int i = 0; i < st->nbatch; i++)
+		st->batch[i]->res = STORE_FENCED;
+	for (int row = 0; row < PQntuples(res); row++) {
+		ord = store_row_ord(res, row, st->nbatch);
+		if (ord < 0)
+			store_log(LOG_WARN, "store write returned an unexpected row", NULL);
+		else
+			st->batch[ord]->res = STORE_OK;
+	}
+	for (int i = 0; i < st->nbatch; i++)
+		store_complete(st, st->batch[i], st->batch[i]->res);
+	st->nbatch = 0;
+}
+
+/*
+ * The batch in flight has its final result: complete its operations,
+ * re-queue those that must run again, or reset the connection; then send
+ * the next batch.
  */
 static void store_handle_result(struct store *st)
 {
-	struct store_op *op = st->queue.head;
-	PGresult *res = op->pgres;
+	PGresult *res = st->batch_res;
 	ExecStatusType status = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
-	const char *sqlstate, *rows;
+	const char *sqlstate;
 
-	st->in_flight = 0;
+	st->batch_res = NULL;
 	if (status == PGRES_FATAL_ERROR) {
 		sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 		if (store_error_is_fatal(sqlstate)) {
 			store_reset(st, "store connection unusable",
 				    res ? PQresultErrorMessage(res) : PQerrorMessage(st->conn));
-			return;
+			goto out;
 		}
 		store_log(LOG_WARN, "store statement failed", PQresultErrorMessage(res));
-		op->res = STORE_UNAVAILABLE;
-	} else if (op->kind == STORE_OP_CLAIM) {
-		if (status != PGRES_TUPLES_OK) {
-			store_log(LOG_WARN, "store claim failed", PQresStatus(status));
-			op->res = STORE_UNAVAILABLE;
-		} else if (PQntuples(res) == 0) {
-			/* Raced with a concurrent commit or delete; look again. */
-			PQclear(op->pgres);
-			op->pgres = NULL;
-			if (++op->attempts < STORE_CLAIM_ATTEMPTS) {
-				store_send(st);
-				return;
-			}
-			store_log(LOG_WARN, "store claim found no row", NULL);
-			op->res = STORE_UNAVAILABLE;
-		} else if (store_parse_claim(op, res) < 0) {
-			store_log(LOG_WARN, "store claim returned an unexpected row", NULL);
-			op->res = STORE_UNAVAILABLE;
-		}
-	} else if (status != PGRES_COMMAND_OK) {
-		store_log(LOG_WARN, "store write failed", PQresStatus(status));
-		op->res = STORE_UNAVAILABLE;
+		store_batch_failed(st);
+	} else if (status != PGRES_TUPLES_OK) {
+		store_log(LOG_WARN, "store statement failed", PQresStatus(status));
+		store_batch_failed(st);
+	} else if (st->batch[0]->kind == STORE_OP_CLAIM) {
+		store_claim_rows(st, res);
+		res = NULL;
 	} else {
-		rows = PQcmdTuples(res);
-		op->res = strcmp(rows, "0") == 0 ? STORE_FENCED : STORE_OK;
+		store_fence_rows(st, res);
 	}
-	if (op->kind != STORE_OP_CLAIM || op->res != STORE_EXISTS) {
-		PQclear(op->pgres);
-		op->pgres = NULL;
-	}
-	store_complete(st, store_queue_pop(&st->queue), op->res);
 	store_send(st);
+out:
+	PQclear(res);
 }
 
-/* Collect results of the statement in flight as far as they have arrived. */
+/* Collect results of the batch in flight as far as they have arrived. */
 static void store_read_results(struct store *st)
 {
 	PGresult *res;
 
-	while (st->in_flight && !PQisBusy(st->conn)) {
+	while (st->nbatch && !PQisBusy(st->conn)) {
 		res = PQgetResult(st->conn);
 		if (!res) {
 			store_handle_result(st);
 			continue;
 		}
-		if (!st->queue.head->pgres)
-			st->queue.head->pgres = res;
+		if (!st->batch_res)
+			st->batch_res = res;
 		else
 			PQclear(res);
 	}
@@ -667,86 +936,172 @@ static void store_io_event(evutil_socket_t fd, short what, void *arg)
 	store_read_results(st);
 }
 
-/* Send the queue's head unless a statement is already in flight. */
-static void store_send(struct store *st)
+/* 64-bit FNV-1a of the scope, its parts separated by a NUL. */
+static uint64_t store_scope_hash(const struct scope *sc)
 {
-	static const Oid claim_types[STORE_CLAIM_PARAMS] = {
-	    STORE_OID_TEXT,  STORE_OID_TEXT, STORE_OID_TEXT,
-	    STORE_OID_BYTEA, STORE_OID_TEXT, STORE_OID_INT8,
-	};
-	static const int claim_formats[STORE_CLAIM_PARAMS] = {
-	    STORE_FORMAT_TEXT,	 STORE_FORMAT_TEXT, STORE_FORMAT_TEXT,
-	    STORE_FORMAT_BINARY, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT,
-	};
-	static const Oid finish_types[STORE_FINISH_PARAMS] = {
-	    STORE_OID_TEXT, STORE_OID_TEXT,  STORE_OID_TEXT, STORE_OID_INT8, STORE_OID_INT4,
-	    STORE_OID_TEXT, STORE_OID_BYTEA, STORE_OID_BOOL, STORE_OID_INT8,
-	};
-	/* Headers and body go as binary: sent by length, never copied here. */
-	static const int finish_formats[STORE_FINISH_PARAMS] = {
-	    STORE_FORMAT_TEXT,	 STORE_FORMAT_TEXT, STORE_FORMAT_TEXT,
-	    STORE_FORMAT_TEXT,	 STORE_FORMAT_TEXT, STORE_FORMAT_BINARY,
-	    STORE_FORMAT_BINARY, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT,
-	};
-	struct store_op *op = st->queue.head;
-	const char *values[STORE_FINISH_PARAMS];
-	int lengths[STORE_FINISH_PARAMS] = {0};
-	char gen[STORE_NUM_MAX], num[STORE_NUM_MAX], num2[STORE_NUM_MAX];
-	const Oid *types = finish_types;
-	const int *formats = finish_formats;
-	const char *sql;
-	int nparams, ok, r;
+	const char *parts[] = {sc->actor, sc->operation, sc->key};
+	uint64_t h = STORE_FNV_OFFSET;
 
-	if (!op || st->in_flight || st->state != STORE_CONNECTED)
+	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+		for (const unsigned char *p = (const unsigned char *)parts[i]; *p; p++)
+			h = (h ^ *p) * STORE_FNV_PRIME;
+		h *= STORE_FNV_PRIME;
+	}
+	return h;
+}
+
+static int store_same_scope(const struct store_op *a, const struct store_op *b)
+{
+	return a->hash == b->hash && strcmp(a->sc.key, b->sc.key) == 0 &&
+	       strcmp(a->sc.operation, b->sc.operation) == 0 &&
+	       strcmp(a->sc.actor, b->sc.actor) == 0;
+}
+
+/*
+ * Note op's scope in the set of scopes met while forming this batch;
+ * returns 1 when an operation met earlier has the same scope.
+ */
+static int store_seen(struct store *st, struct store_op *op)
+{
+	size_t i = (size_t)op->hash & (STORE_SEEN_SLOTS - 1);
+
+	for (; st->seen[i]; i = (i + 1) & (STORE_SEEN_SLOTS - 1))
+		if (store_same_scope(st->seen[i], op))
+			return 1;
+	st->seen[i] = op;
+	return 0;
+}
+
+/*
+ * Move the next batch from the queue to st->batch: the head, then each
+ * queued operation of the same kind whose scope no operation ahead of it
+ * in the queue has, up to STORE_BATCH_MAX of them, looking at no more than
+ * STORE_SCAN_MAX. So a batch never holds two operations on one scope and
+ * the operations on one scope keep their order. A solo operation goes
+ * alone. The queue must not be empty.
+ */
+static void store_take_batch(struct store *st)
+{
+	struct store_op *op = store_queue_pop(&st->queue), *prev = NULL, *next;
+	int scanned = 1;
+
+	st->batch[0] = op;
+	st->nbatch = 1;
+	if (op->solo || !st->queue.head)
 		return;
-	/* values[i] is the statement's $(i + 1). */
+	memset(st->seen, 0, sizeof(st->seen));
+	store_seen(st, op);
+	for (op = st->queue.head; op && st->nbatch < STORE_BATCH_MAX && scanned < STORE_SCAN_MAX;
+	     op = next, scanned++) {
+		next = op->next;
+		if (store_seen(st, op) || op->kind != st->batch[0]->kind || op->solo) {
+			prev = op;
+			continue;
+		}
+		if (prev)
+			prev->next = next;
+		else
+			st->queue.head = next;
+		if (st->queue.tail == op)
+			st->queue.tail = prev;
+		op->next = NULL;
+		st->batch[st->nbatch++] = op;
+	}
+}
+
+/*
+ * Point values[0 .. row_params - 1] (and lengths) at op's parameters for
+ * its VALUES row, formatting its numbers into op->nums.
+ */
+static void store_op_params(struct store_op *op, const char **values, int *lengths)
+{
 	values[0] = op->sc.actor;
 	values[1] = op->sc.operation;
 	values[2] = op->sc.key;
-	snprintf(gen, sizeof(gen), "%" PRId64, op->generation);
-	values[3] = gen;
-	switch (op->kind) {
-	case STORE_OP_CLAIM:
-		sql = store_sql_claim;
-		nparams = STORE_CLAIM_PARAMS;
-		types = claim_types;
-		formats = claim_formats;
+	lengths[0] = lengths[1] = lengths[2] = 0;
+	if (op->kind == STORE_OP_CLAIM) {
 		values[3] = (const char *)op->fp;
 		lengths[3] = FINGERPRINT_LEN;
-		values[4] = st->owner_id;
-		snprintf(num, sizeof(num), "%" PRId64, op->lease_ms);
-		values[5] = num;
-		break;
-	case STORE_OP_FINISH:
-		sql = store_sql_finish;
-		nparams = STORE_FINISH_PARAMS;
-		snprintf(num, sizeof(num), "%d", op->status);
-		values[4] = num;
-		values[5] = op->headers ? op->headers : "";
-		lengths[5] = (int)op->headers_len;
-		values[6] = op->omitted ? NULL : op->body ? (const char *)op->body : "";
-		lengths[6] = op->omitted ? 0 : (int)op->body_len;
-		values[7] = op->omitted ? "true" : "false";
-		snprintf(num2, sizeof(num2), "%" PRId64, op->retention_ms);
-		values[8] = num2;
-		break;
-	case STORE_OP_UNKNOWN:
-		sql = store_sql_unknown;
-		nparams = STORE_FENCE_PARAMS;
-		break;
-	default:
-		sql = store_sql_release;
-		nparams = STORE_FENCE_PARAMS;
-		break;
+		snprintf(op->nums[0], STORE_NUM_MAX, "%" PRId64, op->lease_ms);
+		values[4] = op->nums[0];
+		lengths[4] = 0;
+		return;
 	}
-	ok = PQsendQueryParams(st->conn, sql, nparams, types, values, lengths, formats,
-			       STORE_FORMAT_BINARY);
+	snprintf(op->nums[0], STORE_NUM_MAX, "%" PRId64, op->generation);
+	values[3] = op->nums[0];
+	lengths[3] = 0;
+	if (op->kind != STORE_OP_FINISH)
+		return;
+	snprintf(op->nums[1], STORE_NUM_MAX, "%d", op->status);
+	values[4] = op->nums[1];
+	lengths[4] = 0;
+	values[5] = op->headers ? op->headers : "";
+	lengths[5] = (int)op->headers_len;
+	values[6] = op->omitted ? NULL : op->body ? (const char *)op->body : "";
+	lengths[6] = op->omitted ? 0 : (int)op->body_len;
+	values[7] = op->omitted ? "true" : "false";
+	lengths[7] = 0;
+	snprintf(op->nums[2], STORE_NUM_MAX, "%" PRId64, op->retention_ms);
+	values[8] = op->nums[2];
+	lengths[8] = 0;
+}
+
+/*
+ * Write the batch's statement into st->sql and its parameters into
+ * st->values, lengths, types and formats; returns the parameter count.
+ * The sizes above keep the text within st->sql.
+ */
+static int store_build(struct store *st)
+{
+	const struct store_sql *q = &store_sqls[st->batch[0]->kind];
+	size_t len, size = sizeof(st->sql);
+	int n = 0;
+
+	if (q->shared) {
+		st->values[n] = st->owner_id;
+		st->lengths[n] = 0;
+		st->types[n] = STORE_OID_TEXT;
+		st->formats[n] = STORE_FORMAT_TEXT;
+		n++;
+	}
+	len = (size_t)snprintf(st->sql, size, "%s", q->head);
+	for (int i = 0; i < st->nbatch; i++) {
+		len += (size_t)snprintf(st->sql + len, size - len, "%s(%d", i ? ", " : "", i);
+		for (int j = 0; j < q->row_params; j++) {
+			len += (size_t)snprintf(st->sql + len, size - len, ", $%d", n + j + 1);
+			st->types[n + j] = q->types[j];
+			st->formats[n + j] = q->formats[j];
+		}
+		len += (size_t)snprintf(st->sql + len, size - len, ")");
+		store_op_params(st->batch[i], st->values + n, st->lengths + n);
+		n += q->row_params;
+	}
+	snprintf(st->sql + len, size - len, "%s", q->tail);
+	return n;
+}
+
+/* Send the next batch unless one is already in flight. */
+static void store_send(struct store *st)
+{
+	int nparams, ok, r;
+
+	if (st->nbatch || !st->queue.head || st->state != STORE_CONNECTED)
+		return;
+	store_take_batch(st);
+	nparams = store_build(st);
+	ok = PQsendQueryParams(st->conn, st->sql, nparams, st->types, st->values, st->lengths,
+			       st->formats, STORE_FORMAT_BINARY);
 	r = ok ? PQflush(st->conn) : -1;
 	if (r < 0) {
 		store_reset(st, "store send failed", PQerrorMessage(st->conn));
 		return;
 	}
-	st->in_flight = 1;
+	st->nbatches++;
+	st->nbatched_ops += st->nbatch;
+	st->batch_deadline_ms = st->batch[0]->deadline_ms;
+	for (int i = 1; i < st->nbatch; i++)
+		if (st->batch[i]->deadline_ms < st->batch_deadline_ms)
+			st->batch_deadline_ms = st->batch[i]->deadline_ms;
 	st->flushing = r;
 	if (store_watch(st, r ? EV_READ | EV_WRITE : EV_READ, 0) < 0) {
 		store_reset(st, "store send failed", "cannot watch the socket");
@@ -768,22 +1123,15 @@ static void store_submit(struct store *st, struct store_op *op)
 	store_send(st);
 }
 
-/*
- * A zeroed operation of kind for scope sc. The callback contract (exactly
- * once) cannot be kept without memory for the operation, so running out
- * of memory here ends the process, as redis's zmalloc does.
- */
+/* A zeroed operation of kind for scope sc. */
 static struct store_op *store_op_new(enum store_op_kind kind, const struct scope *sc,
 				     int64_t generation, void *arg)
 {
-	struct store_op *op = calloc(1, sizeof(*op));
+	struct store_op *op = store_alloc(sizeof(*op));
 
-	if (!op) {
-		store_log(LOG_ERROR, "store out of memory", NULL);
-		abort();
-	}
 	op->kind = kind;
 	op->sc = *sc;
+	op->hash = store_scope_hash(sc);
 	op->generation = generation;
 	op->arg = arg;
 	return op;
@@ -837,6 +1185,16 @@ int store_pending(const struct store *st)
 	return st->npending;
 }
 
+int64_t store_batches(const struct store *st)
+{
+	return st->nbatches;
+}
+
+int64_t store_batched_ops(const struct store *st)
+{
+	return st->nbatched_ops;
+}
+
 void store_claim(struct store *st, const struct scope *sc, const unsigned char *fp,
 		 int64_t lease_ms, store_claim_cb cb, void *arg)
 {
@@ -888,4 +1246,3 @@ void store_release(struct store *st, const struct scope *sc, int64_t generation,
 	op->done_cb = cb;
 	store_submit(st, op);
 }
-

@@ -6,6 +6,8 @@
  * later, from the event loop (never from inside the call itself). Nothing
  * here blocks: connect is PQconnectStart/PQconnectPoll, queries are
  * PQsendQueryParams, results are read when the socket is readable.
+ * Concurrent operations of one kind share a statement and its commit
+ * (see store.c), each with its own outcome.
  */
 #ifndef IDEMPROXY_STORE_H
 #define IDEMPROXY_STORE_H
@@ -37,10 +39,12 @@ struct record {
 	enum record_state state;
 	unsigned char fingerprint[FINGERPRINT_LEN];
 	int64_t generation;
-	int lease_expired;        /* in_progress and lease_expires_at <= now() */
-	int64_t lease_remaining_ms;  /* in_progress: time left on the lease, >= 0 */
-	int status;               /* completed only */
-	const char *headers;      /* completed: "Name: value\r\n" lines, may be "" */
+	int lease_expired;	    /* in_progress and lease_expires_at <= now() */
+	int64_t lease_remaining_ms; /* in_progress: time left on the lease, >= 0 */
+	int64_t expires_in_ms;	    /* completed: time left until expires_at, >= 0 */
+	int status;		    /* completed only */
+	const char *headers;	    /* completed: "Name: value\r\n" lines, may be "";
+				     * any bytes (obs-text), NUL-terminated past headers_len */
 	size_t headers_len;
 	const unsigned char *body;
 	size_t body_len;
@@ -48,10 +52,10 @@ struct record {
 };
 
 enum store_result {
-	STORE_OK,           /* claim: we own the slot; others: row written */
-	STORE_EXISTS,       /* claim: another record holds the slot (see rec) */
-	STORE_FENCED,       /* finish/unknown/release: generation changed, nothing written */
-	STORE_UNAVAILABLE,  /* not connected, timed out, read-only, or error */
+	STORE_OK,	   /* claim: we own the slot; others: row written */
+	STORE_EXISTS,	   /* claim: another record holds the slot (see rec) */
+	STORE_FENCED,	   /* finish/unknown/release: generation changed, nothing written */
+	STORE_UNAVAILABLE, /* not connected, timed out, read-only, or error */
 };
 
 /* claim: STORE_OK with generation, STORE_EXISTS with rec, or STORE_UNAVAILABLE. */
@@ -81,25 +85,28 @@ void store_claim(struct store *st, const struct scope *sc, const unsigned char *
 
 /*
  * Complete the record claimed with generation: status, headers ("Name:
- * value\r\n" lines), body (NULL with omitted=1 when it was too large),
- * expires after retention_ms. STORE_FENCED if the generation changed or the
+ * value\r\n" lines, stored as bytes), body (NULL with omitted=1 when it
+ * was too large), expires after retention_ms. STORE_FENCED if the generation changed or the
  * record is no longer in_progress. On STORE_UNAVAILABLE the caller may
  * retry.
  */
 void store_finish(struct store *st, const struct scope *sc, int64_t generation, int status,
 		  const char *headers, size_t headers_len, const unsigned char *body,
-		  size_t body_len, int omitted, int64_t retention_ms, store_done_cb cb,
-		  void *arg);
+		  size_t body_len, int omitted, int64_t retention_ms, store_done_cb cb, void *arg);
 
 /* Mark the record claimed with generation as unknown (outcome not known). */
 void store_mark_unknown(struct store *st, const struct scope *sc, int64_t generation,
 			store_done_cb cb, void *arg);
 
 /* Delete the record claimed with generation (the request was not accepted). */
-void store_release(struct store *st, const struct scope *sc, int64_t generation,
-		   store_done_cb cb, void *arg);
+void store_release(struct store *st, const struct scope *sc, int64_t generation, store_done_cb cb,
+		   void *arg);
 
 /* Pending operations, for shutdown: 0 when idle. */
 int store_pending(const struct store *st);
+
+/* Statements sent since store_new, and the operations they carried. */
+int64_t store_batches(const struct store *st);
+int64_t store_batched_ops(const struct store *st);
 
 #endif

@@ -17,14 +17,19 @@
 #include "proxy/store.h"
 #include "tests/unit/unit.h"
 
-#define TEST_TIMEOUT_MS	   2000
-#define TEST_WAIT_MS	   5000
-#define TEST_TICK_MS	   5
-#define TEST_LEASE_MS	   60000
-#define TEST_RETENTION_MS  3600000
-#define TEST_QUEUED_CLAIMS 20
-#define TEST_RACERS	   8
-#define TEST_RACE_ROUNDS   20
+#define TEST_TIMEOUT_MS	      2000
+#define TEST_WAIT_MS	      5000
+#define TEST_TICK_MS	      5
+#define TEST_LEASE_MS	      60000
+#define TEST_RETENTION_MS     3600000
+#define TEST_QUEUED_CLAIMS    20
+#define TEST_RACERS	      8
+#define TEST_RACE_ROUNDS      20
+#define TEST_BATCH_OPS	      200 /* more than one statement carries (STORE_BATCH_MAX) */
+#define TEST_BATCH_STATEMENTS 3	  /* a lone first statement, then the rest */
+#define TEST_BAD_BATCH	      5
+#define TEST_BENCH_SLOTS      64
+#define TEST_BENCH_MS	      5000
 
 /* What one callback reported. */
 struct result {
@@ -299,6 +304,161 @@ static void test_queue(struct store *st, const unsigned char *fp)
 	CHECK(store_pending(st) == 0);
 }
 
+/* Queue a claim on a scope of its own: it goes out alone, so the operations
+ * queued right after it wait and form one batch. */
+static void queue_leader(struct store *st, struct scope *sc, char *key, size_t size,
+			 const unsigned char *fp, struct result *r)
+{
+	static int n;
+
+	snprintf(key, size, "leader-%d", n++);
+	*sc = (struct scope){actor, "order.batch", key};
+	store_claim(st, sc, fp, TEST_LEASE_MS, claim_cb, r);
+}
+
+/*
+ * Claims and finishes queued at once on distinct scopes share statements:
+ * every one gets its own answer, in far fewer statements than operations.
+ */
+static void test_coalesce(struct store *st, const unsigned char *fp)
+{
+	static struct result r[TEST_BATCH_OPS], f[TEST_BATCH_OPS];
+	static char keys[TEST_BATCH_OPS][32];
+	static struct scope sc[TEST_BATCH_OPS];
+	int64_t batches = store_batches(st), ops = store_batched_ops(st);
+	int owners = 0, written = 0;
+
+	memset(r, 0, sizeof(r));
+	memset(f, 0, sizeof(f));
+	in_call = 1;
+	for (int i = 0; i < TEST_BATCH_OPS; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "coalesce-%d", i);
+		sc[i] = (struct scope){actor, "order.batch", keys[i]};
+		store_claim(st, &sc[i], fp, TEST_LEASE_MS, claim_cb, &r[i]);
+	}
+	in_call = 0;
+	run_until(&r[TEST_BATCH_OPS - 1].called, TEST_WAIT_MS);
+	for (int i = 0; i < TEST_BATCH_OPS; i++)
+		owners +=
+		    r[i].called == 1 && !r[i].sync && r[i].res == STORE_OK && r[i].generation == 1;
+	CHECK(owners == TEST_BATCH_OPS);
+	CHECK(store_batched_ops(st) - ops == TEST_BATCH_OPS);
+	CHECK(store_batches(st) - batches <= TEST_BATCH_STATEMENTS);
+
+	batches = store_batches(st);
+	in_call = 1;
+	for (int i = 0; i < TEST_BATCH_OPS; i++)
+		store_finish(st, &sc[i], 1, 201, "", 0, (const unsigned char *)"ok", 2, 0,
+			     TEST_RETENTION_MS, done_cb, &f[i]);
+	in_call = 0;
+	run_until(&f[TEST_BATCH_OPS - 1].called, TEST_WAIT_MS);
+	for (int i = 0; i < TEST_BATCH_OPS; i++)
+		written += f[i].called == 1 && !f[i].sync && f[i].res == STORE_OK;
+	CHECK(written == TEST_BATCH_OPS);
+	CHECK(store_batches(st) - batches <= TEST_BATCH_STATEMENTS);
+
+	/* A batch of fences: the stale generation is fenced, the rest released. */
+	batches = store_batches(st);
+	in_call = 1;
+	for (int i = 0; i < TEST_BATCH_OPS; i++) {
+		memset(&f[i], 0, sizeof(f[i]));
+		store_release(st, &sc[i], i == 1 ? 2 : 1, done_cb, &f[i]);
+	}
+	in_call = 0;
+	run_until(&f[TEST_BATCH_OPS - 1].called, TEST_WAIT_MS);
+	written = 0;
+	for (int i = 0; i < TEST_BATCH_OPS; i++)
+		written += f[i].called == 1 && f[i].res == STORE_FENCED;
+	/* Completed records are not in_progress: every release is fenced. */
+	CHECK(written == TEST_BATCH_OPS);
+	CHECK(store_batches(st) - batches <= TEST_BATCH_STATEMENTS);
+	CHECK(store_pending(st) == 0);
+}
+
+/*
+ * Two claims of one scope queued together never share a statement: exactly
+ * one owns it, the other sees its record; the claim between them still
+ * rides along with the first.
+ */
+static void test_same_scope(struct store *st, const unsigned char *fp, const unsigned char *fp2)
+{
+	struct scope lead, sc = {actor, "order.batch", "same-scope"};
+	struct scope mid = {actor, "order.batch", "same-scope-mid"};
+	struct result l = {0}, a = {0}, m = {0}, b = {0};
+	char key[32];
+	int64_t batches;
+
+	queue_leader(st, &lead, key, sizeof(key), fp, &l);
+	batches = store_batches(st);
+	store_claim(st, &sc, fp, TEST_LEASE_MS, claim_cb, &a);
+	store_claim(st, &mid, fp, TEST_LEASE_MS, claim_cb, &m);
+	store_claim(st, &sc, fp2, TEST_LEASE_MS, claim_cb, &b);
+	run_until(&b.called, TEST_WAIT_MS);
+	CHECK(l.res == STORE_OK && a.called == 1 && m.called == 1 && b.called == 1);
+	CHECK(a.res == STORE_OK && a.generation == 1 && m.res == STORE_OK);
+	CHECK(b.res == STORE_EXISTS && b.rec.state == RECORD_IN_PROGRESS);
+	CHECK(b.rec.generation == 1 && memcmp(b.rec.fingerprint, fp, FINGERPRINT_LEN) == 0);
+	CHECK(store_batches(st) - batches == 2);
+}
+
+/*
+ * A statement that fails for one operation's sake (a key that is not
+ * UTF-8, which the server rejects) does not fail the others of its batch:
+ * they run again one by one and only the guilty one is unavailable.
+ */
+static void test_batch_error(struct store *st, const unsigned char *fp)
+{
+	struct result l = {0}, r[TEST_BAD_BATCH] = {0}, f[TEST_BAD_BATCH] = {0};
+	struct scope lead, sc[TEST_BAD_BATCH];
+	char key[32], keys[TEST_BAD_BATCH][32];
+	int bad = TEST_BAD_BATCH / 2, ok = 0;
+
+	queue_leader(st, &lead, key, sizeof(key), fp, &l);
+	for (int i = 0; i < TEST_BAD_BATCH; i++) {
+		snprintf(keys[i], sizeof(keys[i]), i == bad ? "bad-\xff\xfe-%d" : "good-%d", i);
+		sc[i] = (struct scope){actor, "order.batch", keys[i]};
+		store_claim(st, &sc[i], fp, TEST_LEASE_MS, claim_cb, &r[i]);
+	}
+	run_until(&r[TEST_BAD_BATCH - 1].called, TEST_WAIT_MS);
+	for (int i = 0; i < TEST_BAD_BATCH; i++)
+		ok += r[i].called == 1 && r[i].res == (i == bad ? STORE_UNAVAILABLE : STORE_OK);
+	CHECK(ok == TEST_BAD_BATCH);
+	CHECK(store_ready(st));
+
+	/* The same for finishes: the bad scope's finish alone fails. */
+	queue_leader(st, &lead, key, sizeof(key), fp, &l);
+	for (int i = 0; i < TEST_BAD_BATCH; i++)
+		store_finish(st, &sc[i], 1, 200, "", 0, NULL, 0, 0, TEST_RETENTION_MS, done_cb,
+			     &f[i]);
+	run_until(&f[TEST_BAD_BATCH - 1].called, TEST_WAIT_MS);
+	ok = 0;
+	for (int i = 0; i < TEST_BAD_BATCH; i++)
+		ok += f[i].called == 1 && f[i].res == (i == bad ? STORE_UNAVAILABLE : STORE_OK);
+	CHECK(ok == TEST_BAD_BATCH);
+	CHECK(store_ready(st) && store_pending(st) == 0);
+}
+
+/*
+ * Header values may hold obs-text bytes that are not UTF-8: they are
+ * stored and read back as bytes. A completed record tells how long it has
+ * left before it expires.
+ */
+static void test_header_bytes(struct store *st, const unsigned char *fp)
+{
+	struct scope sc = {actor, "order.pay", "key-obs-text"};
+	const char *headers = "X-Name: caf\xe9 \x80\xff\r\nContent-Type: text/plain\r\n";
+	struct result r;
+
+	r = claim(st, &sc, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_OK);
+	CHECK(finish(st, &sc, 1, 200, headers, "body", 0, TEST_RETENTION_MS) == STORE_OK);
+	r = claim(st, &sc, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_COMPLETED);
+	CHECK(r.rec.headers_len == strlen(headers) && strcmp(r.headers, headers) == 0);
+	CHECK(r.rec.expires_in_ms > TEST_RETENTION_MS - 10000 &&
+	      r.rec.expires_in_ms <= TEST_RETENTION_MS);
+}
+
 /* A connection that cannot be made: answers later, never inside the call. */
 static void test_unavailable(const unsigned char *fp)
 {
@@ -442,6 +602,82 @@ static void test_lost(const char *dsn, const unsigned char *fp)
 	store_free(st);
 }
 
+/*
+ * The server ends our session while a batch waits on a row lock: every
+ * operation of the batch, and the one queued behind it, is unavailable;
+ * the store reconnects and works again.
+ */
+static void test_lost_mid_batch(const char *dsn, const unsigned char *fp)
+{
+	struct scope sc[TEST_BAD_BATCH], lead, after = {actor, "order.batch", "lost-after"};
+	struct result r[TEST_BAD_BATCH] = {0}, l = {0}, a = {0}, c;
+	char key[32], keys[TEST_BAD_BATCH][32], app[96];
+	const char *values[3] = {app};
+	PGconn *locker = PQconnectdb(dsn), *admin = PQconnectdb(dsn);
+	struct store *st;
+	PGresult *res;
+	int64_t batches;
+	int killed = 0, unavailable = 0;
+
+	snprintf(app, sizeof(app), "%s-lost", actor);
+	setenv("PGAPPNAME", app, 1);
+	st = store_new(base, dsn, TEST_WAIT_MS, "test");
+	unsetenv("PGAPPNAME");
+	CHECK(wait_ready(st));
+	for (int i = 0; i < TEST_BAD_BATCH; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "lost-%d", i);
+		sc[i] = (struct scope){actor, "order.batch", keys[i]};
+		c = claim(st, &sc[i], fp, TEST_LEASE_MS);
+		CHECK(c.res == STORE_OK);
+	}
+	values[0] = actor;
+	values[1] = sc[0].operation;
+	values[2] = sc[0].key;
+	PQclear(PQexec(locker, "BEGIN"));
+	res = PQexecParams(locker,
+			   "SELECT 1 FROM idempotency_records WHERE actor = $1 AND operation = $2"
+			   " AND idem_key = $3 FOR UPDATE",
+			   3, NULL, values, NULL, NULL, 0);
+	CHECK(PQntuples(res) == 1);
+	PQclear(res);
+
+	batches = store_batches(st);
+	queue_leader(st, &lead, key, sizeof(key), fp, &l);
+	for (int i = TEST_BAD_BATCH - 1; i >= 0; i--)
+		store_finish(st, &sc[i], 1, 200, "", 0, NULL, 0, 0, TEST_RETENTION_MS, done_cb,
+			     &r[i]);
+	run_until(&l.called, TEST_WAIT_MS);
+	run_for(TEST_TICK_MS);
+	store_claim(st, &after, fp, TEST_LEASE_MS, claim_cb, &a);
+	values[0] = app;
+	for (int i = 0; i < TEST_WAIT_MS / TEST_TICK_MS && !killed; i++) {
+		res = PQexecParams(admin,
+				   "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+				   " WHERE application_name = $1 AND wait_event_type = 'Lock'",
+				   1, NULL, values, NULL, NULL, 0);
+		killed = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1;
+		PQclear(res);
+		if (!killed)
+			run_for(TEST_TICK_MS);
+	}
+	CHECK(killed);
+	CHECK(store_batches(st) - batches == 2);
+	run_until(&a.called, TEST_WAIT_MS);
+	for (int i = 0; i < TEST_BAD_BATCH; i++)
+		unavailable += r[i].called == 1 && r[i].res == STORE_UNAVAILABLE;
+	CHECK(unavailable == TEST_BAD_BATCH);
+	CHECK(a.called == 1 && a.res == STORE_UNAVAILABLE);
+	PQclear(PQexec(locker, "ROLLBACK"));
+	PQfinish(locker);
+	PQfinish(admin);
+
+	CHECK(wait_ready(st));
+	CHECK(finish(st, &sc[0], 1, 200, "", "", 0, TEST_RETENTION_MS) == STORE_OK);
+	c = claim(st, &after, fp, TEST_LEASE_MS);
+	CHECK(c.res == STORE_OK);
+	store_free(st);
+}
+
 /* Append " name='value'" to buf, quoted as conninfo wants. */
 static void conninfo_add(char *buf, size_t size, const char *name, const char *value)
 {
@@ -557,6 +793,98 @@ static void test_race(const char *dsn, const unsigned char *fp)
 		store_free(st[i]);
 }
 
+/* The benchmark: TEST_BENCH_SLOTS scopes in flight, each claimed then finished. */
+struct bench_slot {
+	struct store *st;
+	struct scope sc;
+	char key[64];
+	int64_t generation;
+	int seq;
+	int busy;
+};
+
+static int bench_stop;
+static long bench_pairs, bench_errors;
+static const unsigned char *bench_fp;
+
+static void bench_next(struct bench_slot *s);
+
+static void bench_finish_cb(void *arg, enum store_result res)
+{
+	struct bench_slot *s = arg;
+
+	if (res == STORE_OK)
+		bench_pairs++;
+	else
+		bench_errors++;
+	bench_next(s);
+}
+
+static void bench_claim_cb(void *arg, enum store_result res, int64_t generation,
+			   const struct record *rec)
+{
+	struct bench_slot *s = arg;
+
+	if (res != STORE_OK) {
+		bench_errors++;
+		bench_next(s);
+		return;
+	}
+	store_finish(s->st, &s->sc, generation, 201, "Content-Type: application/json\r\n",
+		     strlen("Content-Type: application/json\r\n"),
+		     (const unsigned char *)"{\"id\":1}", strlen("{\"id\":1}"), 0,
+		     TEST_RETENTION_MS, bench_finish_cb, s);
+}
+
+/* Claim the slot's next fresh scope, or go idle once the run is over. */
+static void bench_next(struct bench_slot *s)
+{
+	if (bench_stop) {
+		s->busy = 0;
+		return;
+	}
+	snprintf(s->key, sizeof(s->key), "bench-%p-%d", (void *)s, s->seq++);
+	s->sc = (struct scope){actor, "order.bench", s->key};
+	store_claim(s->st, &s->sc, bench_fp, TEST_LEASE_MS, bench_claim_cb, s);
+}
+
+/* IDEMPROXY_STORE_BENCH=1: claim+finish pairs per second through one store. */
+static void bench(const char *dsn, const unsigned char *fp)
+{
+	static struct bench_slot slots[TEST_BENCH_SLOTS];
+	struct store *st = store_new(base, dsn, TEST_TIMEOUT_MS, "bench");
+	struct timespec start, now;
+	int64_t batches, ops;
+	double secs;
+	int busy;
+
+	CHECK(wait_ready(st));
+	bench_fp = fp;
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (int i = 0; i < TEST_BENCH_SLOTS; i++) {
+		slots[i].st = st;
+		slots[i].busy = 1;
+		bench_next(&slots[i]);
+	}
+	do {
+		event_base_loop(base, EVLOOP_ONCE);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		secs = (double)(now.tv_sec - start.tv_sec) + (now.tv_nsec - start.tv_nsec) / 1e9;
+		bench_stop = secs * 1000 >= TEST_BENCH_MS;
+		busy = 0;
+		for (int i = 0; i < TEST_BENCH_SLOTS; i++)
+			busy += slots[i].busy;
+	} while (busy);
+	batches = store_batches(st);
+	ops = store_batched_ops(st);
+	printf("store bench: %d scopes, %.1f s: %.0f claim+finish pairs/s (%.0f ops/s),"
+	       " %.2f ops per statement, %ld errors\n",
+	       TEST_BENCH_SLOTS, secs, bench_pairs / secs, 2 * bench_pairs / secs,
+	       batches ? (double)ops / (double)batches : 0.0, bench_errors);
+	CHECK(bench_pairs > 0 && bench_errors == 0);
+	store_free(st);
+}
+
 static void cleanup(const char *dsn)
 {
 	PGconn *conn = PQconnectdb(dsn);
@@ -584,6 +912,12 @@ int main(void)
 
 	test_migrate(dsn);
 	cleanup(dsn);
+	if (getenv("IDEMPROXY_STORE_BENCH")) {
+		bench(dsn, fp);
+		cleanup(dsn);
+		event_base_free(base);
+		UNIT_DONE("store bench");
+	}
 	st = store_new(base, dsn, TEST_TIMEOUT_MS, "test-owner");
 	CHECK(st != NULL);
 	CHECK(wait_ready(st));
@@ -591,6 +925,10 @@ int main(void)
 	test_release_unknown(st, fp);
 	test_expiry(st, fp, fp2);
 	test_queue(st, fp);
+	test_coalesce(st, fp);
+	test_same_scope(st, fp, fp2);
+	test_batch_error(st, fp);
+	test_header_bytes(st, fp);
 	CHECK(store_pending(st) == 0);
 	store_free(st);
 
@@ -599,6 +937,7 @@ int main(void)
 	test_read_only(dsn, fp);
 	test_timeout(dsn, fp);
 	test_lost(dsn, fp);
+	test_lost_mid_batch(dsn, fp);
 	test_multi_host(dsn, fp);
 	test_free_in_callback(dsn, fp);
 	cleanup(dsn);

@@ -469,6 +469,11 @@ static int conf_set_max_request_body(struct conf_parser *p, struct route *r, int
 	return conf_size_arg(p, argv[0], &p->conf->max_request_body);
 }
 
+static int conf_set_replay_cache(struct conf_parser *p, struct route *r, int argc, char **argv)
+{
+	return conf_size_arg(p, argv[0], &p->conf->replay_cache);
+}
+
 static int conf_set_max_stored_body(struct conf_parser *p, struct route *r, int argc, char **argv)
 {
 	return conf_size_arg(p, argv[0], &p->conf->max_stored_body);
@@ -830,6 +835,7 @@ static const struct conf_directive conf_directives[] = {
     {"shutdown_timeout", CONF_TOP, 1, 1, conf_set_shutdown_timeout, "30s", 0},
     {"max_request_body", CONF_TOP, 1, 1, conf_set_max_request_body, "1m", 0},
     {"max_stored_body", CONF_TOP, 1, 1, conf_set_max_stored_body, "1m", 0},
+    {"replay_cache", CONF_TOP, 1, 1, conf_set_replay_cache, "4m", CF_RESTART},
     {"store_unavailable", CONF_TOP, 1, 1, conf_set_store_unavailable, "fail-closed", 0},
     {"problem_base", CONF_TOP, 1, 1, conf_set_problem_base, CONF_PROBLEM_BASE_DEFAULT, 0},
     {"route", CONF_TOP, 1, 1, conf_open_route, NULL, CF_BLOCK | CF_REPEAT},

@@ -145,6 +145,7 @@ struct conf {
 
 	size_t max_request_body;
 	size_t max_stored_body;
+	size_t replay_cache;           /* bytes per worker; 0 = off */
 
 	enum store_unavailable_mode store_unavailable;
 	char *problem_base;

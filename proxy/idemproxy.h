@@ -26,6 +26,7 @@ struct http_msg;
 struct http_parser;
 struct upstream_pool;
 struct upstream_req;
+struct cache;
 
 /*
  * One worker: an event loop with its own listener, connections, upstream
@@ -39,6 +40,7 @@ struct worker {
 	struct evconnlistener *listener;
 	struct store *store;
 	struct upstream_pool *pool;
+	struct cache *cache;        /* completed records, for replays */
 	char owner_id[96];          /* lease owner: host:pid:worker */
 	uint64_t next_request_id;
 	int id;
@@ -46,6 +48,7 @@ struct worker {
 	int64_t drain_deadline_us;
 	struct event *drain_timer;
 	struct event *stop_ev;      /* activated from the main thread */
+	struct event *log_timer;    /* flushes batched access lines */
 	pthread_t thread;
 	LIST_HEAD(, client_conn) conns;
 	LIST_HEAD(, request) requests;
@@ -127,6 +130,7 @@ struct request {
 	int body_omitted;
 	struct event *retry_timer;
 	int64_t retry_ms;           /* current backoff of the outcome write */
+	int64_t finish_sent_us;     /* when the finish was last sent */
 	int unenforced;             /* fail-open pass-through */
 	int status;                 /* status sent to the client, for the log */
 };

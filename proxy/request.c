@@ -20,6 +20,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "proxy/cache.h"
 #include "proxy/http.h"
 #include "proxy/idemproxy.h"
 #include "proxy/log.h"
@@ -30,6 +31,8 @@
 #define RECORD_RETRY_MAX_MS 2000
 #define ACTOR_HEADER_PREFIX "h:"
 #define ANONYMOUS_ACTOR_ID "anonymous"
+
+_Static_assert(CACHE_FINGERPRINT_LEN == FINGERPRINT_LEN, "cache and fingerprint sizes differ");
 
 static const char *const state_names[] = {
 	[REQ_NEW] = "new",           [REQ_CLAIMING] = "claiming",
@@ -227,8 +230,8 @@ static void request_relay(struct request *req)
 	req->conn = NULL;
 }
 
-/* Serve a completed record: stored status, headers and body. */
-static void request_replay(struct request *req, const struct record *rec)
+/* Serve a completed record (from the store or the replay cache). */
+static void request_replay(struct request *req, const struct cache_entry *rec)
 {
 	struct evbuffer *out;
 	int no_body = status_has_no_body(rec->status);
@@ -252,6 +255,13 @@ static void request_replay(struct request *req, const struct record *rec)
 		req->conn = NULL;
 	}
 	request_done(req);
+}
+
+/* Remember a completed record for replays without a round trip. */
+static void request_cache_put(struct request *req, const struct cache_entry *e, int64_t ttl_ms)
+{
+	cache_put(req->w->cache, req->scope.actor, req->scope.operation, req->scope.key, e,
+		  ttl_ms * 1000, now_us());
 }
 
 /* The answer of an owner after its outcome was recorded (or given up on). */
@@ -283,6 +293,30 @@ static void request_owner_respond(struct request *req)
 	}
 }
 
+/*
+ * The owner's record is written: cache it. Its expiry counts from when the
+ * finish was sent, which is no later than the database's completed_at, so
+ * the cache never outlives the record's retention.
+ */
+static void request_cache_finished(struct request *req)
+{
+	struct cache_entry e = {
+		.status = req->resp->status,
+		.headers = req->stored_headers,
+		.headers_len = req->stored_headers_len,
+		.body_omitted = req->body_omitted,
+	};
+	int64_t ttl_ms = req->route->retention_ms - (now_us() - req->finish_sent_us) / 1000;
+
+	memcpy(e.fingerprint, req->fp, FINGERPRINT_LEN);
+	if (!req->body_omitted) {
+		e.body_len = evbuffer_get_length(req->resp->body);
+		e.body = evbuffer_pullup(req->resp->body, -1);
+	}
+	if (ttl_ms > 0)
+		request_cache_put(req, &e, ttl_ms);
+}
+
 static void record_retry_cb(evutil_socket_t fd, short what, void *arg)
 {
 	request_record(arg);
@@ -296,6 +330,8 @@ static void record_done_cb(void *arg, enum store_result res)
 
 	switch (res) {
 	case STORE_OK:
+		if (req->write == WRITE_FINISH)
+			request_cache_finished(req);
 		break;
 	case STORE_FENCED:
 		log_warn(req, "record write refused: the lease generation changed");
@@ -338,6 +374,7 @@ static void request_record(struct request *req)
 		request_set_state(req, REQ_RECORDING);
 	switch (req->write) {
 	case WRITE_FINISH:
+		req->finish_sent_us = now_us();
 		if (!req->body_omitted) {
 			body_len = evbuffer_get_length(req->resp->body);
 			body = body_len ? evbuffer_pullup(req->resp->body, -1) : (const unsigned char *)"";
@@ -545,7 +582,14 @@ static void claim_done_cb(void *arg, enum store_result res, int64_t generation,
 			request_problem(req, PROBLEM_CONFLICT,
 					"this Idempotency-Key was used with a different request");
 		} else if (rec->state == RECORD_COMPLETED) {
-			request_replay(req, rec);
+			struct cache_entry e = {
+				.status = rec->status, .headers = rec->headers,
+				.headers_len = rec->headers_len, .body = rec->body,
+				.body_len = rec->body_len, .body_omitted = rec->body_omitted,
+			};
+			memcpy(e.fingerprint, rec->fingerprint, FINGERPRINT_LEN);
+			request_cache_put(req, &e, rec->expires_in_ms);
+			request_replay(req, &e);
 			return;
 		} else if (rec->state == RECORD_UNKNOWN || rec->lease_expired) {
 			req->outcome = OUT_UNKNOWN;
@@ -578,6 +622,7 @@ static void request_claim(struct request *req)
 {
 	const struct route *r = req->route;
 	struct http_msg *m = req->msg;
+	const struct cache_entry *cached;
 	const char *value, *actor;
 	size_t len;
 
@@ -624,6 +669,22 @@ static void request_claim(struct request *req)
 	req->scope.actor = req->actor;
 	req->scope.operation = r->operation;
 	req->scope.key = req->key;
+
+	/* Completed records never change until they expire: a cached one
+	 * answers a retry, or a conflicting one, with no round trip. */
+	cached = cache_get(req->w->cache, req->actor, r->operation, req->key, now_us());
+	if (cached) {
+		if (memcmp(cached->fingerprint, req->fp, FINGERPRINT_LEN) != 0) {
+			req->outcome = OUT_CONFLICT;
+			request_problem(req, PROBLEM_CONFLICT,
+					"this Idempotency-Key was used with a different request");
+			request_done(req);
+			return;
+		}
+		request_replay(req, cached);
+		return;
+	}
+
 	request_set_state(req, REQ_CLAIMING);
 	/* The lease runs from the moment the claim was sent, not answered. */
 	req->lease_deadline_us = now_us() + req->conf->lease_ms * 1000;

@@ -13,12 +13,18 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "proxy/cache.h"
 #include "proxy/idemproxy.h"
 #include "proxy/log.h"
 #include "proxy/store.h"
 #include "proxy/upstream.h"
 
 #define DRAIN_CHECK_MS 50
+#define LOG_FLUSH_MS 100
+/* How long a cached record may answer replays: completed records are
+ * immutable, so this only bounds how long an operator's release of a record
+ * can go unseen by a worker. */
+#define REPLAY_CACHE_MAX_AGE_US (5 * 1000000)
 #define REQUEST_ID_WORKER_SHIFT 48  /* request ids: worker id in the top bits */
 
 /* Exit the loop once every request and connection has finished, or at the deadline. */
@@ -33,6 +39,11 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	evtimer_add(w->drain_timer, &tv);
+}
+
+static void log_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	log_flush();
 }
 
 /* Runs on the worker's own thread, activated by worker_stop(). */
@@ -58,6 +69,7 @@ static void stop_cb(evutil_socket_t fd, short what, void *arg)
 int worker_init(struct worker *w, int id, const struct conf *conf)
 {
 	char host[64] = "localhost";
+	struct timeval log_tv = { 0, LOG_FLUSH_MS * 1000 };
 
 	memset(w, 0, sizeof(*w));
 	LIST_INIT(&w->conns);
@@ -73,9 +85,12 @@ int worker_init(struct worker *w, int id, const struct conf *conf)
 	w->dns = evdns_base_new(w->base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
 	w->store = store_new(w->base, conf->database, conf->store_timeout_ms, w->owner_id);
 	w->pool = upstream_pool_new(w->base, w->dns, conf->upstream_host, conf->upstream_port);
+	w->cache = cache_new(conf->replay_cache, REPLAY_CACHE_MAX_AGE_US);
 	w->drain_timer = evtimer_new(w->base, drain_cb, w);
 	w->stop_ev = event_new(w->base, -1, 0, stop_cb, w);
-	if (!w->dns || !w->store || !w->pool || !w->drain_timer || !w->stop_ev)
+	w->log_timer = event_new(w->base, -1, EV_PERSIST, log_flush_cb, NULL);
+	if (!w->dns || !w->store || !w->pool || !w->cache || !w->drain_timer || !w->stop_ev ||
+	    !w->log_timer || event_add(w->log_timer, &log_tv) < 0)
 		return -1;
 	return listener_start(w);
 }
@@ -87,10 +102,13 @@ void worker_free(struct worker *w)
 	conn_free_all(w);
 	upstream_pool_free(w->pool);
 	store_free(w->store);
+	cache_free(w->cache);
 	if (w->drain_timer)
 		event_free(w->drain_timer);
 	if (w->stop_ev)
 		event_free(w->stop_ev);
+	if (w->log_timer)
+		event_free(w->log_timer);
 	if (w->dns)
 		evdns_base_free(w->dns, 0);
 	if (w->base)
@@ -104,6 +122,7 @@ static void *worker_main(void *arg)
 
 	if (event_base_dispatch(w->base) < 0)
 		log_error(NULL, "worker %d: event loop failed", w->id);
+	log_flush();
 	return NULL;
 }
 

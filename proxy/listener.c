@@ -25,6 +25,8 @@
 
 #define LINGER_TIMEOUT_MS 2000
 #define LISTEN_BACKLOG 1024
+/* Input buffered per client beyond what the parser has taken. */
+#define CLIENT_READ_HIGH_WATERMARK (256 * 1024)
 
 static const char continue_line[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
@@ -71,6 +73,10 @@ static void conn_read_cb(struct bufferevent *bev, void *arg)
 		evbuffer_drain(bufferevent_get_input(bev), evbuffer_get_length(bufferevent_get_input(bev)));
 		return;
 	}
+	/* Bytes that arrive while a request is served wait in the input
+	 * buffer (bounded by the read watermark) for the next turn. */
+	if (c->req || c->writing)
+		return;
 	conn_process(c);
 }
 
@@ -87,7 +93,6 @@ static void conn_write_cb(struct bufferevent *bev, void *arg)
 		return;
 	}
 	set_timer_ms(c->timer, c->w->conf->client_timeout_ms);
-	bufferevent_enable(bev, EV_READ);
 	conn_process(c);
 }
 
@@ -127,7 +132,6 @@ static void conn_process(struct client_conn *c)
 		msg = http_parser_take(c->parser);
 		c->continued = 0;
 		evtimer_del(c->timer);
-		bufferevent_disable(c->bev, EV_READ);
 		request_start(c, msg);
 		return;
 	case HTTP_ERR_HEAD_TOO_LARGE:
@@ -151,7 +155,6 @@ struct evbuffer *conn_respond_start(struct client_conn *c)
 	c->req = NULL;
 	c->writing = 1;
 	evtimer_del(c->timer);
-	bufferevent_disable(c->bev, EV_READ);
 	return bufferevent_get_output(c->bev);
 }
 
@@ -209,6 +212,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	write_tv.tv_usec = (w->conf->client_timeout_ms % 1000) * 1000;
 	bufferevent_set_timeouts(c->bev, NULL, &write_tv);
 	bufferevent_setcb(c->bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
+	bufferevent_setwatermark(c->bev, EV_READ, 0, CLIENT_READ_HIGH_WATERMARK);
 	bufferevent_enable(c->bev, EV_READ);
 	set_timer_ms(c->timer, w->conf->client_timeout_ms);
 }

@@ -20,8 +20,12 @@ extern enum log_level log_min_level;
 void log_write(enum log_level level, const struct request *req, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* The access line of a finished request: outcome, status and durations. */
+/* The access line of a finished request: outcome, status and durations.
+ * Batched per thread; written by the next log_flush() or other log line. */
 void log_request_done(const struct request *req);
+
+/* Write this thread's batched access lines. */
+void log_flush(void);
 
 #define log_debug(req, ...) do { if (log_min_level <= LOG_DEBUG) log_write(LOG_DEBUG, req, __VA_ARGS__); } while (0)
 #define log_info(req, ...)  do { if (log_min_level <= LOG_INFO) log_write(LOG_INFO, req, __VA_ARGS__); } while (0)

@@ -1,0 +1,645 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2317  # stop_pid and cleanup run from traps
+# `make bench`: idemproxy against nginx and PostgreSQL's own ceiling.
+#
+#   scripts/bench.sh [-s SECONDS] [-w WORKERS] [--skip-million]
+#
+# On loopback, in one run (about 3-4 minutes with the defaults): a private
+# PostgreSQL cluster (default durability), nginx as the fixed upstream,
+# idemproxy and nginx as a reverse proxy in front of it, then wrk at 1 and
+# 64 connections:
+#   (a) pass-through GET, idemproxy vs the nginx proxy;
+#   (b) owner POST (a new key per request) vs pgbench running the same claim
+#       and finish statements as two transactions at the same concurrency,
+#       prepared (the ceiling) and unnamed (as proxy/store.c sends them);
+#   (c) replay POST over 100 completed keys vs idemproxy's own pass-through;
+#   (d) (b) and (c) again with 1,000,000 records in the table;
+#   (e) idemproxy's peak RSS after 1,000 idle keep-alive connections.
+# Prints one table and a target check per row (the targets of issue 3),
+# writes bench-out/bench.csv, bench-out/bench.png (gnuplot) and
+# bench-out/bench.txt, and copies the CSV and PNG to docs/.
+#
+# Environment: BENCH_SECONDS (per measured run, default 10), BENCH_WORKERS
+# (idemproxy and nginx workers, default the number of CPUs),
+# BENCH_SKIP_MILLION=1 (skip (d)), IDEMPROXY_BIN (default ./idemproxy),
+# BENCH_PROXY_LOG=FILE (idemproxy's stderr, one line per request; default
+# /dev/null, as nginx runs with access_log off).
+# A missed target is reported, not an error: the exit status is 1 only when
+# something could not be measured (and then docs/ is left alone).
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$(pwd -P)
+HERE=$ROOT/scripts/bench
+
+BIN=${IDEMPROXY_BIN:-./idemproxy}
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+NGINX=/usr/sbin/nginx
+PY=/usr/bin/python3
+OUT=$ROOT/bench-out
+DOCS=$ROOT/docs
+
+SECONDS_PER=${BENCH_SECONDS:-10}
+WORKERS=${BENCH_WORKERS:-$(nproc)}
+SKIP_MILLION=${BENCH_SKIP_MILLION:-0}
+PROXY_LOG=${BENCH_PROXY_LOG:-/dev/null}
+
+CONNS="1 64"              # connection counts of every wrk and pgbench run
+WRK_THREADS=2             # wrk -t, and pgbench -j (both at most CONNS)
+WRK_TIMEOUT=10s           # wrk --timeout: a slower response counts as an error
+WARMUP_SECONDS=2          # unmeasured wrk run before the pass-through runs
+REPLAY_KEYS=100           # completed keys the replay runs cycle over
+MILLION=1000000           # records loaded for (d)
+IDLE_CONNS=1000           # idle keep-alive connections for (e)
+IDLE_SECONDS=3            # how long (e) holds them open
+ERROR_PCT_MAX=1           # more failed requests than this (%) voids a run
+MAX_SECONDS=60            # largest BENCH_SECONDS accepted
+FD_LIMIT=16384            # ulimit -n for everything started here
+READY_WAIT=10             # seconds to wait for each listener
+STOP_WAIT=15              # seconds to wait for a process to exit after SIGTERM
+RUN_GRACE=30              # seconds a measured run may overrun before it is killed
+SQL_TIMEOUT=120           # seconds for one psql call (the 1M load included)
+PORT_TRIES=200            # candidate ports tried for each listener
+
+# The targets of issue 3.
+TARGET_PASS_RPS=1.0       # pass-through rps >= this x nginx, at 64 connections
+TARGET_PASS_P99=1.25      # pass-through p99 <= this x nginx, at 64 connections
+TARGET_OWNER=1.0          # owner rps >= this x the pgbench ceiling
+TARGET_REPLAY=1.5         # replay rps >= this x idemproxy's pass-through
+TARGET_MILLION=0.8        # at 1M records >= this x the empty-table rps
+TARGET_RSS_MIB=64         # peak RSS with 1,000 idle connections
+
+# The fixed values pgbench sends, as idemproxy would for the bench route.
+PGB_FINGERPRINT='\x9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08'
+PGB_HEADERS=$'Content-Type: application/json\r\n'
+PGB_BODY='{"id":"c001"}'
+PGB_LEASE_MS=60000
+PGB_RETENTION_MS=86400000
+
+usage() {
+	sed -n '3,28p' "$0" | sed 's/^# \{0,1\}//' >&2
+	exit 2
+}
+
+say() { printf 'bench: %s\n' "$*" >&2; }
+die() { say "$*"; exit 1; }
+
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-s | --seconds) [ $# -ge 2 ] || usage; SECONDS_PER=$2; shift 2 ;;
+	-w | --workers) [ $# -ge 2 ] || usage; WORKERS=$2; shift 2 ;;
+	--skip-million) SKIP_MILLION=1; shift ;;
+	-h | --help) usage ;;
+	*) usage ;;
+	esac
+done
+
+case "$SECONDS_PER" in '' | *[!0-9]*) die "BENCH_SECONDS must be a number of seconds: $SECONDS_PER" ;; esac
+case "$WORKERS" in '' | *[!0-9]*) die "BENCH_WORKERS must be a number: $WORKERS" ;; esac
+if [ "$SECONDS_PER" -lt 1 ] || [ "$SECONDS_PER" -gt $MAX_SECONDS ]; then
+	die "BENCH_SECONDS must be 1-$MAX_SECONDS"
+fi
+[ "$WORKERS" -ge 1 ] || die "BENCH_WORKERS must be at least 1"
+
+[ "$(id -u)" -eq 0 ] || die "must run as root (the PostgreSQL cluster runs as user postgres)"
+[ -x "$BIN" ] || die "$BIN not found: build it with make"
+for tool in wrk "$NGINX" "$PGBIN/pgbench" "$PGBIN/psql" gnuplot "$PY" timeout; do
+	command -v "$tool" >/dev/null || die "$tool not found (make deps installs it)"
+done
+if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt $FD_LIMIT ]; then
+	ulimit -n $FD_LIMIT 2>/dev/null || die "cannot raise the open-file limit to $FD_LIMIT (ulimit -n)"
+fi
+
+# ---- processes and clean-up ----
+
+TMP=""
+PGDIR=""
+PGPORT=""
+started_pg=0
+upstream_pid=""
+nginx_pid=""
+proxy_pid=""
+child_pid=""
+
+# SIGTERM pid $1, wait up to STOP_WAIT seconds, then SIGKILL.
+stop_pid() {
+	local pid=$1 i
+	[ -n "$pid" ] || return 0
+	kill -TERM "$pid" 2>/dev/null || return 0
+	for ((i = 0; i < STOP_WAIT * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		say "pid $pid did not stop within ${STOP_WAIT}s, killing it"
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	wait "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+	trap - EXIT INT TERM
+	set +e
+	stop_pid "$child_pid"
+	stop_pid "$proxy_pid"
+	stop_pid "$nginx_pid"
+	stop_pid "$upstream_pid"
+	if [ "$started_pg" = 1 ]; then
+		bash "$ROOT/scripts/pg.sh" stop "$PGDIR" "$PGPORT" >/dev/null
+	fi
+	[ -z "$TMP" ] || rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'say "interrupted"; exit 130' INT
+trap 'say "terminated"; exit 143' TERM
+
+# 0 when something accepts TCP connections on 127.0.0.1:$1.
+port_busy() {
+	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# Set FREE_PORT to a free loopback port that no earlier call returned.
+USED_PORTS=""
+FREE_PORT=""
+free_port() {
+	local i p
+	for ((i = 0; i < PORT_TRIES; i++)); do
+		p=$((20000 + (RANDOM * 7 + i) % 30000))
+		case " $USED_PORTS " in *" $p "*) continue ;; esac
+		if ! port_busy "$p"; then
+			USED_PORTS="$USED_PORTS $p"
+			FREE_PORT=$p
+			return 0
+		fi
+	done
+	die "no free loopback port found in $PORT_TRIES tries"
+}
+
+# Wait until pid $1 listens on port $2 (bounded); fail if it exits first.
+wait_listening() {
+	local pid=$1 port=$2 name=$3 log=$4 i
+	for ((i = 0; i < READY_WAIT * 10; i++)); do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			tail -n 20 "$log" >&2 || true
+			die "$name exited during start-up (its output: $log)"
+		fi
+		port_busy "$port" && return 0
+		sleep 0.1
+	done
+	die "$name did not accept connections on 127.0.0.1:$port within ${READY_WAIT}s"
+}
+
+# Stop with idemproxy's log when it is no longer running.
+check_proxy() {
+	kill -0 "$proxy_pid" 2>/dev/null && return 0
+	if [ "$PROXY_LOG" = /dev/null ]; then
+		die "idemproxy exited during the benchmark (rerun with BENCH_PROXY_LOG=FILE to keep its log)"
+	fi
+	tail -n 30 "$PROXY_LOG" >&2 || true
+	die "idemproxy exited during the benchmark (the end of $PROXY_LOG is above)"
+}
+
+# Run command $3... in the background with stdout and stderr to file $2 ("-":
+# stdout unchanged, stderr to ours), killed after $1 seconds, and wait for
+# it. Waiting in the wait builtin lets a trapped Ctrl-C or SIGTERM act at
+# once; cleanup then stops the command by its pid (child_pid). The caller
+# must not redirect this function's own output: the traps print through it.
+run_bounded() {
+	local limit=$1 out=$2 rc=0
+	shift 2
+	if [ "$out" = - ]; then
+		timeout -k 5 "$limit" "$@" &
+	else
+		timeout -k 5 "$limit" "$@" >"$out" 2>&1 &
+	fi
+	child_pid=$!
+	wait "$child_pid" || rc=$?
+	child_pid=""
+	return $rc
+}
+
+# Fill the @NAME@ placeholders of template $1 into file $2 from NAME=VALUE args.
+render() {
+	local in=$1 out=$2 kv expr=()
+	shift 2
+	for kv in "$@"; do
+		expr+=(-e "s|@${kv%%=*}@|${kv#*=}|g")
+	done
+	sed "${expr[@]}" "$in" >"$out"
+}
+
+psql_q() {
+	timeout --foreground -k 5 $SQL_TIMEOUT "$PGBIN/psql" -h "$PGDIR" -p "$PGPORT" -U postgres \
+		-d idemproxy -X -A -t -q -v ON_ERROR_STOP=1 "$@"
+}
+
+# ---- measurements ----
+#
+# Results live in associative arrays keyed "SCENARIO:CONNECTIONS"; a figure
+# that could not be measured is absent, and MISSING counts it.
+
+declare -A RPS P50 P99 REQS ERRS
+MISSING=0
+
+# Print a wrk latency ("812.00us", "1.02ms", "2.10s", "1.50m") in ms.
+to_ms() {
+	awk -v v="$1" 'BEGIN {
+		n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
+		if (u == "us") n /= 1000; else if (u == "s") n *= 1000
+		else if (u == "m") n *= 60000; else if (u != "ms") exit 1
+		printf "%.3f", n }'
+}
+
+# Run wrk: scenario $1 at $2 connections against URL $3, extra wrk arguments
+# after; store its requests/s, p50, p99, request and error counts. A run with
+# more than ERROR_PCT_MAX % failed requests counts as not measured.
+run_wrk() {
+	local name=$1 c=$2 url=$3 t=$WRK_THREADS out rps p50 p99 reqs errs
+	shift 3
+	[ "$c" -ge "$t" ] || t=$c
+	out=$TMP/wrk-$name-$c.txt
+	say "wrk $name, $c connection(s), ${SECONDS_PER}s"
+	if ! run_bounded $((SECONDS_PER + RUN_GRACE)) "$out" \
+		wrk -t"$t" -c"$c" -d"${SECONDS_PER}s" --timeout "$WRK_TIMEOUT" --latency \
+		"$url" "$@"; then
+		cat "$out" >&2
+		say "wrk failed for $name at $c connections"
+		MISSING=$((MISSING + 1))
+		return 0
+	fi
+	rps=$(awk '/^Requests\/sec:/ { print $2 }' "$out")
+	p50=$(awk '$1 == "50%" { print $2 }' "$out")
+	p99=$(awk '$1 == "99%" { print $2 }' "$out")
+	reqs=$(awk '/ requests in / { print $1 }' "$out")
+	errs=$(awk '/Non-2xx or 3xx responses:/ { n += $NF }
+		/Socket errors:/ { gsub(/,/, ""); n += $4 + $6 + $8 + $10 }
+		END { print n + 0 }' "$out")
+	if [ -z "$rps" ] || [ -z "$p50" ] || [ -z "$p99" ] || [ -z "$reqs" ] ||
+		! p50=$(to_ms "$p50") || ! p99=$(to_ms "$p99"); then
+		cat "$out" >&2
+		say "could not read wrk's report for $name at $c connections"
+		MISSING=$((MISSING + 1))
+		return 0
+	fi
+	if awk -v e="$errs" -v r="$reqs" -v m=$ERROR_PCT_MAX 'BEGIN { exit !(r == 0 || e * 100 > r * m) }'; then
+		cat "$out" >&2
+		say "$name at $c connections: $errs of $reqs requests failed (more than $ERROR_PCT_MAX%): not counted"
+		MISSING=$((MISSING + 1))
+		return 0
+	fi
+	RPS[$name:$c]=$rps
+	P50[$name:$c]=$p50
+	P99[$name:$c]=$p99
+	REQS[$name:$c]=$reqs
+	ERRS[$name:$c]=$errs
+}
+
+# Check that owner run $1 at $2 connections, keys prefixed $3, created one
+# completed record per answered request; otherwise void the run.
+check_owner_records() {
+	local name=$1 c=$2 prefix=$3 completed answered
+	[ -n "${RPS[$name:$c]:-}" ] || return 0
+	answered=$((${REQS[$name:$c]} - ${ERRS[$name:$c]}))
+	completed=$(psql_q -c "SELECT count(*) FROM idempotency_records
+		WHERE operation = 'bench.create' AND idem_key LIKE '$prefix-%' AND state = 'completed'") || completed=0
+	if [ "$completed" -lt "$answered" ]; then
+		say "$name at $c connections: $completed completed records for ${REQS[$name:$c]} requests: not counted"
+		unset "RPS[$name:$c]"
+		MISSING=$((MISSING + 1))
+	fi
+}
+
+# The PostgreSQL ceiling at $1 clients with pgbench query mode $2 (prepared:
+# the statements planned once, the ceiling proper; extended: unnamed
+# statements planned on every execution, as proxy/store.c sends them today):
+# claim + finish pairs per second, stored under the key pgbench_MODE.
+run_pgbench() {
+	local c=$1 mode=$2 j=$WRK_THREADS out tps txns completed
+	[ "$c" -ge "$j" ] || j=$c
+	out=$TMP/pgbench-$mode-$c.txt
+	psql_q -c CHECKPOINT || true
+	say "pgbench claim+finish -M $mode, $c client(s), ${SECONDS_PER}s"
+	if ! run_bounded $((SECONDS_PER + RUN_GRACE)) "$out" \
+		"$PGBIN/pgbench" -h "$PGDIR" -p "$PGPORT" -U postgres -n -M "$mode" \
+		-c "$c" -j "$j" -T "$SECONDS_PER" -f "$HERE/claim-finish.pgbench" \
+		-D actor=bench -D op="pgbench.$mode.c$c" -D fp="$PGB_FINGERPRINT" \
+		-D owner="pgbench" -D lease=$PGB_LEASE_MS -D status=201 \
+		-D headers="$PGB_HEADERS" -D body="$PGB_BODY" -D retention=$PGB_RETENTION_MS \
+		idemproxy; then
+		cat "$out" >&2
+		say "pgbench failed at $c clients"
+		MISSING=$((MISSING + 1))
+		return 0
+	fi
+	tps=$(awk '/^tps = / { print $3; exit }' "$out")
+	if [ -z "$tps" ] || grep -Eq '^number of failed transactions: [1-9]' "$out"; then
+		cat "$out" >&2
+		say "pgbench at $c clients: no usable result"
+		MISSING=$((MISSING + 1))
+		return 0
+	fi
+	# every transaction pgbench counts must have left a completed record
+	txns=$(awk '/^number of transactions actually processed:/ { print $NF; exit }' "$out")
+	completed=$(psql_q -c "SELECT count(*) FROM idempotency_records
+		WHERE operation = 'pgbench.$mode.c$c' AND state = 'completed'") || completed=0
+	if [ -z "$txns" ] || [ "$completed" -lt "$txns" ]; then
+		cat "$out" >&2
+		say "pgbench at $c clients: $completed completed records for ${txns:-?} pairs: not counted"
+		MISSING=$((MISSING + 1))
+		return 0
+	fi
+	RPS[pgbench_$mode:$c]=$tps
+}
+
+# ---- start ----
+
+mkdir -p "$OUT"
+TMP=$(mktemp -d /tmp/idemproxy-bench.XXXXXX)
+chmod 0755 "$TMP" # the cluster below runs as postgres and must reach $TMP/pg
+PGDIR=$TMP/pg
+T0=$(date +%s)
+
+free_port && PGPORT=$FREE_PORT
+free_port && UPSTREAM_PORT=$FREE_PORT
+free_port && NGINX_PORT=$FREE_PORT
+free_port && PROXY_PORT=$FREE_PORT
+
+say "PostgreSQL cluster in $PGDIR (fsync on, synchronous_commit on)"
+conninfo=$(bash "$ROOT/scripts/pg.sh" start "$PGDIR" "$PGPORT") || die "could not start PostgreSQL"
+started_pg=1
+fsync=$(psql_q -c "SHOW fsync") || die "cannot query PostgreSQL"
+sync_commit=$(psql_q -c "SHOW synchronous_commit") || die "cannot query PostgreSQL"
+if [ "$fsync" != on ] || [ "$sync_commit" != on ]; then
+	die "PostgreSQL runs with fsync=$fsync synchronous_commit=$sync_commit, expected on/on"
+fi
+
+mkdir -p "$TMP/upstream" "$TMP/nginx"
+render "$HERE/upstream.nginx.conf.in" "$TMP/upstream/nginx.conf" \
+	PREFIX="$TMP/upstream" PORT="$UPSTREAM_PORT"
+render "$HERE/proxy.nginx.conf.in" "$TMP/nginx/nginx.conf" \
+	PREFIX="$TMP/nginx" PORT="$NGINX_PORT" UPSTREAM_PORT="$UPSTREAM_PORT" WORKERS="$WORKERS"
+render "$HERE/idemproxy.conf.in" "$TMP/idemproxy.conf" \
+	PORT="$PROXY_PORT" UPSTREAM_PORT="$UPSTREAM_PORT" CONNINFO="$conninfo" WORKERS="$WORKERS"
+
+"$BIN" -t -c "$TMP/idemproxy.conf" >/dev/null || die "the generated idemproxy.conf does not check out"
+"$BIN" migrate -c "$TMP/idemproxy.conf" >"$TMP/migrate.log" 2>&1 || {
+	cat "$TMP/migrate.log" >&2
+	die "idemproxy migrate failed"
+}
+
+# setsid: a Ctrl-C must reach this script, not the services; cleanup stops
+# them in order.
+setsid "$NGINX" -p "$TMP/upstream" -c "$TMP/upstream/nginx.conf" -e "$TMP/upstream/error.log" \
+	>"$TMP/upstream/stderr.log" 2>&1 &
+upstream_pid=$!
+wait_listening "$upstream_pid" "$UPSTREAM_PORT" "nginx (upstream)" "$TMP/upstream/stderr.log"
+
+setsid "$NGINX" -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" -e "$TMP/nginx/error.log" \
+	>"$TMP/nginx/stderr.log" 2>&1 &
+nginx_pid=$!
+wait_listening "$nginx_pid" "$NGINX_PORT" "nginx (proxy)" "$TMP/nginx/stderr.log"
+
+setsid "$BIN" -c "$TMP/idemproxy.conf" >"$PROXY_LOG" 2>&1 &
+proxy_pid=$!
+wait_listening "$proxy_pid" "$PROXY_PORT" "idemproxy" "$PROXY_LOG"
+
+say "upstream :$UPSTREAM_PORT, nginx proxy :$NGINX_PORT, idemproxy :$PROXY_PORT (workers $WORKERS)"
+
+IDEM=http://127.0.0.1:$PROXY_PORT/api/items
+NGX=http://127.0.0.1:$NGINX_PORT/api/items
+RUN_ID=$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')
+
+# (a) pass-through GET
+for url in "$NGX" "$IDEM"; do
+	run_bounded $((WARMUP_SECONDS + RUN_GRACE)) /dev/null \
+		wrk -t$WRK_THREADS -c64 -d${WARMUP_SECONDS}s "$url" ||
+		say "warm-up against $url failed"
+done
+for c in $CONNS; do
+	run_wrk nginx_get "$c" "$NGX"
+	run_wrk get "$c" "$IDEM"
+done
+check_proxy
+
+# (b) the pgbench ceiling, then owner POSTs on an empty table
+for c in $CONNS; do
+	run_pgbench "$c" prepared
+	run_pgbench "$c" extended
+done
+psql_q -c "TRUNCATE idempotency_records" || die "cannot empty idempotency_records"
+for c in $CONNS; do
+	psql_q -c CHECKPOINT || true
+	run_wrk owner "$c" "$IDEM" -s "$HERE/owner.lua" -- "o$RUN_ID-$c"
+	check_owner_records owner "$c" "o$RUN_ID-$c"
+done
+check_proxy
+
+# (c) replay POSTs over REPLAY_KEYS completed keys
+REPLAY_PREFIX=r$RUN_ID
+"$PY" "$HERE/client.py" warm "$PROXY_PORT" "$REPLAY_PREFIX" $REPLAY_KEYS ||
+	die "could not complete the $REPLAY_KEYS replay keys"
+for c in $CONNS; do
+	run_wrk replay "$c" "$IDEM" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS
+done
+check_proxy
+
+# (d) the same with MILLION records in the table
+if [ "$SKIP_MILLION" = 1 ]; then
+	say "skipping the $MILLION-record runs (BENCH_SKIP_MILLION=1)"
+else
+	say "loading $MILLION records"
+	t=$(date +%s)
+	run_bounded $SQL_TIMEOUT - "$PGBIN/psql" -h "$PGDIR" -p "$PGPORT" -U postgres -d idemproxy \
+		-X -q -v ON_ERROR_STOP=1 -v n=$MILLION -f "$HERE/load-million.sql" ||
+		die "loading $MILLION records failed"
+	# VACUUM as well as ANALYZE: a freshly loaded table would otherwise get
+	# an insert-triggered autovacuum in the middle of the runs below.
+	psql_q -c "VACUUM (ANALYZE) idempotency_records" -c CHECKPOINT ||
+		die "VACUUM ANALYZE after the load failed"
+	say "loaded in $(($(date +%s) - t))s: $(psql_q -c "SELECT pg_size_pretty(pg_total_relation_size('idempotency_records'))")"
+	for c in $CONNS; do
+		psql_q -c CHECKPOINT || true
+		run_wrk owner_1m "$c" "$IDEM" -s "$HERE/owner.lua" -- "m$RUN_ID-$c"
+		check_owner_records owner_1m "$c" "m$RUN_ID-$c"
+	done
+	for c in $CONNS; do
+		run_wrk replay_1m "$c" "$IDEM" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS
+	done
+	check_proxy
+fi
+
+# (e) RSS with IDLE_CONNS idle keep-alive connections
+say "opening $IDLE_CONNS idle keep-alive connections for ${IDLE_SECONDS}s"
+RSS_KIB=""
+HWM_KIB=""
+if run_bounded $((IDLE_SECONDS + RUN_GRACE)) "$TMP/idle.txt" \
+	"$PY" "$HERE/client.py" idle "$PROXY_PORT" "$proxy_pid" $IDLE_CONNS $IDLE_SECONDS; then
+	read -r RSS_KIB HWM_KIB <"$TMP/idle.txt" || true
+fi
+if [ -z "$HWM_KIB" ]; then
+	cat "$TMP/idle.txt" >&2 || true
+	say "the idle-connection measurement failed"
+	MISSING=$((MISSING + 1))
+fi
+check_proxy
+
+# ---- report ----
+
+# Print $1 / $2 with two decimals, or "" when either is missing or $2 is 0.
+ratio() {
+	awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b != "" && b + 0 != 0) printf "%.2f", a / b }'
+}
+
+# 0 when $1 $2 $3 holds numerically (op ">=" or "<=").
+holds() {
+	awk -v a="$1" -v op="$2" -v b="$3" 'BEGIN { exit !(op == ">=" ? a + 0 >= b + 0 : a + 0 <= b + 0) }'
+}
+
+# Print "met" or "MISSED" for $1 OP $3, "n/a" when $1 is missing.
+verdict() {
+	if [ -z "$1" ]; then
+		echo "n/a"
+	elif holds "$1" "$2" "$3"; then
+		echo "met"
+	else
+		echo "MISSED"
+	fi
+}
+
+# Print number $2 in printf format $1, or "-" when it is missing.
+fmt() {
+	if [ -z "$2" ]; then
+		echo "-"
+	else
+		# shellcheck disable=SC2059  # the format is the argument
+		printf "$1" "$2"
+	fi
+}
+
+CSV=$OUT/bench.csv
+TXT=$OUT/bench.txt
+DAT=$TMP/chart.dat
+CHECKS=()
+TABLE=()
+: >"$DAT"
+echo "section,scenario,connections,idemproxy_rps,idemproxy_p50_ms,idemproxy_p99_ms,reference,reference_rps,reference_p50_ms,reference_p99_ms,rps_ratio,p99_ratio,peak_rss_mib,target,result" >"$CSV"
+
+# One row: section (b-info: information only, no target), label, idemproxy
+# key, reference name, reference key, chart slot (0: not charted),
+# connections. Appends to the table, the CSV, the chart data and the target
+# checks.
+row() {
+	local sec=$1 label=$2 key=$3 refname=$4 refkey=$5 slot=$6 c=$7
+	local rps=${RPS[$key:$c]:-} p50=${P50[$key:$c]:-} p99=${P99[$key:$c]:-}
+	local rrps=${RPS[$refkey:$c]:-} rp50=${P50[$refkey:$c]:-} rp99=${P99[$refkey:$c]:-}
+	local rr pr target="" result="" what
+	rr=$(ratio "$rps" "$rrps")
+	pr=$(ratio "$p99" "$rp99")
+	case "$sec" in
+	a)
+		if [ "$c" = 64 ]; then
+			target="rps ratio >= $TARGET_PASS_RPS; p99 ratio <= $TARGET_PASS_P99"
+			result="$(verdict "$rr" ">=" $TARGET_PASS_RPS)/$(verdict "$pr" "<=" $TARGET_PASS_P99)"
+			CHECKS+=("$(printf '%-44s %5s (target >= %s): %s' "pass-through rps ratio, $c conns" "$(fmt %.2f "$rr")" $TARGET_PASS_RPS "$(verdict "$rr" ">=" $TARGET_PASS_RPS)")")
+			CHECKS+=("$(printf '%-44s %5s (target <= %s): %s' "pass-through p99 ratio, $c conns" "$(fmt %.2f "$pr")" $TARGET_PASS_P99 "$(verdict "$pr" "<=" $TARGET_PASS_P99)")")
+		else
+			target="none at 1 connection"
+			result="info"
+		fi
+		;;
+	b-info)
+		target="none: unnamed statements; information"
+		result="info"
+		;;
+	*)
+		case "$sec" in
+		b) what="owner/pgbench ratio" target=$TARGET_OWNER ;;
+		c) what="replay/pass-through ratio" target=$TARGET_REPLAY ;;
+		d) what="$label 1M/empty ratio" target=$TARGET_MILLION ;;
+		esac
+		result=$(verdict "$rr" ">=" "$target")
+		CHECKS+=("$(printf '%-44s %5s (target >= %s): %s' "$what, $c conns" "$(fmt %.2f "$rr")" "$target" "$result")")
+		target="rps ratio >= $target"
+		;;
+	esac
+	TABLE+=("$(printf '%-3s %-20s %5s %10s %8s %8s   %-18s %10s %8s %8s   %6s %6s' \
+		"${sec%-info}" "$label" "$c" "$(fmt %.0f "$rps")" "$(fmt %.2f "$p50")" "$(fmt %.2f "$p99")" \
+		"$refname" "$(fmt %.0f "$rrps")" "$(fmt %.2f "$rp50")" "$(fmt %.2f "$rp99")" \
+		"$(fmt %.2f "$rr")" "$(fmt %.2f "$pr")")")
+	echo "${sec%-info},$label,$c,$rps,$p50,$p99,$refname,$rrps,$rp50,$rp99,$rr,$pr,,$target,$result" >>"$CSV"
+	[ "$slot" = 0 ] || printf '%s\t%s\t%s\t%s\n' "$c" "$slot" "${rps:-NaN}" "${rrps:-NaN}" >>"$DAT"
+}
+
+# The empty-table figures are the references of (d): copy them under the
+# keys row() looks up.
+for c in $CONNS; do
+	[ -z "${RPS[get:$c]:-}" ] || RPS[get_ref:$c]=${RPS[get:$c]}
+	[ -z "${RPS[owner:$c]:-}" ] || { RPS[owner_ref:$c]=${RPS[owner:$c]}; P50[owner_ref:$c]=${P50[owner:$c]}; P99[owner_ref:$c]=${P99[owner:$c]}; }
+	[ -z "${RPS[replay:$c]:-}" ] || { RPS[replay_ref:$c]=${RPS[replay:$c]}; P50[replay_ref:$c]=${P50[replay:$c]}; P99[replay_ref:$c]=${P99[replay:$c]}; }
+	[ -z "${RPS[get:$c]:-}" ] || { P50[get_ref:$c]=${P50[get:$c]}; P99[get_ref:$c]=${P99[get:$c]}; }
+done
+
+for c in $CONNS; do
+	row a "pass-through GET" get "nginx proxy" nginx_get 1 "$c"
+done
+for c in $CONNS; do
+	row b "owner POST" owner "pgbench prepared" pgbench_prepared 2 "$c"
+	row b-info "owner POST" owner "pgbench unnamed" pgbench_extended 0 "$c"
+done
+for c in $CONNS; do
+	row c "replay POST" replay "own pass-through" get_ref 3 "$c"
+done
+if [ "$SKIP_MILLION" != 1 ]; then
+	for c in $CONNS; do
+		row d "owner POST @1M" owner_1m "empty table" owner_ref 4 "$c"
+	done
+	for c in $CONNS; do
+		row d "replay POST @1M" replay_1m "empty table" replay_ref 5 "$c"
+	done
+fi
+
+RSS_MIB=""
+HWM_MIB=""
+if [ -n "$HWM_KIB" ]; then
+	RSS_MIB=$(awk -v k="$RSS_KIB" 'BEGIN { printf "%.1f", k / 1024 }')
+	HWM_MIB=$(awk -v k="$HWM_KIB" 'BEGIN { printf "%.1f", k / 1024 }')
+fi
+rss_result=$(verdict "$HWM_MIB" "<=" $TARGET_RSS_MIB)
+echo "e,peak RSS with $IDLE_CONNS idle conns,$IDLE_CONNS,,,,,,,,,,$HWM_MIB,peak RSS <= $TARGET_RSS_MIB MiB,$rss_result" >>"$CSV"
+CHECKS+=("$(printf '%-44s %5s (target <= %s MiB): %s' "peak RSS (VmHWM), $IDLE_CONNS idle conns, MiB" "$(fmt %.1f "$HWM_MIB")" $TARGET_RSS_MIB "$rss_result")")
+
+ELAPSED=$(($(date +%s) - T0))
+{
+	echo
+	echo "idemproxy benchmark: $(date -u +'%Y-%m-%d %H:%M UTC'), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)), workers $WORKERS"
+	echo "wrk -t$WRK_THREADS (-t1 at 1 connection), ${SECONDS_PER}s per run; pgbench -j $WRK_THREADS (pairs/s); PostgreSQL $(psql_q -c 'SHOW server_version' || echo '?'), fsync on, synchronous_commit on"
+	echo "$("$BIN" --version 2>&1 | head -n 1), $("$NGINX" -v 2>&1 | sed 's|.*/|nginx |') (worker_processes $WORKERS, upstream keepalive 64)"
+	echo
+	printf '%-3s %-20s %5s %10s %8s %8s   %-18s %10s %8s %8s   %6s %6s\n' \
+		"" "scenario" "conns" "rps" "p50 ms" "p99 ms" "reference" "ref rps" "p50 ms" "p99 ms" "rps x" "p99 x"
+	printf '%s\n' "${TABLE[@]}"
+	printf '%-3s %-20s %5s %10s\n' "e" "peak RSS (VmHWM)" "$IDLE_CONNS" "$(fmt %.1f "$HWM_MIB") MiB"
+	echo "    (VmRSS with the $IDLE_CONNS connections open: $(fmt %.1f "$RSS_MIB") MiB; VmHWM is the peak over the whole run)"
+	echo
+	echo "targets (issue 3):"
+	printf '  %s\n' "${CHECKS[@]}"
+	echo
+	echo "wall time ${ELAPSED}s; CSV $CSV, chart $OUT/bench.png"
+} | tee "$TXT"
+
+subtitle="$(nproc) CPUs, workers $WORKERS, wrk ${SECONDS_PER}s per run, $(date -u +%Y-%m-%d); peak RSS with $IDLE_CONNS idle connections: $(fmt %.1f "$HWM_MIB") MiB"
+if ! gnuplot -e "data='$DAT'; out='$OUT/bench.png'; subtitle='$subtitle'" "$HERE/chart.gp" 2>"$TMP/gnuplot.log"; then
+	cat "$TMP/gnuplot.log" >&2
+	say "gnuplot failed: no chart"
+	MISSING=$((MISSING + 1))
+fi
+
+if [ "$MISSING" -gt 0 ]; then
+	say "$MISSING measurement(s) could not be made (see above); docs/ left unchanged"
+	exit 1
+fi
+mkdir -p "$DOCS"
+cp "$CSV" "$DOCS/bench.csv"
+cp "$OUT/bench.png" "$DOCS/bench.png"
+say "copied to docs/bench.csv and docs/bench.png"

@@ -1,0 +1,42 @@
+# gnuplot script for scripts/bench.sh: requests/s of idemproxy next to its
+# reference for each scenario, one panel per connection count.
+# Called with -e "data='FILE'; out='FILE'; subtitle='TEXT'"; FILE holds one
+# line per scenario and connection count, tab-separated:
+#   CONNECTIONS  SLOT(1-5)  IDEMPROXY_RPS  REFERENCE_RPS
+# ("NaN" for a figure that was not measured).
+
+set terminal pngcairo size 1400,1000 font "DejaVu Sans,10"
+set output out
+set datafile separator "\t"
+set datafile missing "NaN"
+set style fill solid 0.85 border rgb "#333333"
+set boxwidth 0.36
+set grid ytics lc rgb "#dddddd"
+set key top right
+set ylabel "requests/s (pgbench: claim+finish pairs/s)"
+set bmargin 4.5
+set lmargin 12
+set xrange [0.4:5.6]
+set yrange [0:*]
+set offsets 0, 0, graph 0.1, 0
+set format y "%.0f"
+set xtics nomirror ( \
+	"pass-through GET\nref: nginx proxy" 1, \
+	"owner POST\nref: pgbench ceiling" 2, \
+	"replay POST\nref: own pass-through GET" 3, \
+	"owner POST, 1M records\nref: empty table" 4, \
+	"replay POST, 1M records\nref: empty table" 5)
+
+idem = "#2b6cb0"
+ref = "#a0a0a0"
+L = 0.19
+
+set multiplot layout 2,1 title "idemproxy benchmark (wrk, loopback)\n".subtitle
+do for [c in "64 1"] {
+	set title sprintf("%s connection%s", c, c eq "1" ? "" : "s")
+	plot data using ($1 == c + 0 ? $2 - L : NaN):3 with boxes lc rgb idem title "idemproxy", \
+	     data using ($1 == c + 0 ? $2 + L : NaN):4 with boxes lc rgb ref title "reference", \
+	     data using ($1 == c + 0 ? $2 - L : NaN):3:(sprintf("%.0f", $3)) with labels offset 0,0.8 font ",9" notitle, \
+	     data using ($1 == c + 0 ? $2 + L : NaN):4:(sprintf("%.0f", $4)) with labels offset 0,0.8 font ",9" notitle
+}
+unset multiplot

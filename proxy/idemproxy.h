@@ -62,6 +62,7 @@ struct client_conn {
 	struct http_parser *parser;
 	struct request *req;        /* the request being served, or NULL */
 	struct event *timer;        /* client_timeout: request delivery / idle */
+	struct event *next_ev;      /* response written: go on from the loop */
 	char peer[64];              /* client address, for X-Forwarded-For */
 	int close_after;            /* close once the response is written */
 	int writing;                /* a response is being written out */
@@ -159,11 +160,12 @@ enum respond_flags {
  * that buffer (the caller adds the status line and header lines, each with
  * CRLF) and detaches the connection's request; frame adds Content-Length
  * (unless RESPOND_NO_LENGTH), Connection and the blank line; then the
- * caller adds body_len bytes of body. The connection sends it from the
- * event loop and then reads the next request or closes.
+ * caller adds body_len bytes of body and calls send, which writes what it
+ * can at once; the connection then reads the next request or closes.
  */
 struct evbuffer *conn_respond_start(struct client_conn *c);
 void conn_respond_frame(struct client_conn *c, size_t body_len, int flags);
+void conn_respond_send(struct client_conn *c);
 void conn_close_idle(struct worker *w);
 void conn_free_all(struct worker *w);
 

@@ -22,6 +22,7 @@
 #include "proxy/http.h"
 #include "proxy/idemproxy.h"
 #include "proxy/log.h"
+#include "proxy/upstream.h"
 
 #define LINGER_TIMEOUT_MS 2000
 #define LISTEN_BACKLOG 1024
@@ -45,6 +46,7 @@ static void conn_free(struct client_conn *c)
 		request_conn_gone(c->req);
 	LIST_REMOVE(c, link);
 	event_free(c->timer);
+	event_free(c->next_ev);
 	bufferevent_free(c->bev);
 	http_parser_free(c->parser);
 	free(c);
@@ -80,11 +82,25 @@ static void conn_read_cb(struct bufferevent *bev, void *arg)
 	conn_process(c);
 }
 
-/* The queued response has been written out. */
-static void conn_write_cb(struct bufferevent *bev, void *arg)
+/*
+ * Write what the output buffer holds now, with no change to what epoll
+ * watches: most responses leave in this one writev(2). What the socket does
+ * not take is left to the bufferevent (EV_WRITE, which also applies the
+ * write deadline and reports a dead peer).
+ */
+void conn_respond_send(struct client_conn *c)
 {
-	struct client_conn *c = arg;
+	struct evbuffer *out = bufferevent_get_output(c->bev);
 
+	if (bev_write_now(c->bev) < 0 || evbuffer_get_length(out) > 0)
+		bufferevent_enable(c->bev, EV_WRITE);
+	else if (c->writing)
+		event_active(c->next_ev, EV_WRITE, 0);
+}
+
+/* The response is out: read the next request, or close. */
+static void conn_written(struct client_conn *c)
+{
 	if (!c->writing || c->lingering)
 		return;
 	c->writing = 0;
@@ -94,6 +110,20 @@ static void conn_write_cb(struct bufferevent *bev, void *arg)
 	}
 	set_timer_ms(c->timer, c->w->conf->client_timeout_ms);
 	conn_process(c);
+}
+
+/* The bufferevent finished a write that conn_respond_send could not complete. */
+static void conn_write_cb(struct bufferevent *bev, void *arg)
+{
+	bufferevent_disable(bev, EV_WRITE);
+	conn_written(arg);
+}
+
+/* conn_respond_send wrote everything: go on from the loop, not from inside the
+ * response (a pipelined request would otherwise recurse). */
+static void conn_next_cb(evutil_socket_t fd, short what, void *arg)
+{
+	conn_written(arg);
 }
 
 static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
@@ -125,6 +155,7 @@ static void conn_process(struct client_conn *c)
 		m = http_parser_msg(c->parser);
 		if (http_parser_head_complete(c->parser) && m->expect_continue && !c->continued) {
 			bufferevent_write(c->bev, continue_line, sizeof(continue_line) - 1);
+			conn_respond_send(c);
 			c->continued = 1;
 		}
 		return;
@@ -190,13 +221,16 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	c->bev = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	c->parser = http_parser_new(HTTP_REQUEST, w->conf->max_request_body);
 	c->timer = evtimer_new(w->base, conn_timer_cb, c);
-	if (!c->bev || !c->parser || !c->timer) {
+	c->next_ev = event_new(w->base, -1, 0, conn_next_cb, c);
+	if (!c->bev || !c->parser || !c->timer || !c->next_ev) {
 		if (c->bev)
 			bufferevent_free(c->bev);
 		else
 			evutil_closesocket(fd);
 		if (c->timer)
 			event_free(c->timer);
+		if (c->next_ev)
+			event_free(c->next_ev);
 		http_parser_free(c->parser);
 		free(c);
 		return;
@@ -213,6 +247,8 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	bufferevent_set_timeouts(c->bev, NULL, &write_tv);
 	bufferevent_setcb(c->bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
 	bufferevent_setwatermark(c->bev, EV_READ, 0, CLIENT_READ_HIGH_WATERMARK);
+	/* Writes go out through conn_respond_send; EV_WRITE only when it falls short. */
+	bufferevent_disable(c->bev, EV_WRITE);
 	bufferevent_enable(c->bev, EV_READ);
 	set_timer_ms(c->timer, w->conf->client_timeout_ms);
 }

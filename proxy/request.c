@@ -169,6 +169,7 @@ void respond_problem(struct client_conn *c, const struct conf *conf, enum proble
 	conn_respond_frame(c, json ? len : 0, flags | (json ? 0 : RESPOND_CLOSE));
 	if (json && !(flags & RESPOND_HEAD))
 		evbuffer_add(out, json, len);
+	conn_respond_send(c);
 	free(json);
 }
 
@@ -227,6 +228,7 @@ static void request_relay(struct request *req)
 		if (evbuffer_add_buffer_reference(out, resp->body) < 0)
 			req->conn->close_after = 1;
 	}
+	conn_respond_send(req->conn);
 	req->conn = NULL;
 }
 
@@ -252,6 +254,7 @@ static void request_replay(struct request *req, const struct cache_entry *rec)
 				   respond_flags(req) | (no_body ? RESPOND_NO_LENGTH : 0));
 		if (body_len)
 			evbuffer_add(out, rec->body, body_len);
+		conn_respond_send(req->conn);
 		req->conn = NULL;
 	}
 	request_done(req);

@@ -158,14 +158,20 @@ static int idle_is_dead(struct upstream_conn *uc)
 	return n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
 }
 
-/* The warmest idle connection that is still open, or NULL. */
-static struct upstream_conn *idle_take(struct upstream_pool *pool)
+/*
+ * The warmest idle connection, or NULL. For a request that must not be
+ * sent twice, the connection is first checked to be still open: a close
+ * the loop has not processed yet would otherwise turn it into an unknown
+ * outcome. A request that may be repeated skips the check (one system
+ * call) and is retried on a fresh connection instead.
+ */
+static struct upstream_conn *idle_take(struct upstream_pool *pool, int retry_safe)
 {
 	struct upstream_conn *uc;
 
 	while ((uc = TAILQ_FIRST(&pool->idle))) {
 		idle_remove(uc);
-		if (!idle_is_dead(uc))
+		if (retry_safe || !idle_is_dead(uc))
 			return uc;
 		conn_free(uc);
 	}
@@ -186,20 +192,46 @@ static void conn_park(struct upstream_conn *uc)
 	}
 	bufferevent_setcb(uc->bev, idle_read_cb, NULL, idle_event_cb, uc);
 	bufferevent_set_timeouts(uc->bev, &tv, NULL);
+	/* The next request is written directly (conn_attach). */
+	bufferevent_disable(uc->bev, EV_WRITE);
 	bufferevent_enable(uc->bev, EV_READ);
 	TAILQ_INSERT_HEAD(&pool->idle, uc, link);
 	pool->nidle++;
 }
 
-static int conn_attach(struct upstream_req *ur, struct upstream_conn *uc)
+int bev_write_now(struct bufferevent *bev)
 {
+	struct evbuffer *out = bufferevent_get_output(bev);
+	int n;
+
+	evbuffer_unfreeze(out, 1);
+	n = evbuffer_write(out, bufferevent_getfd(bev));
+	evbuffer_freeze(out, 1);
+	return n < 0 && errno != EAGAIN && errno != EINTR ? -1 : 0;
+}
+
+/*
+ * Put ur on uc. On a connected (pooled) connection the request is written
+ * at once with one writev(2) and EV_WRITE is enabled only for what the
+ * socket did not take; a new connection writes once it is connected.
+ */
+static int conn_attach(struct upstream_req *ur, struct upstream_conn *uc, int connected)
+{
+	struct evbuffer *out = bufferevent_get_output(uc->bev);
+
 	ur->conn = uc;
 	uc->ur = ur;
 	http_parser_expect_no_body(uc->parser, ur->no_body);
 	bufferevent_set_timeouts(uc->bev, NULL, NULL);
 	bufferevent_setcb(uc->bev, conn_read_cb, NULL, conn_event_cb, uc);
-	if (evbuffer_add_buffer_reference(bufferevent_get_output(uc->bev), ur->data) < 0)
+	if (evbuffer_add_buffer_reference(out, ur->data) < 0)
 		return -1;
+	if (connected) {
+		/* A failed write leaves the bytes queued: the bufferevent then
+		 * reports the error, and req_unsent() sees nothing was sent. */
+		if (bev_write_now(uc->bev) == 0 && evbuffer_get_length(out) == 0)
+			return bufferevent_enable(uc->bev, EV_READ);
+	}
 	return bufferevent_enable(uc->bev, EV_READ | EV_WRITE);
 }
 
@@ -247,7 +279,7 @@ static void req_fail(struct upstream_req *ur, enum upstream_result sent_result)
 		conn_free(ur->conn);
 		ur->conn = NULL;
 		uc = conn_new(ur->pool);
-		if (uc && conn_attach(ur, uc) == 0)
+		if (uc && conn_attach(ur, uc, 0) == 0)
 			return;
 		conn_free(uc);
 		ur->conn = NULL;
@@ -337,11 +369,11 @@ struct upstream_req *upstream_forward(struct upstream_pool *pool, struct evbuffe
 	evbuffer_add_buffer(ur->data, req);
 	ur->len = evbuffer_get_length(ur->data);
 
-	uc = idle_take(pool);
+	uc = idle_take(pool, retry_safe);
 	ur->reused = uc != NULL;
 	if (!uc)
 		uc = conn_new(pool);
-	if (!uc || conn_attach(ur, uc) < 0) {
+	if (!uc || conn_attach(ur, uc, ur->reused) < 0) {
 		/* Reported from the loop, never from inside this call. */
 		conn_free(uc);
 		ur->conn = NULL;

@@ -15,7 +15,7 @@
 #   (c) replay POST over 100 completed keys vs idemproxy's own pass-through;
 #   (d) (b) and (c) again with 1,000,000 records in the table;
 #   (e) idemproxy's peak RSS after 1,000 idle keep-alive connections.
-# Prints one table and a target check per row (the targets of issue 3),
+# Prints one table and a target check per row (the targets in README.md),
 # writes bench-out/bench.csv, bench-out/bench.png (gnuplot) and
 # bench-out/bench.txt, and copies the CSV and PNG to docs/.
 #
@@ -62,7 +62,7 @@ RUN_GRACE=30              # seconds a measured run may overrun before it is kill
 SQL_TIMEOUT=120           # seconds for one psql call (the 1M load included)
 PORT_TRIES=200            # candidate ports tried for each listener
 
-# The targets of issue 3.
+# The targets (README.md, Performance).
 TARGET_PASS_RPS=1.0       # pass-through rps >= this x nginx, at 64 connections
 TARGET_PASS_P99=1.25      # pass-through p99 <= this x nginx, at 64 connections
 TARGET_OWNER=1.0          # owner rps >= this x the pgbench ceiling
@@ -622,7 +622,7 @@ ELAPSED=$(($(date +%s) - T0))
 	printf '%-3s %-20s %5s %10s\n' "e" "peak RSS (VmHWM)" "$IDLE_CONNS" "$(fmt %.1f "$HWM_MIB") MiB"
 	echo "    (VmRSS with the $IDLE_CONNS connections open: $(fmt %.1f "$RSS_MIB") MiB; VmHWM is the peak over the whole run)"
 	echo
-	echo "targets (issue 3):"
+	echo "targets (README.md, Performance):"
 	printf '  %s\n' "${CHECKS[@]}"
 	echo
 	echo "wall time ${ELAPSED}s; CSV $CSV, chart $OUT/bench.png"

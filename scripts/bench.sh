@@ -122,21 +122,7 @@ nginx_pid=""
 proxy_pid=""
 child_pid=""
 
-# SIGTERM pid $1, wait up to STOP_WAIT seconds, then SIGKILL.
-stop_pid() {
-	local pid=$1 i
-	[ -n "$pid" ] || return 0
-	kill -TERM "$pid" 2>/dev/null || return 0
-	for ((i = 0; i < STOP_WAIT * 10; i++)); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$pid" 2>/dev/null; then
-		say "pid $pid did not stop within ${STOP_WAIT}s, killing it"
-		kill -KILL "$pid" 2>/dev/null || true
-	fi
-	wait "$pid" 2>/dev/null || true
-}
+. scripts/lib.sh   # after the cd above: paths are from the repository root
 
 cleanup() {
 	trap - EXIT INT TERM
@@ -154,11 +140,6 @@ trap cleanup EXIT
 trap 'say "interrupted"; exit 130' INT
 trap 'say "terminated"; exit 143' TERM
 
-# 0 when something accepts TCP connections on 127.0.0.1:$1.
-port_busy() {
-	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
 # Set FREE_PORT to a free loopback port that no earlier call returned.
 USED_PORTS=""
 FREE_PORT=""
@@ -174,20 +155,6 @@ free_port() {
 		fi
 	done
 	die "no free loopback port found in $PORT_TRIES tries"
-}
-
-# Wait until pid $1 listens on port $2 (bounded); fail if it exits first.
-wait_listening() {
-	local pid=$1 port=$2 name=$3 log=$4 i
-	for ((i = 0; i < READY_WAIT * 10; i++)); do
-		if ! kill -0 "$pid" 2>/dev/null; then
-			tail -n 20 "$log" >&2 || true
-			die "$name exited during start-up (its output: $log)"
-		fi
-		port_busy "$port" && return 0
-		sleep 0.1
-	done
-	die "$name did not accept connections on 127.0.0.1:$port within ${READY_WAIT}s"
 }
 
 # Stop with idemproxy's log when it is no longer running.

@@ -32,37 +32,7 @@ started_pg=0
 say() { printf 'run: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }
 
-# 0 when something accepts TCP connections on 127.0.0.1:$1.
-port_busy() {
-	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-# Wait until pid $1 listens on port $2 (bounded); fail if it exits first.
-wait_listening() {
-	local pid=$1 port=$2 name=$3 i
-	for ((i = 0; i < READY_WAIT * 10; i++)); do
-		kill -0 "$pid" 2>/dev/null || die "$name exited during start-up (see the messages above)"
-		port_busy "$port" && return 0
-		sleep 0.1
-	done
-	die "$name did not accept connections on 127.0.0.1:$port within ${READY_WAIT}s"
-}
-
-# SIGTERM pid $1, wait up to STOP_WAIT seconds, then SIGKILL.
-stop_pid() {
-	local pid=$1 i
-	[ -n "$pid" ] || return 0
-	kill -TERM "$pid" 2>/dev/null || return 0
-	for ((i = 0; i < STOP_WAIT * 10; i++)); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$pid" 2>/dev/null; then
-		say "pid $pid did not stop within ${STOP_WAIT}s, killing it"
-		kill -KILL "$pid" 2>/dev/null || true
-	fi
-	wait "$pid" 2>/dev/null || true
-}
+. scripts/lib.sh   # after the cd above: paths are from the repository root
 
 cleanup() {
 	trap - EXIT INT TERM

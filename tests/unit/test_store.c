@@ -28,7 +28,7 @@
 #define TEST_BATCH_OPS	      200 /* more than one statement carries (STORE_BATCH_MAX) */
 #define TEST_BATCH_STATEMENTS 3	  /* a lone first statement, then the rest */
 #define TEST_BAD_BATCH	      5
-#define TEST_BENCH_SLOTS      64
+#define TEST_BENCH_SLOTS      64 /* scopes in flight, unless IDEMPROXY_STORE_BENCH_CONC says */
 #define TEST_BENCH_MS	      5000
 
 /* What one callback reported. */
@@ -793,7 +793,7 @@ static void test_race(const char *dsn, const unsigned char *fp)
 		store_free(st[i]);
 }
 
-/* The benchmark: TEST_BENCH_SLOTS scopes in flight, each claimed then finished. */
+/* The benchmark: up to TEST_BENCH_SLOTS scopes in flight, each claimed then finished. */
 struct bench_slot {
 	struct store *st;
 	struct scope sc;
@@ -848,20 +848,30 @@ static void bench_next(struct bench_slot *s)
 	store_claim(s->st, &s->sc, bench_fp, TEST_LEASE_MS, bench_claim_cb, s);
 }
 
-/* IDEMPROXY_STORE_BENCH=1: claim+finish pairs per second through one store. */
+/*
+ * IDEMPROXY_STORE_BENCH=1: claim+finish pairs per second through one store,
+ * with IDEMPROXY_STORE_BENCH_CONC (1 .. TEST_BENCH_SLOTS, default
+ * TEST_BENCH_SLOTS) scopes in flight.
+ */
 static void bench(const char *dsn, const unsigned char *fp)
 {
 	static struct bench_slot slots[TEST_BENCH_SLOTS];
+	const char *conc_env = getenv("IDEMPROXY_STORE_BENCH_CONC");
+	int conc = conc_env ? atoi(conc_env) : TEST_BENCH_SLOTS;
 	struct store *st = store_new(base, dsn, TEST_TIMEOUT_MS, "bench");
 	struct timespec start, now;
 	int64_t batches, ops;
 	double secs;
 	int busy;
 
+	if (conc < 1 || conc > TEST_BENCH_SLOTS) {
+		fprintf(stderr, "IDEMPROXY_STORE_BENCH_CONC must be 1 .. %d\n", TEST_BENCH_SLOTS);
+		conc = TEST_BENCH_SLOTS;
+	}
 	CHECK(wait_ready(st));
 	bench_fp = fp;
 	clock_gettime(CLOCK_MONOTONIC, &start);
-	for (int i = 0; i < TEST_BENCH_SLOTS; i++) {
+	for (int i = 0; i < conc; i++) {
 		slots[i].st = st;
 		slots[i].busy = 1;
 		bench_next(&slots[i]);
@@ -872,14 +882,14 @@ static void bench(const char *dsn, const unsigned char *fp)
 		secs = (double)(now.tv_sec - start.tv_sec) + (now.tv_nsec - start.tv_nsec) / 1e9;
 		bench_stop = secs * 1000 >= TEST_BENCH_MS;
 		busy = 0;
-		for (int i = 0; i < TEST_BENCH_SLOTS; i++)
+		for (int i = 0; i < conc; i++)
 			busy += slots[i].busy;
 	} while (busy);
 	batches = store_batches(st);
 	ops = store_batched_ops(st);
 	printf("store bench: %d scopes, %.1f s: %.0f claim+finish pairs/s (%.0f ops/s),"
 	       " %.2f ops per statement, %ld errors\n",
-	       TEST_BENCH_SLOTS, secs, bench_pairs / secs, 2 * bench_pairs / secs,
+	       conc, secs, bench_pairs / secs, 2 * bench_pairs / secs,
 	       batches ? (double)ops / (double)batches : 0.0, bench_errors);
 	CHECK(bench_pairs > 0 && bench_errors == 0);
 	store_free(st);

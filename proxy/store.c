@@ -8,7 +8,11 @@
  * once, with no added delay, and whatever queues while a batch is in
  * flight forms the next one. Every input row carries its ordinal in the
  * batch and every result row names the ordinal it answers, so each
- * operation still gets its own outcome. Finished operations move to a
+ * operation still gets its own outcome. A claim first tries a plain
+ * insert, which PostgreSQL plans in a fraction of the time the full claim
+ * takes (every statement is planned afresh); only the claims whose slot is
+ * taken go on to a second statement that reads the record there or takes
+ * it over. Finished operations move to a
  * completion list that a per-store event drains, so every callback runs
  * from the event loop and never inside the call that queued it.
  * Statements are unnamed PQsendQueryParams (no prepared statements, no
@@ -50,8 +54,9 @@
 
 /*
  * The statement text: the fixed head and tail, and one VALUES row per
- * operation. A row is "(ord, $n, ...)": at most 3 + 7 characters per
- * parameter with the separators, well under STORE_SQL_ROW_MAX.
+ * operation, written from its kind's row template: at most 3 + 7
+ * characters per parameter with the separators, plus the template's fixed
+ * text, well under STORE_SQL_ROW_MAX.
  */
 #define STORE_SQL_FIXED_MAX 4096
 #define STORE_SQL_ROW_MAX   128
@@ -72,31 +77,41 @@
 #define STORE_FNV_PRIME	 1099511628211ULL
 
 /*
- * The claim, one statement for the whole batch v: insert new records, take
- * over completed ones whose retention has passed, and report the records
- * that hold the other slots, one result row per ordinal. ON CONFLICT DO
- * NOTHING (not DO UPDATE) keeps the common "record exists" answer
- * read-only: no row lock, no transaction id, no WAL flush for a replay.
- * The insert goes in scope order so that two stores inserting overlapping
- * scopes wait for each other in one order and cannot deadlock. All parts
- * share one snapshot, so an ordinal with no row means a concurrent writer
- * changed that slot after it; the caller runs that claim again. A batch
- * never holds two operations on one scope, which keeps each join on the
- * scope one-to-one.
+ * The claim's first step, one statement for the whole batch: insert a new
+ * record for each scope and return those inserted, named by their scope
+ * (an insert cannot return the ordinal). ON CONFLICT DO NOTHING makes
+ * PostgreSQL pick one owner per slot; the operations that got no row find
+ * the slot taken and go on to the lookup. The rows go in scope order (the
+ * batch is sorted first) so that two stores inserting overlapping scopes
+ * wait for each other in one order and cannot deadlock.
  */
 static const char store_sql_claim_head[] =
-    "WITH v (ord, actor, operation, idem_key, fingerprint, lease_ms) AS (VALUES ";
+    "INSERT INTO idempotency_records (actor, operation, idem_key, fingerprint, state,"
+    " lease_owner, lease_expires_at, generation) VALUES ";
+
+static const char store_sql_claim_row[] =
+    "(?, ?, ?, ?, 'in_progress', $1, now() + ? * interval '1 millisecond', 1)";
 
 static const char store_sql_claim_tail[] =
-    "),"
-    " ins AS ("
-    " INSERT INTO idempotency_records (actor, operation, idem_key, fingerprint, state,"
-    "  lease_owner, lease_expires_at, generation)"
-    " SELECT actor, operation, idem_key, fingerprint, 'in_progress', $1,"
-    "  now() + lease_ms * interval '1 millisecond', 1"
-    " FROM v ORDER BY actor, operation, idem_key"
     " ON CONFLICT (actor, operation, idem_key) DO NOTHING"
-    " RETURNING actor, operation, idem_key, generation),"
+    " RETURNING actor, operation, idem_key, generation";
+
+/*
+ * The claim's second step, for the slots the insert found taken: take over
+ * completed records whose retention has passed and report the records that
+ * hold the other slots, one result row per ordinal. The read takes no row
+ * lock, no transaction id and no WAL flush for the common "record exists"
+ * answer. Both parts share one snapshot, so an ordinal with no row means a
+ * concurrent writer changed that slot (deleted it, or took it over first)
+ * after it; the caller claims again from the insert. A batch never holds
+ * two operations on one scope, which keeps each join on the scope
+ * one-to-one.
+ */
+static const char store_sql_lookup_head[] =
+    "WITH v (ord, actor, operation, idem_key, fingerprint, lease_ms) AS (VALUES ";
+
+static const char store_sql_lookup_tail[] =
+    "),"
     " takeover AS ("
     " UPDATE idempotency_records r SET"
     "  fingerprint = v.fingerprint, state = 'in_progress',"
@@ -107,14 +122,7 @@ static const char store_sql_claim_tail[] =
     " FROM v"
     " WHERE r.actor = v.actor AND r.operation = v.operation AND r.idem_key = v.idem_key"
     "  AND r.state = 'completed' AND r.expires_at <= now()"
-    "  AND NOT EXISTS (SELECT 1 FROM ins i WHERE i.actor = v.actor"
-    "   AND i.operation = v.operation AND i.idem_key = v.idem_key)"
     " RETURNING v.ord, r.generation)"
-    " SELECT v.ord, true, i.generation, 'in_progress'::text, NULL::bytea, NULL::integer,"
-    "  NULL::bytea, NULL::bytea, false, false, 0::bigint, 0::bigint"
-    " FROM ins i JOIN v ON i.actor = v.actor AND i.operation = v.operation"
-    "  AND i.idem_key = v.idem_key"
-    " UNION ALL"
     " SELECT t.ord, true, t.generation, 'in_progress'::text, NULL::bytea, NULL::integer,"
     "  NULL::bytea, NULL::bytea, false, false, 0::bigint, 0::bigint FROM takeover t"
     " UNION ALL"
@@ -127,9 +135,7 @@ static const char store_sql_claim_tail[] =
     "   r.expires_at - now()) * 1000))::bigint, 0::bigint) ELSE 0::bigint END"
     " FROM v JOIN idempotency_records r ON r.actor = v.actor AND r.operation = v.operation"
     "  AND r.idem_key = v.idem_key"
-    " WHERE NOT (r.state = 'completed' AND r.expires_at <= now())"
-    "  AND NOT EXISTS (SELECT 1 FROM ins i WHERE i.actor = v.actor"
-    "   AND i.operation = v.operation AND i.idem_key = v.idem_key)";
+    " WHERE NOT (r.state = 'completed' AND r.expires_at <= now())";
 
 /* Finish, mark unknown and release return the ordinals they wrote. */
 static const char store_sql_finish_head[] =
@@ -157,12 +163,28 @@ static const char store_sql_fence_tail[] =
     " AND r.generation = v.generation AND r.state = 'in_progress'"
     " RETURNING v.ord";
 
-_Static_assert(sizeof(store_sql_claim_head) + sizeof(store_sql_claim_tail) < STORE_SQL_FIXED_MAX,
-	       "the claim's fixed text must fit STORE_SQL_FIXED_MAX");
+/* VALUES rows: '#' stands for the ordinal, '?' for the row's next parameter. */
+static const char store_sql_lookup_row[] = "(#, ?, ?, ?, ?, ?)";
+static const char store_sql_finish_row[] = "(#, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+static const char store_sql_fence_row[] = "(#, ?, ?, ?, ?)";
+
+_Static_assert(sizeof(store_sql_lookup_head) + sizeof(store_sql_lookup_tail) < STORE_SQL_FIXED_MAX,
+	       "the lookup's fixed text must fit STORE_SQL_FIXED_MAX");
+_Static_assert(sizeof(store_sql_claim_row) + 7 * STORE_CLAIM_ROW_PARAMS < STORE_SQL_ROW_MAX,
+	       "a claim row must fit STORE_SQL_ROW_MAX");
 _Static_assert(sizeof(store_sql_finish_head) + sizeof(store_sql_finish_tail) < STORE_SQL_FIXED_MAX,
 	       "the finish's fixed text must fit STORE_SQL_FIXED_MAX");
 
-/* Columns of a claim result row, in the order the statement selects them. */
+/* Columns of an insert result row, in the order the statement returns them. */
+enum store_insert_col {
+	STORE_INS_ACTOR,
+	STORE_INS_OPERATION,
+	STORE_INS_KEY,
+	STORE_INS_GENERATION,
+	STORE_INSERT_COLUMNS,
+};
+
+/* Columns of a lookup result row, in the order the statement selects them. */
 enum store_claim_col {
 	STORE_COL_ORD,
 	STORE_COL_OWNER,
@@ -186,7 +208,8 @@ enum store_conn_state {
 };
 
 enum store_op_kind {
-	STORE_OP_CLAIM,
+	STORE_OP_CLAIM,	 /* a claim's insert */
+	STORE_OP_LOOKUP, /* a claim whose slot was taken: read or take over the record */
 	STORE_OP_FINISH,
 	STORE_OP_UNKNOWN,
 	STORE_OP_RELEASE,
@@ -194,11 +217,13 @@ enum store_op_kind {
 
 /*
  * How one kind of operation is written: head, one VALUES row per
- * operation with its ordinal and row_params parameters of the given types
- * and formats, tail. shared parameters ($1 ...) come before the rows'.
+ * operation from the row template with row_params parameters of the given
+ * types and formats, tail. shared parameters ($1 ...) come before the
+ * rows'.
  */
 struct store_sql {
 	const char *head;
+	const char *row;
 	const char *tail;
 	int shared;
 	int row_params;
@@ -211,7 +236,19 @@ static const struct store_sql store_sqls[] = {
     [STORE_OP_CLAIM] =
 	{
 	    store_sql_claim_head,
+	    store_sql_claim_row,
 	    store_sql_claim_tail,
+	    1,
+	    STORE_CLAIM_ROW_PARAMS,
+	    {STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_BYTEA, STORE_OID_INT8},
+	    {STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_BINARY,
+	     STORE_FORMAT_TEXT},
+	},
+    [STORE_OP_LOOKUP] =
+	{
+	    store_sql_lookup_head,
+	    store_sql_lookup_row,
+	    store_sql_lookup_tail,
 	    1,
 	    STORE_CLAIM_ROW_PARAMS,
 	    {STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_BYTEA, STORE_OID_INT8},
@@ -221,6 +258,7 @@ static const struct store_sql store_sqls[] = {
     [STORE_OP_FINISH] =
 	{
 	    store_sql_finish_head,
+	    store_sql_finish_row,
 	    store_sql_finish_tail,
 	    0,
 	    STORE_FINISH_ROW_PARAMS,
@@ -233,6 +271,7 @@ static const struct store_sql store_sqls[] = {
     [STORE_OP_UNKNOWN] =
 	{
 	    store_sql_unknown_head,
+	    store_sql_fence_row,
 	    store_sql_fence_tail,
 	    0,
 	    STORE_FENCE_ROW_PARAMS,
@@ -242,6 +281,7 @@ static const struct store_sql store_sqls[] = {
     [STORE_OP_RELEASE] =
 	{
 	    store_sql_release_head,
+	    store_sql_fence_row,
 	    store_sql_fence_tail,
 	    0,
 	    STORE_FENCE_ROW_PARAMS,
@@ -471,7 +511,7 @@ static void store_done_event(evutil_socket_t fd, short what, void *arg)
 	st->dispatching = 1;
 	while (!st->free_requested && (op = store_queue_pop(&st->done))) {
 		st->npending--;
-		if (op->kind != STORE_OP_CLAIM)
+		if (op->done_cb)
 			op->done_cb(op->arg, op->res);
 		else if (op->res == STORE_EXISTS)
 			op->claim_cb(op->arg, op->res, op->rec.generation, &op->rec);
@@ -775,15 +815,83 @@ static void store_batch_failed(struct store *st)
 	st->nbatch = 0;
 }
 
+/* 1 when the scope columns of insert result row name op's scope. */
+static int store_row_scope(const PGresult *res, int row, const struct store_op *op)
+{
+	const char *parts[] = {op->sc.actor, op->sc.operation, op->sc.key};
+	size_t len;
+
+	for (int col = STORE_INS_ACTOR; col <= STORE_INS_KEY; col++) {
+		len = strlen(parts[col]);
+		if (PQgetisnull(res, row, col) || (size_t)PQgetlength(res, row, col) != len ||
+		    memcmp(PQgetvalue(res, row, col), parts[col], len) != 0)
+			return 0;
+	}
+	return 1;
+}
+
 /*
- * The rows of a claim batch (res, which this takes over): each answered
- * operation completes with STORE_OK, or STORE_EXISTS with a record that
- * points into res (kept alive until the last of those callbacks). An
- * operation no row answered met a concurrent change after the statement's
- * snapshot and goes back to the queue's front to look again, a bounded
- * number of times.
+ * The rows of a claim's insert: each operation a row names owns its new
+ * record and completes with STORE_OK; the others found the slot taken and
+ * go back to the queue's front as lookups. Rows come back in the batch's
+ * order, so the search for each row's operation starts after the last one
+ * found (any order is still matched).
  */
-static void store_claim_rows(struct store *st, PGresult *res)
+static void store_insert_rows(struct store *st, const PGresult *res)
+{
+	struct store_queue again = {0};
+	struct store_op *op = NULL;
+	int next = 0, i;
+
+	if (PQnfields(res) != STORE_INSERT_COLUMNS) {
+		store_log(LOG_WARN, "store claim returned unexpected columns", NULL);
+		for (i = 0; i < st->nbatch; i++)
+			store_complete(st, st->batch[i], STORE_UNAVAILABLE);
+		st->nbatch = 0;
+		return;
+	}
+	for (int row = 0; row < PQntuples(res); row++) {
+		for (i = 0; i < st->nbatch; i++) {
+			op = st->batch[(next + i) % st->nbatch];
+			if (!op->answered && store_row_scope(res, row, op))
+				break;
+		}
+		if (i == st->nbatch) {
+			store_log(LOG_WARN, "store claim returned an unexpected row", NULL);
+			continue;
+		}
+		next = (next + i + 1) % st->nbatch;
+		op->answered = 1;
+		if (store_has(res, row, STORE_INS_GENERATION, sizeof(int64_t))) {
+			op->generation = store_int8(res, row, STORE_INS_GENERATION);
+			op->res = STORE_OK;
+		} else {
+			store_log(LOG_WARN, "store claim returned an unexpected row", NULL);
+			op->res = STORE_UNAVAILABLE;
+		}
+	}
+	for (i = 0; i < st->nbatch; i++) {
+		op = st->batch[i];
+		if (op->answered) {
+			store_complete(st, op, op->res);
+		} else {
+			op->kind = STORE_OP_LOOKUP;
+			store_queue_push(&again, op);
+		}
+	}
+	store_queue_prepend(&st->queue, &again);
+	st->nbatch = 0;
+}
+
+/*
+ * The rows of a lookup batch (res, which this takes over): each answered
+ * operation completes with STORE_OK (it took over an expired record), or
+ * STORE_EXISTS with a record that points into res (kept alive until the
+ * last of those callbacks). An operation no row answered met a concurrent
+ * change after the statement's snapshot and goes back to the queue's
+ * front to claim again from the insert, a bounded number of times.
+ */
+static void store_lookup_rows(struct store *st, PGresult *res)
 {
 	struct store_queue again = {0};
 	struct store_shared *shared = NULL;
@@ -815,6 +923,7 @@ static void store_claim_rows(struct store *st, PGresult *res)
 		if (op->answered) {
 			store_complete(st, op, op->res);
 		} else if (++op->attempts < STORE_CLAIM_ATTEMPTS) {
+			op->kind = STORE_OP_CLAIM;
 			store_queue_push(&again, op);
 		} else {
 			store_log(LOG_WARN, "store claim found no row", NULL);
@@ -875,7 +984,9 @@ static void store_handle_result(struct store *st)
 		store_log(LOG_WARN, "store statement failed", PQresStatus(status));
 		store_batch_failed(st);
 	} else if (st->batch[0]->kind == STORE_OP_CLAIM) {
-		store_claim_rows(st, res);
+		store_insert_rows(st, res);
+	} else if (st->batch[0]->kind == STORE_OP_LOOKUP) {
+		store_lookup_rows(st, res);
 		res = NULL;
 	} else {
 		store_fence_rows(st, res);
@@ -1019,7 +1130,7 @@ static void store_op_params(struct store_op *op, const char **values, int *lengt
 	values[1] = op->sc.operation;
 	values[2] = op->sc.key;
 	lengths[0] = lengths[1] = lengths[2] = 0;
-	if (op->kind == STORE_OP_CLAIM) {
+	if (op->kind == STORE_OP_CLAIM || op->kind == STORE_OP_LOOKUP) {
 		values[3] = (const char *)op->fp;
 		lengths[3] = FINGERPRINT_LEN;
 		snprintf(op->nums[0], STORE_NUM_MAX, "%" PRId64, op->lease_ms);
@@ -1047,6 +1158,29 @@ static void store_op_params(struct store_op *op, const char **values, int *lengt
 }
 
 /*
+ * Append to st->sql, whose text is len long, the VALUES row of ordinal
+ * ord from template row: '#' becomes ord, each '?' the next parameter
+ * after the n already numbered. Returns the new length.
+ */
+static size_t store_build_row(struct store *st, size_t len, const char *row, int ord, int n)
+{
+	size_t size = sizeof(st->sql);
+	const char *p;
+
+	if (ord)
+		len += (size_t)snprintf(st->sql + len, size - len, ", ");
+	while ((p = strpbrk(row, "#?"))) {
+		len += (size_t)snprintf(st->sql + len, size - len, "%.*s", (int)(p - row), row);
+		if (*p == '#')
+			len += (size_t)snprintf(st->sql + len, size - len, "%d", ord);
+		else
+			len += (size_t)snprintf(st->sql + len, size - len, "$%d", ++n);
+		row = p + 1;
+	}
+	return len + (size_t)snprintf(st->sql + len, size - len, "%s", row);
+}
+
+/*
  * Write the batch's statement into st->sql and its parameters into
  * st->values, lengths, types and formats; returns the parameter count.
  * The sizes above keep the text within st->sql.
@@ -1066,18 +1200,30 @@ static int store_build(struct store *st)
 	}
 	len = (size_t)snprintf(st->sql, size, "%s", q->head);
 	for (int i = 0; i < st->nbatch; i++) {
-		len += (size_t)snprintf(st->sql + len, size - len, "%s(%d", i ? ", " : "", i);
+		len = store_build_row(st, len, q->row, i, n);
+		store_op_params(st->batch[i], st->values + n, st->lengths + n);
 		for (int j = 0; j < q->row_params; j++) {
-			len += (size_t)snprintf(st->sql + len, size - len, ", $%d", n + j + 1);
 			st->types[n + j] = q->types[j];
 			st->formats[n + j] = q->formats[j];
 		}
-		len += (size_t)snprintf(st->sql + len, size - len, ")");
-		store_op_params(st->batch[i], st->values + n, st->lengths + n);
 		n += q->row_params;
 	}
 	snprintf(st->sql + len, size - len, "%s", q->tail);
 	return n;
+}
+
+/* Order operations by scope (a total order every store shares). */
+static int store_scope_cmp(const void *a, const void *b)
+{
+	const struct store_op *x = *(struct store_op *const *)a;
+	const struct store_op *y = *(struct store_op *const *)b;
+	int c = strcmp(x->sc.actor, y->sc.actor);
+
+	if (!c)
+		c = strcmp(x->sc.operation, y->sc.operation);
+	if (!c)
+		c = strcmp(x->sc.key, y->sc.key);
+	return c;
 }
 
 /* Send the next batch unless one is already in flight. */
@@ -1088,6 +1234,8 @@ static void store_send(struct store *st)
 	if (st->nbatch || !st->queue.head || st->state != STORE_CONNECTED)
 		return;
 	store_take_batch(st);
+	if (st->batch[0]->kind == STORE_OP_CLAIM)
+		qsort(st->batch, (size_t)st->nbatch, sizeof(st->batch[0]), store_scope_cmp);
 	nparams = store_build(st);
 	ok = PQsendQueryParams(st->conn, st->sql, nparams, st->types, st->values, st->lengths,
 			       st->formats, STORE_FORMAT_BINARY);

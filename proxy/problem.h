@@ -19,8 +19,6 @@ enum problem_kind {
 	PROBLEM_UPSTREAM_TIMEOUT,      /* 504 upstream-timeout */
 	PROBLEM_REQUEST_TIMEOUT,       /* 408 request-timeout */
 	PROBLEM_HEADERS_TOO_LARGE,     /* 431 headers-too-large */
-	PROBLEM_NOT_IMPLEMENTED,       /* 501 not-implemented */
-	PROBLEM_SHUTTING_DOWN,         /* 503 shutting-down */
 	PROBLEM_KIND_COUNT
 };
 

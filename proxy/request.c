@@ -162,8 +162,7 @@ void respond_problem(struct client_conn *c, const struct conf *conf, enum proble
 	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", status, status_reason(status));
 	evbuffer_add_printf(out, "Content-Type: application/problem+json\r\n"
 				 "Cache-Control: no-store\r\n");
-	if (kind == PROBLEM_IN_PROGRESS || kind == PROBLEM_STORE_UNAVAILABLE ||
-	    kind == PROBLEM_SHUTTING_DOWN)
+	if (kind == PROBLEM_IN_PROGRESS || kind == PROBLEM_STORE_UNAVAILABLE)
 		evbuffer_add_printf(out, "Retry-After: %d\r\n", RETRY_AFTER_S);
 	/* Out of memory: the status line still says what happened. */
 	conn_respond_frame(c, json ? len : 0, flags | (json ? 0 : RESPOND_CLOSE));

@@ -26,6 +26,12 @@ static __thread struct {
 	size_t len;
 } log_batch;
 
+static __thread struct {
+	time_t sec;
+	char text[32];
+	size_t len;
+} log_clock = { -1, "", 0 };
+
 enum log_level log_min_level = LOG_INFO;
 
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
@@ -100,11 +106,16 @@ static void line_start(struct line *l, enum log_level level)
 	char t[40];
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	strftime(t, sizeof(t), "%Y-%m-%dT%H:%M:%S", &tm);
+	/* The formatted second changes once a second: keep it per thread. */
+	if (ts.tv_sec != log_clock.sec) {
+		gmtime_r(&ts.tv_sec, &tm);
+		log_clock.len = strftime(log_clock.text, sizeof(log_clock.text),
+					 "%Y-%m-%dT%H:%M:%S", &tm);
+		log_clock.sec = ts.tv_sec;
+	}
 	l->len = 0;
 	line_raw(l, "{\"time\":\"", 9);
-	line_raw(l, t, strlen(t));
+	line_raw(l, log_clock.text, log_clock.len);
 	snprintf(t, sizeof(t), ".%03ldZ\"", ts.tv_nsec / 1000000);
 	line_raw(l, t, strlen(t));
 	line_str(l, "level", level_names[level]);

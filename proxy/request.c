@@ -109,6 +109,23 @@ static int status_has_no_body(int status)
 	return status < 200 || status == 204 || status == 304;
 }
 
+/* Append a string literal or a C string without printf. */
+#define ADD_LIT(out, lit) evbuffer_add(out, lit, sizeof(lit) - 1)
+
+static void add_str(struct evbuffer *out, const char *s)
+{
+	evbuffer_add(out, s, strlen(s));
+}
+
+/* "Name: value\r\n" */
+static void add_header(struct evbuffer *out, const char *name, const char *value)
+{
+	add_str(out, name);
+	ADD_LIT(out, ": ");
+	add_str(out, value);
+	ADD_LIT(out, "\r\n");
+}
+
 /* Move the request to state, logging the transition at debug level. */
 static void request_set_state(struct request *req, enum request_state state)
 {
@@ -213,10 +230,10 @@ static void request_relay(struct request *req)
 			continue;
 		if (!no_body && !strcasecmp(h->name, "Content-Length"))
 			continue;
-		evbuffer_add_printf(out, "%s: %s\r\n", h->name, h->value);
+		add_header(out, h->name, h->value);
 	}
 	if (req->unenforced)
-		evbuffer_add_printf(out, "Idempotency-Enforced: false\r\n");
+		ADD_LIT(out, "Idempotency-Enforced: false\r\n");
 	if (no_body) {
 		conn_respond_frame(req->conn, 0, flags | RESPOND_NO_LENGTH);
 	} else {
@@ -246,9 +263,9 @@ static void request_replay(struct request *req, const struct cache_entry *rec)
 		evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", rec->status,
 				    status_reason(rec->status));
 		evbuffer_add(out, rec->headers, rec->headers_len);
-		evbuffer_add_printf(out, "Idempotent-Replayed: true\r\n");
+		ADD_LIT(out, "Idempotent-Replayed: true\r\n");
 		if (rec->body_omitted)
-			evbuffer_add_printf(out, "Idempotency-Body-Omitted: true\r\n");
+			ADD_LIT(out, "Idempotency-Body-Omitted: true\r\n");
 		conn_respond_frame(req->conn, body_len,
 				   respond_flags(req) | (no_body ? RESPOND_NO_LENGTH : 0));
 		if (body_len)
@@ -414,7 +431,7 @@ static int collect_stored_headers(struct request *req)
 		    !name_in(h->name, (const char *const *)r->store_headers,
 			     (size_t)r->nstore_headers))
 			continue;
-		evbuffer_add_printf(b, "%s: %s\r\n", h->name, h->value);
+		add_header(b, h->name, h->value);
 	}
 	len = evbuffer_get_length(b);
 	req->stored_headers = malloc(len + 1);
@@ -501,11 +518,16 @@ static void upstream_done_cb(void *arg, enum upstream_result res, struct http_ms
 static void add_joined_header(struct evbuffer *out, const struct http_msg *m, const char *name,
 			      const char *ours)
 {
-	evbuffer_add_printf(out, "%s: ", name);
-	for (int i = 0; i < m->nheaders; i++)
-		if (!strcasecmp(m->headers[i].name, name) && *m->headers[i].value)
-			evbuffer_add_printf(out, "%s, ", m->headers[i].value);
-	evbuffer_add_printf(out, "%s\r\n", ours);
+	add_str(out, name);
+	ADD_LIT(out, ": ");
+	for (int i = 0; i < m->nheaders; i++) {
+		if (!strcasecmp(m->headers[i].name, name) && *m->headers[i].value) {
+			add_str(out, m->headers[i].value);
+			ADD_LIT(out, ", ");
+		}
+	}
+	add_str(out, ours);
+	ADD_LIT(out, "\r\n");
 }
 
 /*
@@ -519,7 +541,10 @@ static void build_upstream_request(struct request *req, struct evbuffer *out)
 	int has_host = 0;
 	size_t body_len = evbuffer_get_length(m->body);
 
-	evbuffer_add_printf(out, "%s %s HTTP/1.1\r\n", m->method, m->target);
+	add_str(out, m->method);
+	ADD_LIT(out, " ");
+	add_str(out, m->target);
+	ADD_LIT(out, " HTTP/1.1\r\n");
 	for (int i = 0; i < m->nheaders; i++) {
 		const struct http_header *h = &m->headers[i];
 		if (http_msg_is_hop_header(m, h->name) || !strcasecmp(h->name, "Content-Length") ||
@@ -528,12 +553,12 @@ static void build_upstream_request(struct request *req, struct evbuffer *out)
 			continue;
 		if (!strcasecmp(h->name, "Host"))
 			has_host = 1;
-		evbuffer_add_printf(out, "%s: %s\r\n", h->name, h->value);
+		add_header(out, h->name, h->value);
 	}
 	if (!has_host)
-		evbuffer_add_printf(out, "Host: %s\r\n", req->conf->upstream_hostport);
+		add_header(out, "Host", req->conf->upstream_hostport);
 	add_joined_header(out, m, "X-Forwarded-For", peer);
-	evbuffer_add_printf(out, "X-Forwarded-Proto: http\r\n");
+	ADD_LIT(out, "X-Forwarded-Proto: http\r\n");
 	add_joined_header(out, m, "Via", m->version_minor ? "1.1 idemproxy" : "1.0 idemproxy");
 	if (body_len || (strcmp(m->method, "GET") && strcmp(m->method, "HEAD") &&
 			 strcmp(m->method, "OPTIONS") && strcmp(m->method, "TRACE")))

@@ -63,6 +63,8 @@ struct client_conn {
 	struct request *req;        /* the request being served, or NULL */
 	struct event *timer;        /* client_timeout: request delivery / idle */
 	struct event *next_ev;      /* response written: go on from the loop */
+	struct event *read_ev;      /* the socket is readable (io_read_now) */
+	int read_paused;            /* input buffer full: read_ev removed */
 	char peer[64];              /* client address, for X-Forwarded-For */
 	int close_after;            /* close once the response is written */
 	int writing;                /* a response is being written out */

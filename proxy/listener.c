@@ -22,12 +22,13 @@
 #include "proxy/http.h"
 #include "proxy/idemproxy.h"
 #include "proxy/log.h"
-#include "proxy/upstream.h"
+#include "proxy/io.h"
 
 #define LINGER_TIMEOUT_MS 2000
 #define LISTEN_BACKLOG 1024
 /* Input buffered per client beyond what the parser has taken. */
 #define CLIENT_READ_HIGH_WATERMARK (256 * 1024)
+#define CLIENT_READ_CHUNK (16 * 1024)
 
 static const char continue_line[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
@@ -45,11 +46,21 @@ static void conn_free(struct client_conn *c)
 	if (c->req)
 		request_conn_gone(c->req);
 	LIST_REMOVE(c, link);
+	event_free(c->read_ev);
 	event_free(c->timer);
 	event_free(c->next_ev);
 	bufferevent_free(c->bev);
 	http_parser_free(c->parser);
 	free(c);
+}
+
+/* Reading was paused while the input buffer was full: go on. */
+static void conn_read_resume(struct client_conn *c)
+{
+	if (c->read_paused) {
+		c->read_paused = 0;
+		event_add(c->read_ev, NULL);
+	}
 }
 
 /*
@@ -63,14 +74,33 @@ static void conn_linger(struct client_conn *c)
 	c->lingering = 1;
 	shutdown(bufferevent_getfd(c->bev), SHUT_WR);
 	evbuffer_drain(bufferevent_get_input(c->bev), evbuffer_get_length(bufferevent_get_input(c->bev)));
-	bufferevent_enable(c->bev, EV_READ);
+	conn_read_resume(c);
 	set_timer_ms(c->timer, LINGER_TIMEOUT_MS);
 }
 
-static void conn_read_cb(struct bufferevent *bev, void *arg)
+/*
+ * The client's socket is readable. One recv(2) per event (see io.c); the
+ * input buffer is bounded: reading pauses at CLIENT_READ_HIGH_WATERMARK
+ * until the request being served is answered.
+ */
+static void conn_read_event(evutil_socket_t fd, short what, void *arg)
 {
 	struct client_conn *c = arg;
+	struct bufferevent *bev = c->bev;
+	int n;
 
+	if (evbuffer_get_length(bufferevent_get_input(bev)) >= CLIENT_READ_HIGH_WATERMARK) {
+		c->read_paused = 1;
+		event_del(c->read_ev);
+		return;
+	}
+	n = io_read_now(bev, CLIENT_READ_CHUNK);
+	if (n == -2)
+		return;
+	if (n <= 0) {
+		conn_free(c);
+		return;
+	}
 	if (c->lingering) {
 		evbuffer_drain(bufferevent_get_input(bev), evbuffer_get_length(bufferevent_get_input(bev)));
 		return;
@@ -92,7 +122,7 @@ void conn_respond_send(struct client_conn *c)
 {
 	struct evbuffer *out = bufferevent_get_output(c->bev);
 
-	if (bev_write_now(c->bev) < 0 || evbuffer_get_length(out) > 0)
+	if (io_write_now(c->bev) < 0 || evbuffer_get_length(out) > 0)
 		bufferevent_enable(c->bev, EV_WRITE);
 	else if (c->writing)
 		event_active(c->next_ev, EV_WRITE, 0);
@@ -104,6 +134,7 @@ static void conn_written(struct client_conn *c)
 	if (!c->writing || c->lingering)
 		return;
 	c->writing = 0;
+	conn_read_resume(c);
 	if (c->close_after || c->w->draining) {
 		conn_linger(c);
 		return;
@@ -222,7 +253,8 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	c->parser = http_parser_new(HTTP_REQUEST, w->conf->max_request_body);
 	c->timer = evtimer_new(w->base, conn_timer_cb, c);
 	c->next_ev = event_new(w->base, -1, 0, conn_next_cb, c);
-	if (!c->bev || !c->parser || !c->timer || !c->next_ev) {
+	c->read_ev = event_new(w->base, fd, EV_READ | EV_PERSIST, conn_read_event, c);
+	if (!c->bev || !c->parser || !c->timer || !c->next_ev || !c->read_ev) {
 		if (c->bev)
 			bufferevent_free(c->bev);
 		else
@@ -231,6 +263,8 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 			event_free(c->timer);
 		if (c->next_ev)
 			event_free(c->next_ev);
+		if (c->read_ev)
+			event_free(c->read_ev);
 		http_parser_free(c->parser);
 		free(c);
 		return;
@@ -245,11 +279,11 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	write_tv.tv_sec = w->conf->client_timeout_ms / 1000;
 	write_tv.tv_usec = (w->conf->client_timeout_ms % 1000) * 1000;
 	bufferevent_set_timeouts(c->bev, NULL, &write_tv);
-	bufferevent_setcb(c->bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
-	bufferevent_setwatermark(c->bev, EV_READ, 0, CLIENT_READ_HIGH_WATERMARK);
-	/* Writes go out through conn_respond_send; EV_WRITE only when it falls short. */
-	bufferevent_disable(c->bev, EV_WRITE);
-	bufferevent_enable(c->bev, EV_READ);
+	/* Reads come through conn_read_event, writes through conn_respond_send;
+	 * the bufferevent's EV_WRITE is used only when a write falls short. */
+	bufferevent_setcb(c->bev, NULL, conn_write_cb, conn_event_cb, c);
+	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+	event_add(c->read_ev, NULL);
 	set_timer_ms(c->timer, w->conf->client_timeout_ms);
 }
 

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 
 #include "proxy/http.h"
+#include "proxy/io.h"
 #include "proxy/log.h"
 #include "proxy/upstream.h"
 
@@ -199,17 +200,6 @@ static void conn_park(struct upstream_conn *uc)
 	pool->nidle++;
 }
 
-int bev_write_now(struct bufferevent *bev)
-{
-	struct evbuffer *out = bufferevent_get_output(bev);
-	int n;
-
-	evbuffer_unfreeze(out, 1);
-	n = evbuffer_write(out, bufferevent_getfd(bev));
-	evbuffer_freeze(out, 1);
-	return n < 0 && errno != EAGAIN && errno != EINTR ? -1 : 0;
-}
-
 /*
  * Put ur on uc. On a connected (pooled) connection the request is written
  * at once with one writev(2) and EV_WRITE is enabled only for what the
@@ -229,7 +219,7 @@ static int conn_attach(struct upstream_req *ur, struct upstream_conn *uc, int co
 	if (connected) {
 		/* A failed write leaves the bytes queued: the bufferevent then
 		 * reports the error, and req_unsent() sees nothing was sent. */
-		if (bev_write_now(uc->bev) == 0 && evbuffer_get_length(out) == 0)
+		if (io_write_now(uc->bev) == 0 && evbuffer_get_length(out) == 0)
 			return bufferevent_enable(uc->bev, EV_READ);
 	}
 	return bufferevent_enable(uc->bev, EV_READ | EV_WRITE);

@@ -10,7 +10,6 @@
 struct event_base;
 struct evdns_base;
 struct evbuffer;
-struct bufferevent;
 struct http_msg;
 struct upstream_pool;
 struct upstream_req;
@@ -39,14 +38,6 @@ void upstream_pool_free(struct upstream_pool *pool);
 struct upstream_req *upstream_forward(struct upstream_pool *pool, struct evbuffer *req,
 				      int no_body, int retry_safe, int64_t timeout_ms,
 				      upstream_cb cb, void *arg);
-
-/*
- * Write what bev's output buffer holds now with one writev(2), bypassing
- * the bufferevent's write event (a socket bufferevent freezes its output's
- * start; this unfreezes it for the write). Returns -1 on a socket error,
- * else 0; what the socket did not take stays queued.
- */
-int bev_write_now(struct bufferevent *bev);
 
 /* Forget the request: cb will not be called. Its connection is closed. */
 void upstream_cancel(struct upstream_req *ur);

@@ -1,0 +1,26 @@
+/*
+ * Direct socket I/O on a bufferevent's buffers. A socket bufferevent reads
+ * only after an ioctl(FIONREAD) and writes only from its write event, which
+ * costs an epoll_ctl pair per write; these do one recv(2) or writev(2) now.
+ */
+#ifndef IDEMPROXY_IO_H
+#define IDEMPROXY_IO_H
+
+#include <stddef.h>
+
+struct bufferevent;
+
+/*
+ * Write what bev's output buffer holds with one writev(2). Returns -1 on a
+ * socket error, else 0; what the socket did not take stays queued.
+ */
+int io_write_now(struct bufferevent *bev);
+
+/*
+ * Append up to max bytes from bev's socket to its input buffer with one
+ * recv(2). Returns the bytes read, 0 at end of stream, -1 on a socket
+ * error, or -2 when nothing is there yet.
+ */
+int io_read_now(struct bufferevent *bev, size_t max);
+
+#endif

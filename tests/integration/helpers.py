@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import subprocess
+import threading
 import time
 
 PROBLEM_BASE = "https://idemproxy.dev/problems/"
@@ -234,6 +235,37 @@ def problem(resp, name, status=None):
     assert doc.get("status") == resp.status, doc
     assert isinstance(doc.get("title"), str) and doc["title"], doc
     return doc
+
+
+class SlowOwner:
+    """An owner POST running on a thread while the upstream holds it for
+    `delay` seconds (X-Test-Delay). Entering waits until the upstream has
+    the request; leaving joins the thread. .response is the owner's
+    Response, or the exception its client raised (e.g. when the proxy was
+    killed)."""
+
+    def __init__(self, proxy, upstream, path, key, actor, delay, body=None):
+        self.proxy, self.upstream, self.actor = proxy, upstream, actor
+        self.response = None
+        self._args = (path, key, actor, body if body is not None else course(),
+                      [("X-Test-Delay", str(delay))])
+        self._thread = threading.Thread(target=self._run)
+
+    def _run(self):
+        path, key, actor, body, headers = self._args
+        try:
+            self.response = self.proxy.post(path, key=key, actor=actor, body=body,
+                                            headers=headers)
+        except Exception as e:  # reported through .response
+            self.response = e
+
+    def __enter__(self):
+        self._thread.start()
+        assert len(self.upstream.wait_for(1, actor=self.actor)) == 1
+        return self
+
+    def __exit__(self, *exc):
+        self._thread.join(IO_TIMEOUT)
 
 
 def assert_owner(resp, status=201):

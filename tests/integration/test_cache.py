@@ -35,23 +35,14 @@ def test_replay_served_from_cache_while_store_is_down(proxy, upstream, pg, ids):
 def test_in_progress_is_never_cached(proxy, upstream, pg, ids):
     """A duplicate during the owner's run is answered from the store
     (in progress), and the replay after it carries the owner's response."""
-    import threading
     p = proxy(ONE_WORKER)
     key = ids.key()
-    out = {}
-
-    def owner():
-        out["r"] = p.post("/api/courses", key=key, actor=ids.actor, body=course(),
-                          headers=[("X-Test-Delay", "1")])
-
-    t = threading.Thread(target=owner)
-    t.start()
-    upstream.wait_for(1, actor=ids.actor)
-    problem(p.post("/api/courses", key=key, actor=ids.actor, body=course()),
-            "operation-in-progress", 409)
-    t.join(10)
-    assert_owner(out["r"])
-    assert_replay_of(p.post("/api/courses", key=key, actor=ids.actor, body=course()), out["r"])
+    with helpers.SlowOwner(p, upstream, "/api/courses", key, ids.actor, 1) as owner:
+        problem(p.post("/api/courses", key=key, actor=ids.actor, body=course()),
+                "operation-in-progress", 409)
+    assert_owner(owner.response)
+    assert_replay_of(p.post("/api/courses", key=key, actor=ids.actor, body=course()),
+                     owner.response)
     assert upstream.count(actor=ids.actor) == 1
 
 

@@ -101,22 +101,10 @@ def test_replay_after_sigkill_restart(proxy, upstream, ids):
 def test_sigterm_lets_inflight_request_finish(proxy, upstream, pg, ids):
     p = proxy({"upstream_timeout": "5s", "shutdown_timeout": "5s"})
     key = ids.key()
-    got = {}
-
-    def first():
-        try:
-            got["r"] = p.post("/api/courses", key=key, actor=ids.actor, body=course(),
-                              headers=[("X-Test-Delay", "1")])
-        except Exception as e:  # reported below
-            got["r"] = e
-
-    t = threading.Thread(target=first)
-    t.start()
-    assert len(upstream.wait_for(1, actor=ids.actor)) == 1
-    p.signal(signal.SIGTERM)
-    t.join(15)
-    assert isinstance(got.get("r"), helpers.Response), got
-    assert_owner(got["r"], 201)
+    with helpers.SlowOwner(p, upstream, "/api/courses", key, ids.actor, 1) as owner:
+        p.signal(signal.SIGTERM)
+    assert isinstance(owner.response, helpers.Response), owner.response
+    assert_owner(owner.response, 201)
     assert p.proc.wait(10) == 0, p.stderr_tail()
     row = pg.records.one(ids.actor)
     assert helpers.record_state(row) == "completed"

@@ -52,22 +52,11 @@ def test_expired_lease_outcome_unknown(proxy, upstream, pg, ids):
     gone, so a retry is held (409 outcome-unknown), not executed."""
     p = proxy({"upstream_timeout": "5s"})
     key = ids.key()
-    owner = {}
-
-    def first():
-        owner["r"] = p.post("/api/courses", key=key, actor=ids.actor, body=course(),
-                            headers=[("X-Test-Delay", "1.5")])
-
-    t = threading.Thread(target=first)
-    t.start()
-    try:
-        assert len(upstream.wait_for(1, actor=ids.actor)) == 1
+    with helpers.SlowOwner(p, upstream, "/api/courses", key, ids.actor, 1.5):
         assert pg.records.expire_lease(ids.actor) == 1
         r = p.post("/api/courses", key=key, actor=ids.actor, body=course())
         problem(r, "outcome-unknown", 409)
         assert upstream.count(actor=ids.actor) == 1
-    finally:
-        t.join(15)
     assert upstream.count(actor=ids.actor) == 1
 
 

@@ -1,6 +1,5 @@
 """The claim flow: new scope, replay, conflict, fingerprints, scopes,
 in-progress and retention."""
-import threading
 import time
 
 import pytest
@@ -195,45 +194,24 @@ def test_scope_isolation_operation(proxy, upstream, ids):
 def test_in_progress(proxy, upstream, ids):
     p = proxy({"upstream_timeout": "5s"})
     key = ids.key()
-    owner = {}
-
-    def first():
-        owner["r"] = p.post("/api/courses", key=key, actor=ids.actor, body=course(),
-                            headers=[("X-Test-Delay", "1.5")])
-
-    t = threading.Thread(target=first)
-    t.start()
-    try:
-        assert len(upstream.wait_for(1, actor=ids.actor)) == 1
+    with helpers.SlowOwner(p, upstream, "/api/courses", key, ids.actor, 1.5) as owner:
         r = p.post("/api/courses", key=key, actor=ids.actor, body=course())
         problem(r, "operation-in-progress", 409)
         assert r.headers.get("Retry-After") is not None
         assert int(r.headers.get("Retry-After")) >= 0
-    finally:
-        t.join(15)
-    assert_owner(owner["r"], 201)
-    assert_replay_of(p.post("/api/courses", key=key, actor=ids.actor, body=course()), owner["r"])
+    assert_owner(owner.response, 201)
+    assert_replay_of(p.post("/api/courses", key=key, actor=ids.actor, body=course()),
+                     owner.response)
     assert upstream.count(actor=ids.actor) == 1
 
 
 def test_in_progress_with_other_fingerprint_is_conflict(proxy, upstream, ids):
     p = proxy({"upstream_timeout": "5s"})
     key = ids.key()
-    owner = {}
-
-    def first():
-        owner["r"] = p.post("/api/courses", key=key, actor=ids.actor, body=course(),
-                            headers=[("X-Test-Delay", "1")])
-
-    t = threading.Thread(target=first)
-    t.start()
-    try:
-        assert len(upstream.wait_for(1, actor=ids.actor)) == 1
+    with helpers.SlowOwner(p, upstream, "/api/courses", key, ids.actor, 1) as owner:
         r = p.post("/api/courses", key=key, actor=ids.actor, body=course(lessons=7))
         problem(r, "idempotency-conflict", 422)
-    finally:
-        t.join(15)
-    assert_owner(owner["r"], 201)
+    assert_owner(owner.response, 201)
     assert upstream.count(actor=ids.actor) == 1
 
 

@@ -31,11 +31,13 @@
 /* Responses are read whole before they are relayed: a hard cap, so an
  * endless upstream body cannot take the worker's memory. */
 #define UPSTREAM_MAX_RESPONSE_BODY (64 * 1024 * 1024)
+#define UPSTREAM_READ_CHUNK (16 * 1024)
 
 struct upstream_conn {
 	TAILQ_ENTRY(upstream_conn) link;
 	struct upstream_pool *pool;
 	struct bufferevent *bev;
+	struct event *read_ev;      /* reads once connected (io_read_now) */
 	struct http_parser *parser;
 	struct upstream_req *ur;    /* NULL while idle */
 };
@@ -91,6 +93,8 @@ static void conn_free(struct upstream_conn *uc)
 {
 	if (!uc)
 		return;
+	if (uc->read_ev)
+		event_free(uc->read_ev);
 	bufferevent_free(uc->bev);
 	http_parser_free(uc->parser);
 	free(uc);
@@ -191,11 +195,16 @@ static void conn_park(struct upstream_conn *uc)
 		conn_free(uc);
 		return;
 	}
-	bufferevent_setcb(uc->bev, idle_read_cb, NULL, idle_event_cb, uc);
-	bufferevent_set_timeouts(uc->bev, &tv, NULL);
 	/* The next request is written directly (conn_attach). */
 	bufferevent_disable(uc->bev, EV_WRITE);
-	bufferevent_enable(uc->bev, EV_READ);
+	if (uc->read_ev) {
+		/* EOF, data or the idle timeout: conn_read_event closes it. */
+		event_add(uc->read_ev, &tv);
+	} else {
+		bufferevent_setcb(uc->bev, idle_read_cb, NULL, idle_event_cb, uc);
+		bufferevent_set_timeouts(uc->bev, &tv, NULL);
+		bufferevent_enable(uc->bev, EV_READ);
+	}
 	TAILQ_INSERT_HEAD(&pool->idle, uc, link);
 	pool->nidle++;
 }
@@ -208,21 +217,24 @@ static void conn_park(struct upstream_conn *uc)
 static int conn_attach(struct upstream_req *ur, struct upstream_conn *uc, int connected)
 {
 	struct evbuffer *out = bufferevent_get_output(uc->bev);
+	short reads = uc->read_ev ? 0 : EV_READ;
 
 	ur->conn = uc;
 	uc->ur = ur;
 	http_parser_expect_no_body(uc->parser, ur->no_body);
 	bufferevent_set_timeouts(uc->bev, NULL, NULL);
 	bufferevent_setcb(uc->bev, conn_read_cb, NULL, conn_event_cb, uc);
+	if (uc->read_ev)
+		event_remove_timer(uc->read_ev);  /* the idle timeout */
 	if (evbuffer_add_buffer_reference(out, ur->data) < 0)
 		return -1;
 	if (connected) {
 		/* A failed write leaves the bytes queued: the bufferevent then
 		 * reports the error, and req_unsent() sees nothing was sent. */
 		if (io_write_now(uc->bev) == 0 && evbuffer_get_length(out) == 0)
-			return bufferevent_enable(uc->bev, EV_READ);
+			return bufferevent_enable(uc->bev, reads);
 	}
-	return bufferevent_enable(uc->bev, EV_READ | EV_WRITE);
+	return bufferevent_enable(uc->bev, reads | EV_WRITE);
 }
 
 /* Nothing of the request has left our buffer on this connection. */
@@ -297,13 +309,48 @@ static void conn_read_cb(struct bufferevent *bev, void *arg)
 	}
 }
 
+/*
+ * Once connected, a connection is read with one recv(2) per readable event
+ * (io.c) instead of the bufferevent's ioctl + readv. A busy connection
+ * feeds the parser; an idle one is closed by anything it receives, by EOF,
+ * or by its idle timeout.
+ */
+static void conn_read_event(evutil_socket_t fd, short what, void *arg)
+{
+	struct upstream_conn *uc = arg;
+	int n = (what & EV_READ) ? io_read_now(uc->bev, UPSTREAM_READ_CHUNK) : -1;
+
+	if (n == -2)
+		return;
+	if (!uc->ur) {
+		idle_remove(uc);
+		conn_free(uc);
+		return;
+	}
+	if (n > 0)
+		conn_read_cb(uc->bev, uc);
+	else
+		conn_event_cb(uc->bev, BEV_EVENT_READING | (n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR),
+			      uc);
+}
+
 static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct upstream_conn *uc = arg;
 	struct upstream_req *ur = uc->ur;
 
-	if (what & BEV_EVENT_CONNECTED)
+	if (what & BEV_EVENT_CONNECTED) {
+		uc->read_ev = event_new(uc->pool->base, bufferevent_getfd(bev), EV_READ | EV_PERSIST,
+					conn_read_event, uc);
+		/* Without it the bufferevent goes on reading: slower, not wrong. */
+		if (uc->read_ev && event_add(uc->read_ev, NULL) == 0) {
+			bufferevent_disable(bev, EV_READ);
+		} else if (uc->read_ev) {
+			event_free(uc->read_ev);
+			uc->read_ev = NULL;
+		}
 		return;
+	}
 	if (what & BEV_EVENT_EOF) {
 		/* Bytes that arrived with the EOF are parsed first. */
 		enum http_status st = http_parser_feed(uc->parser, bufferevent_get_input(bev));

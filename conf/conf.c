@@ -822,15 +822,15 @@ static int conf_set_recovery(struct conf_parser *p, struct route *r, int argc, c
  */
 static const struct conf_directive conf_directives[] = {
     {"listen", CONF_TOP, 1, 1, conf_set_listen, "127.0.0.1:8080", CF_RESTART},
-    {"upstream", CONF_TOP, 1, 1, conf_set_upstream, NULL, 0},
-    {"database", CONF_TOP, 1, 1, conf_set_database, NULL, 0},
+    {"upstream", CONF_TOP, 1, 1, conf_set_upstream, NULL, CF_RESTART},
+    {"database", CONF_TOP, 1, 1, conf_set_database, NULL, CF_RESTART},
     {"admin", CONF_TOP, 1, 1, conf_set_admin, "off", CF_RESTART},
     {"workers", CONF_TOP, 1, 1, conf_set_workers, "auto", CF_RESTART},
     {"key_header", CONF_TOP, 1, 1, conf_set_key_header, "Idempotency-Key", 0},
     {"mismatch_status", CONF_TOP, 1, 1, conf_set_mismatch_status, "422", 0},
     {"upstream_timeout", CONF_TOP, 1, 1, conf_set_upstream_timeout, "30s", 0},
     {"client_timeout", CONF_TOP, 1, 1, conf_set_client_timeout, "60s", 0},
-    {"store_timeout", CONF_TOP, 1, 1, conf_set_store_timeout, "5s", 0},
+    {"store_timeout", CONF_TOP, 1, 1, conf_set_store_timeout, "5s", CF_RESTART},
     {"lease", CONF_TOP, 1, 1, conf_set_lease, NULL, 0}, /* upstream_timeout + 30s */
     {"shutdown_timeout", CONF_TOP, 1, 1, conf_set_shutdown_timeout, "30s", 0},
     {"max_request_body", CONF_TOP, 1, 1, conf_set_max_request_body, "1m", 0},
@@ -1275,4 +1275,31 @@ void conf_free(struct conf *conf)
 		conf_route_clear(&conf->routes[i]);
 	free(conf->routes);
 	free(conf);
+}
+
+static int conf_str_differs(const char *a, const char *b)
+{
+	if (!a || !b)
+		return a != b;
+	return strcmp(a, b) != 0;
+}
+
+const char *conf_restart_only_change(const struct conf *old, const struct conf *new)
+{
+	if (conf_str_differs(old->listen_host, new->listen_host) ||
+	    old->listen_port != new->listen_port)
+		return "listen";
+	if (old->workers != new->workers)
+		return "workers";
+	if (conf_str_differs(old->admin_host, new->admin_host) || old->admin_port != new->admin_port)
+		return "admin";
+	if (conf_str_differs(old->upstream_url, new->upstream_url))
+		return "upstream";
+	if (conf_str_differs(old->database, new->database))
+		return "database";
+	if (old->store_timeout_ms != new->store_timeout_ms)
+		return "store_timeout";
+	if (old->replay_cache != new->replay_cache)
+		return "replay_cache";
+	return NULL;
 }

@@ -169,6 +169,13 @@ int conf_parse(const char *name, const char *text, size_t len, struct conf **out
 void conf_free(struct conf *conf);
 
 /*
+ * The first directive whose value differs between old and new and that
+ * only a restart can apply (listen, workers, admin, upstream, database,
+ * store_timeout, replay_cache), or NULL when a reload may apply new.
+ */
+const char *conf_restart_only_change(const struct conf *old, const struct conf *new);
+
+/*
  * The first route whose match accepts METHOD and PATH (path only, no query;
  * not percent-decoded), or NULL.
  */

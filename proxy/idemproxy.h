@@ -6,6 +6,7 @@
 #define IDEMPROXY_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/queue.h>
@@ -29,6 +30,23 @@ struct upstream_req;
 struct cache;
 
 /*
+ * A configuration in use. The main thread and every worker hold it, and a
+ * worker keeps holding a replaced one while its requests still use it; the
+ * last release frees it. Only reloads and request ends touch the count.
+ */
+struct conf_gen {
+	struct conf *conf;
+	atomic_int holders;
+};
+
+/* A replaced configuration some of a worker's requests still use. */
+struct retired_gen {
+	LIST_ENTRY(retired_gen) link;
+	struct conf_gen *gen;
+	int requests;
+};
+
+/*
  * One worker: an event loop with its own listener, connections, upstream
  * pool and store. Nothing in it is shared with another worker, so the
  * request path takes no lock.
@@ -36,7 +54,12 @@ struct cache;
 struct worker {
 	struct event_base *base;
 	struct evdns_base *dns;
-	const struct conf *conf;
+	const struct conf *conf;    /* gen->conf: what new requests use */
+	struct conf_gen *gen;
+	int gen_requests;           /* requests that use gen */
+	LIST_HEAD(, retired_gen) retired;
+	_Atomic(struct conf_gen *) pending_gen;  /* handed over by a reload */
+	struct event *reload_ev;
 	struct evconnlistener *listener;
 	struct store *store;
 	struct upstream_pool *pool;
@@ -109,6 +132,7 @@ struct request {
 	struct worker *w;
 	struct client_conn *conn;   /* NULL once the client went away */
 	const struct conf *conf;
+	struct conf_gen *gen;       /* holds conf while the request runs */
 	const struct route *route;
 	struct http_msg *msg;
 	enum request_state state;
@@ -139,8 +163,16 @@ struct request {
 };
 
 /* worker.c */
-int worker_init(struct worker *w, int id, const struct conf *conf)
+struct conf_gen *conf_gen_new(struct conf *conf);
+void conf_gen_acquire(struct conf_gen *gen);
+void conf_gen_release(struct conf_gen *gen);
+int worker_init(struct worker *w, int id, struct conf_gen *gen)
 	__attribute__((warn_unused_result));
+/* Hand a new configuration to the worker (from the main thread). */
+void worker_reload(struct worker *w, struct conf_gen *gen);
+/* The configuration a new request uses, and its release at the end. */
+struct conf_gen *worker_conf_get(struct worker *w);
+void worker_conf_put(struct worker *w, struct conf_gen *gen);
 int worker_start(struct worker *w) __attribute__((warn_unused_result));
 void worker_stop(struct worker *w);
 void worker_join(struct worker *w);

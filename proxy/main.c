@@ -32,6 +32,7 @@ static void usage(FILE *f)
 
 struct supervisor {
 	struct event_base *base;
+	struct conf_gen *gen;       /* the running configuration */
 	struct worker *workers;
 	int nworkers;
 	int stopping;
@@ -46,16 +47,51 @@ static void signal_stop_cb(evutil_socket_t sig, short what, void *arg)
 		log_warn(NULL, "second stop signal: exiting now");
 	else
 		log_info(NULL, "stopping: waiting up to %lld ms for in-flight requests",
-			 (long long)sv->workers[0].conf->shutdown_timeout_ms);
+			 (long long)sv->gen->conf->shutdown_timeout_ms);
 	sv->stopping = 1;
 	for (int i = 0; i < sv->nworkers; i++)
 		worker_stop(&sv->workers[i]);
 }
 
+/*
+ * SIGHUP: build and check a whole new configuration, then hand it to every
+ * worker; new requests use it, requests in flight finish under theirs. A
+ * file that does not load, or that changes what only a restart can apply,
+ * leaves the running configuration in place.
+ */
 static void signal_hup_cb(evutil_socket_t sig, short what, void *arg)
 {
-	log_warn(NULL, "SIGHUP: configuration reload is not available in this version; "
-		       "restart to apply changes");
+	struct supervisor *sv = arg;
+	const char *file = sv->gen->conf->file;
+	struct conf *conf = NULL;
+	struct conf_gen *gen;
+	const char *changed;
+	char err[CONF_ERR_MAX];
+
+	if (sv->stopping)
+		return;
+	if (conf_load(file, &conf, err, sizeof(err)) < 0) {
+		log_error(NULL, "reload failed, the running configuration stays: %s", err);
+		return;
+	}
+	changed = conf_restart_only_change(sv->gen->conf, conf);
+	if (changed) {
+		log_error(NULL, "reload refused: \"%s\" changed, which needs a restart; "
+				"the running configuration stays", changed);
+		conf_free(conf);
+		return;
+	}
+	gen = conf_gen_new(conf);
+	if (!gen) {
+		log_error(NULL, "reload failed: out of memory");
+		conf_free(conf);
+		return;
+	}
+	for (int i = 0; i < sv->nworkers; i++)
+		worker_reload(&sv->workers[i], gen);
+	conf_gen_release(sv->gen);
+	sv->gen = gen;
+	log_info(NULL, "configuration reloaded from %s", file);
 }
 
 /* A thread that waits for the workers and ends the supervisor's loop. */
@@ -69,30 +105,36 @@ static void *joiner_main(void *arg)
 	return NULL;
 }
 
-static int run(const struct conf *conf)
+/* Serve with conf (run takes it over) until stopped; the exit status. */
+static int run(struct conf *conf)
 {
 	struct supervisor sv = { 0 };
 	struct event *sigterm = NULL, *sigint = NULL, *sighup = NULL;
 	pthread_t joiner;
-	int started = 0, rc = 1;
+	int started = 0, rc = 1, nworkers = conf->workers;
 
 	if (evthread_use_pthreads() < 0)
 		return 1;
-	sv.nworkers = conf->workers;
+	sv.nworkers = nworkers;
+	sv.gen = conf_gen_new(conf);
+	if (!sv.gen) {
+		conf_free(conf);
+		return 1;
+	}
 	sv.workers = calloc((size_t)sv.nworkers, sizeof(*sv.workers));
 	sv.base = event_base_new();
 	if (!sv.workers || !sv.base)
 		goto out;
 	sigterm = evsignal_new(sv.base, SIGTERM, signal_stop_cb, &sv);
 	sigint = evsignal_new(sv.base, SIGINT, signal_stop_cb, &sv);
-	sighup = evsignal_new(sv.base, SIGHUP, signal_hup_cb, NULL);
+	sighup = evsignal_new(sv.base, SIGHUP, signal_hup_cb, &sv);
 	if (!sigterm || !sigint || !sighup || evsignal_add(sigterm, NULL) < 0 ||
 	    evsignal_add(sigint, NULL) < 0 || evsignal_add(sighup, NULL) < 0)
 		goto out;
 	/* Every listener is bound before any thread runs: a bad address fails
 	 * start-up as a whole. */
 	for (int i = 0; i < sv.nworkers; i++)
-		if (worker_init(&sv.workers[i], i, conf) < 0)
+		if (worker_init(&sv.workers[i], i, sv.gen) < 0)
 			goto out;
 	if (conf->admin_host)
 		log_warn(NULL, "admin listener is not available in this version; ignoring admin %s:%d",
@@ -118,8 +160,10 @@ out:
 		worker_stop(&sv.workers[i]);
 		worker_join(&sv.workers[i]);
 	}
-	for (int i = 0; sv.workers && i < conf->workers; i++)
+	/* conf may be gone by now (replaced by a reload): use nworkers. */
+	for (int i = 0; sv.workers && i < nworkers; i++)
 		worker_free(&sv.workers[i]);
+	conf_gen_release(sv.gen);
 	if (sigterm)
 		event_free(sigterm);
 	if (sigint)
@@ -182,7 +226,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "migrate: %s\n", err);
 	} else {
 		signal(SIGPIPE, SIG_IGN);
-		rc = run(conf);
+		return run(conf);
 	}
 	conf_free(conf);
 	return rc;

@@ -145,6 +145,7 @@ static void request_free(struct request *req)
 	http_msg_free(req->resp);
 	free(req->actor);
 	free(req->stored_headers);
+	worker_conf_put(req->w, req->gen);
 	free(req);
 }
 
@@ -735,7 +736,8 @@ void request_start(struct client_conn *c, struct http_msg *msg)
 	}
 	req->w = w;
 	req->conn = c;
-	req->conf = w->conf;
+	req->gen = worker_conf_get(w);
+	req->conf = req->gen->conf;
 	req->msg = msg;
 	req->id = ++w->next_request_id;
 	req->started_us = now_us();

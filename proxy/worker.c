@@ -27,6 +27,90 @@
 #define REPLAY_CACHE_MAX_AGE_US (5 * 1000000)
 #define REQUEST_ID_WORKER_SHIFT 48  /* request ids: worker id in the top bits */
 
+struct conf_gen *conf_gen_new(struct conf *conf)
+{
+	struct conf_gen *gen = calloc(1, sizeof(*gen));
+
+	if (!gen)
+		return NULL;
+	gen->conf = conf;
+	atomic_init(&gen->holders, 1);
+	return gen;
+}
+
+void conf_gen_acquire(struct conf_gen *gen)
+{
+	atomic_fetch_add(&gen->holders, 1);
+}
+
+void conf_gen_release(struct conf_gen *gen)
+{
+	if (gen && atomic_fetch_sub(&gen->holders, 1) == 1) {
+		conf_free(gen->conf);
+		free(gen);
+	}
+}
+
+struct conf_gen *worker_conf_get(struct worker *w)
+{
+	w->gen_requests++;
+	return w->gen;
+}
+
+void worker_conf_put(struct worker *w, struct conf_gen *gen)
+{
+	struct retired_gen *r;
+
+	if (gen == w->gen) {
+		w->gen_requests--;
+		return;
+	}
+	LIST_FOREACH(r, &w->retired, link) {
+		if (r->gen == gen) {
+			if (--r->requests == 0) {
+				LIST_REMOVE(r, link);
+				conf_gen_release(r->gen);
+				free(r);
+			}
+			return;
+		}
+	}
+}
+
+/* Switch to the configuration a reload handed over (worker thread). */
+static void reload_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+	struct conf_gen *gen = atomic_exchange(&w->pending_gen, NULL);
+	struct retired_gen *r;
+
+	if (!gen)
+		return;
+	if (w->gen_requests > 0 && (r = calloc(1, sizeof(*r)))) {
+		r->gen = w->gen;
+		r->requests = w->gen_requests;
+		LIST_INSERT_HEAD(&w->retired, r, link);
+	} else {
+		/* No request uses it (or, out of memory, keep it forever). */
+		if (w->gen_requests == 0)
+			conf_gen_release(w->gen);
+	}
+	w->gen = gen;
+	w->conf = gen->conf;
+	w->gen_requests = 0;
+}
+
+void worker_reload(struct worker *w, struct conf_gen *gen)
+{
+	struct conf_gen *unused;
+
+	conf_gen_acquire(gen);
+	/* A newer reload replaces one the worker has not switched to yet. */
+	unused = atomic_exchange(&w->pending_gen, gen);
+	conf_gen_release(unused);
+	event_active(w->reload_ev, 0, 0);
+}
+
 /* Exit the loop once every request and connection has finished, or at the deadline. */
 static void drain_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -66,14 +150,18 @@ static void stop_cb(evutil_socket_t fd, short what, void *arg)
  * address (SO_REUSEPORT lets every worker bind it). Returns 0, or -1 with
  * the reason logged; worker_free() cleans up either way.
  */
-int worker_init(struct worker *w, int id, const struct conf *conf)
+int worker_init(struct worker *w, int id, struct conf_gen *gen)
 {
+	const struct conf *conf = gen->conf;
 	char host[64] = "localhost";
 	struct timeval log_tv = { 0, LOG_FLUSH_MS * 1000 };
 
 	memset(w, 0, sizeof(*w));
 	LIST_INIT(&w->conns);
 	LIST_INIT(&w->requests);
+	LIST_INIT(&w->retired);
+	conf_gen_acquire(gen);
+	w->gen = gen;
 	w->id = id;
 	w->conf = conf;
 	w->next_request_id = (uint64_t)id << REQUEST_ID_WORKER_SHIFT;
@@ -88,9 +176,10 @@ int worker_init(struct worker *w, int id, const struct conf *conf)
 	w->cache = cache_new(conf->replay_cache, REPLAY_CACHE_MAX_AGE_US);
 	w->drain_timer = evtimer_new(w->base, drain_cb, w);
 	w->stop_ev = event_new(w->base, -1, 0, stop_cb, w);
+	w->reload_ev = event_new(w->base, -1, 0, reload_cb, w);
 	w->log_timer = event_new(w->base, -1, EV_PERSIST, log_flush_cb, NULL);
 	if (!w->dns || !w->store || !w->pool || !w->cache || !w->drain_timer || !w->stop_ev ||
-	    !w->log_timer || event_add(w->log_timer, &log_tv) < 0)
+	    !w->log_timer || !w->reload_ev || event_add(w->log_timer, &log_tv) < 0)
 		return -1;
 	return listener_start(w);
 }
@@ -107,6 +196,11 @@ void worker_free(struct worker *w)
 		event_free(w->drain_timer);
 	if (w->stop_ev)
 		event_free(w->stop_ev);
+	if (w->reload_ev)
+		event_free(w->reload_ev);
+	/* Requests are gone, so are the retired configurations; then ours. */
+	conf_gen_release(atomic_exchange(&w->pending_gen, NULL));
+	conf_gen_release(w->gen);
 	if (w->log_timer)
 		event_free(w->log_timer);
 	if (w->dns)

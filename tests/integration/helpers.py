@@ -244,11 +244,11 @@ class SlowOwner:
     Response, or the exception its client raised (e.g. when the proxy was
     killed)."""
 
-    def __init__(self, proxy, upstream, path, key, actor, delay, body=None):
+    def __init__(self, proxy, upstream, path, key, actor, delay, body=None, headers=()):
         self.proxy, self.upstream, self.actor = proxy, upstream, actor
         self.response = None
         self._args = (path, key, actor, body if body is not None else course(),
-                      [("X-Test-Delay", str(delay))])
+                      [("X-Test-Delay", str(delay))] + list(headers))
         self._thread = threading.Thread(target=self._run)
 
     def _run(self):

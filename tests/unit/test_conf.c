@@ -589,6 +589,50 @@ static void test_load(void)
 	unlink(path);
 }
 
+/* What a SIGHUP reload may apply, and what only a restart can. */
+static void test_restart_only(void)
+{
+	static const char base[] = "upstream http://127.0.0.1:3000\n"
+				   "actor anonymous\n"
+				   "route a {\n match POST /a\n}\n";
+	static const struct {
+		const char *extra;
+		const char *want;
+	} cases[] = {
+		{"", NULL},
+		{"mismatch_status 409\n", NULL},
+		{"retention 1h\nupstream_timeout 5s\n", NULL},
+		{"listen 127.0.0.1:9999\n", "listen"},
+		{"workers 7\n", "workers"},
+		{"admin 127.0.0.1:9901\n", "admin"},
+		{"database \"dbname=x\"\n", "database"},
+		{"store_timeout 2s\n", "store_timeout"},
+		{"replay_cache 1m\n", "replay_cache"},
+	};
+	char text[512];
+	struct conf *old = parse(base), *c;
+
+	CHECK(old != NULL);
+	for (size_t i = 0; old && i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(text, sizeof(text), "%s%s", cases[i].extra, base);
+		c = parse(text);
+		CHECK(c != NULL);
+		if (!c)
+			continue;
+		if (cases[i].want)
+			CHECK_STR(conf_restart_only_change(old, c), cases[i].want);
+		else
+			CHECK(conf_restart_only_change(old, c) == NULL);
+		conf_free(c);
+	}
+	/* A different upstream URL, the rest equal. */
+	c = parse("upstream http://127.0.0.1:3001\nactor anonymous\nroute a {\n match POST /a\n}\n");
+	CHECK(c && old && conf_restart_only_change(old, c) &&
+	      strcmp(conf_restart_only_change(old, c), "upstream") == 0);
+	conf_free(c);
+	conf_free(old);
+}
+
 int main(void)
 {
 	test_durations();
@@ -601,5 +645,6 @@ int main(void)
 	test_names();
 	test_find();
 	test_load();
+	test_restart_only();
 	UNIT_DONE("conf");
 }

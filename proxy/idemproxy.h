@@ -164,7 +164,6 @@ struct request {
 
 /* worker.c */
 struct conf_gen *conf_gen_new(struct conf *conf);
-void conf_gen_acquire(struct conf_gen *gen);
 void conf_gen_release(struct conf_gen *gen);
 int worker_init(struct worker *w, int id, struct conf_gen *gen)
 	__attribute__((warn_unused_result));

@@ -231,6 +231,13 @@ struct store_sql {
 	int formats[STORE_ROW_PARAMS_MAX];
 };
 
+/* A claim row and a lookup row carry the same parameters: scope, fingerprint, lease. */
+#define STORE_CLAIM_ROW_TYPES                                                            \
+	{STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_BYTEA, STORE_OID_INT8}
+#define STORE_CLAIM_ROW_FORMATS                                                          \
+	{STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_BINARY,    \
+	 STORE_FORMAT_TEXT}
+
 /* Bytea (fingerprint, headers, body) goes binary: sent by length, never copied here. */
 static const struct store_sql store_sqls[] = {
     [STORE_OP_CLAIM] =
@@ -240,9 +247,8 @@ static const struct store_sql store_sqls[] = {
 	    store_sql_claim_tail,
 	    1,
 	    STORE_CLAIM_ROW_PARAMS,
-	    {STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_BYTEA, STORE_OID_INT8},
-	    {STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_BINARY,
-	     STORE_FORMAT_TEXT},
+	    STORE_CLAIM_ROW_TYPES,
+	    STORE_CLAIM_ROW_FORMATS,
 	},
     [STORE_OP_LOOKUP] =
 	{
@@ -251,9 +257,8 @@ static const struct store_sql store_sqls[] = {
 	    store_sql_lookup_tail,
 	    1,
 	    STORE_CLAIM_ROW_PARAMS,
-	    {STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_BYTEA, STORE_OID_INT8},
-	    {STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_BINARY,
-	     STORE_FORMAT_TEXT},
+	    STORE_CLAIM_ROW_TYPES,
+	    STORE_CLAIM_ROW_FORMATS,
 	},
     [STORE_OP_FINISH] =
 	{

@@ -38,7 +38,7 @@ struct conf_gen *conf_gen_new(struct conf *conf)
 	return gen;
 }
 
-void conf_gen_acquire(struct conf_gen *gen)
+static void conf_gen_acquire(struct conf_gen *gen)
 {
 	atomic_fetch_add(&gen->holders, 1);
 }
@@ -86,15 +86,14 @@ static void reload_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (!gen)
 		return;
-	if (w->gen_requests > 0 && (r = calloc(1, sizeof(*r)))) {
+	if (w->gen_requests == 0) {
+		conf_gen_release(w->gen);
+	} else if ((r = calloc(1, sizeof(*r)))) {
 		r->gen = w->gen;
 		r->requests = w->gen_requests;
 		LIST_INSERT_HEAD(&w->retired, r, link);
-	} else {
-		/* No request uses it (or, out of memory, keep it forever). */
-		if (w->gen_requests == 0)
-			conf_gen_release(w->gen);
 	}
+	/* else out of memory: the old configuration is kept until exit. */
 	w->gen = gen;
 	w->conf = gen->conf;
 	w->gen_requests = 0;

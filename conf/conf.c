@@ -457,6 +457,16 @@ static int conf_set_shutdown_timeout(struct conf_parser *p, struct route *r, int
 	return conf_duration_arg(p, argv[0], &p->conf->shutdown_timeout_ms);
 }
 
+/* "off": this instance leaves sweeping to others sharing the database. */
+static int conf_set_sweep_interval(struct conf_parser *p, struct route *r, int argc, char **argv)
+{
+	if (strcmp(argv[0], "off") == 0) {
+		p->conf->sweep_interval_ms = 0;
+		return 0;
+	}
+	return conf_duration_arg(p, argv[0], &p->conf->sweep_interval_ms);
+}
+
 static int conf_size_arg(struct conf_parser *p, const char *s, size_t *bytes)
 {
 	if (conf_parse_size(s, bytes))
@@ -796,10 +806,14 @@ static int conf_set_store_headers(struct conf_parser *p, struct route *r, int ar
 
 static int conf_set_in_progress(struct conf_parser *p, struct route *r, int argc, char **argv)
 {
-	if (strcmp(argv[0], "wait") == 0)
-		return conf_error(p, "in_progress wait is not supported yet");
+	if (strcmp(argv[0], "wait") == 0) {
+		if (argc != 2)
+			return conf_error(p, "\"in_progress wait\" takes a duration");
+		r->in_progress = IN_PROGRESS_WAIT;
+		return conf_duration_arg(p, argv[1], &r->in_progress_wait_ms);
+	}
 	if (strcmp(argv[0], "reject") != 0)
-		return conf_error(p, "invalid in_progress \"%s\" (reject)", argv[0]);
+		return conf_error(p, "invalid in_progress \"%s\" (reject or wait DUR)", argv[0]);
 	if (argc != 1)
 		return conf_error(p, "\"in_progress reject\" takes no arguments");
 	r->in_progress = IN_PROGRESS_REJECT;
@@ -809,10 +823,11 @@ static int conf_set_in_progress(struct conf_parser *p, struct route *r, int argc
 static int conf_set_recovery(struct conf_parser *p, struct route *r, int argc, char **argv)
 {
 	if (strcmp(argv[0], "forward") == 0)
-		return conf_error(p, "recovery forward is not supported yet");
-	if (strcmp(argv[0], "hold") != 0)
-		return conf_error(p, "invalid recovery \"%s\" (hold)", argv[0]);
-	r->recovery = RECOVERY_HOLD;
+		r->recovery = RECOVERY_FORWARD;
+	else if (strcmp(argv[0], "hold") == 0)
+		r->recovery = RECOVERY_HOLD;
+	else
+		return conf_error(p, "invalid recovery \"%s\" (hold or forward)", argv[0]);
 	return 0;
 }
 
@@ -833,6 +848,7 @@ static const struct conf_directive conf_directives[] = {
     {"store_timeout", CONF_TOP, 1, 1, conf_set_store_timeout, "5s", CF_RESTART},
     {"lease", CONF_TOP, 1, 1, conf_set_lease, NULL, 0}, /* upstream_timeout + 30s */
     {"shutdown_timeout", CONF_TOP, 1, 1, conf_set_shutdown_timeout, "30s", 0},
+    {"sweep_interval", CONF_TOP, 1, 1, conf_set_sweep_interval, "10s", 0},
     {"max_request_body", CONF_TOP, 1, 1, conf_set_max_request_body, "1m", 0},
     {"max_stored_body", CONF_TOP, 1, 1, conf_set_max_stored_body, "1m", 0},
     {"replay_cache", CONF_TOP, 1, 1, conf_set_replay_cache, "4m", CF_RESTART},
@@ -1137,8 +1153,10 @@ static int conf_route_inherit(struct conf_parser *p, struct route *dst, const st
 				return -1;
 		}
 	}
-	if (!dst->in_progress)
+	if (!dst->in_progress) {
 		dst->in_progress = src->in_progress;
+		dst->in_progress_wait_ms = src->in_progress_wait_ms;
+	}
 	if (!dst->recovery)
 		dst->recovery = src->recovery;
 	return 0;

@@ -49,11 +49,13 @@ enum store_unavailable_mode {
 enum in_progress_mode {
 	IN_PROGRESS_UNSET = 0,
 	IN_PROGRESS_REJECT,
+	IN_PROGRESS_WAIT,   /* hold a duplicate up to in_progress_wait_ms */
 };
 
 enum recovery_mode {
 	RECOVERY_UNSET = 0,
 	RECOVERY_HOLD,
+	RECOVERY_FORWARD,   /* take over and forward again, same key */
 };
 
 /* One selected JSON field: a dot path ("a.b.c") and its transform. */
@@ -95,6 +97,7 @@ struct route_match {
 struct route {
 	char *operation;
 	int line;                      /* line of "route NAME {" */
+	int stats_id;                  /* its counters' row (proxy/stats.c) */
 
 	struct route_match *matches;
 	int nmatches;
@@ -113,6 +116,7 @@ struct route {
 	char **store_headers;          /* extra header names, as written */
 	int nstore_headers;
 	enum in_progress_mode in_progress;
+	int64_t in_progress_wait_ms;   /* IN_PROGRESS_WAIT only */
 	enum recovery_mode recovery;
 };
 
@@ -142,6 +146,7 @@ struct conf {
 	int64_t store_timeout_ms;
 	int64_t lease_ms;
 	int64_t shutdown_timeout_ms;
+	int64_t sweep_interval_ms;     /* 0: this instance does not sweep */
 
 	size_t max_request_body;
 	size_t max_stored_body;

@@ -15,6 +15,7 @@
 #include "proxy/fingerprint.h"
 #include "proxy/idemkey.h"
 #include "proxy/problem.h"
+#include "proxy/stats.h"
 #include "proxy/store.h"
 
 struct event_base;
@@ -71,10 +72,13 @@ struct worker {
 	int64_t drain_deadline_us;
 	struct event *drain_timer;
 	struct event *stop_ev;      /* activated from the main thread */
-	struct event *log_timer;    /* flushes batched access lines */
+	struct event *tick_timer;   /* access lines out, gauges refreshed */
 	pthread_t thread;
 	LIST_HEAD(, client_conn) conns;
 	LIST_HEAD(, request) requests;
+	LIST_HEAD(, request) waiters;  /* duplicates waiting for an owner */
+	int nconns, nrequests, nforwarding;
+	struct stats stats;            /* written here, read by the admin listener */
 };
 
 /* A downstream client connection (listener.c). */
@@ -98,6 +102,7 @@ struct client_conn {
 enum request_state {
 	REQ_NEW,
 	REQ_CLAIMING,      /* waiting for the store's claim */
+	REQ_WAITING,       /* a duplicate waiting for the owner (in_progress wait) */
 	REQ_FORWARDING,    /* waiting for the upstream */
 	REQ_RECORDING,     /* writing the outcome (finish/release/unknown) */
 	REQ_RESPONDING,    /* response handed to the client connection */
@@ -117,6 +122,7 @@ enum request_outcome {
 	OUT_REJECTED,      /* rejected before any claim */
 	OUT_UNENFORCED,    /* fail-open: forwarded without idempotency */
 	OUT_STORE_DOWN,
+	OUT_COUNT,
 };
 
 enum record_write {
@@ -140,6 +146,8 @@ struct request {
 	uint64_t id;
 	int64_t started_us;
 	int64_t upstream_us;        /* time spent waiting for the upstream */
+	int64_t store_us;           /* time spent waiting for the store */
+	int64_t store_sent_us;      /* when the pending store operation was sent */
 
 	char key[IDEMKEY_MAX + 1];
 	size_t key_len;
@@ -148,6 +156,10 @@ struct request {
 	unsigned char fp[FINGERPRINT_LEN];
 	int64_t generation;
 	int64_t lease_deadline_us;  /* local monotonic end of our lease */
+	LIST_ENTRY(request) wait_link;
+	struct event *wait_timer;
+	int64_t wait_deadline_us;   /* in_progress wait: when to stop waiting */
+	char token[STORE_TOKEN_SIZE]; /* the scope in store notifications */
 
 	struct upstream_req *up;
 	struct http_msg *resp;      /* the upstream's response */
@@ -210,6 +222,9 @@ void respond_problem(struct client_conn *c, const struct conf *conf, enum proble
 void request_start(struct client_conn *c, struct http_msg *msg);
 void request_conn_gone(struct request *req);
 void request_free_all(struct worker *w);
+/* The owner of the scope named by token (NULL: of any scope) wrote its
+ * outcome: the duplicates waiting for it claim again. */
+void request_wake(struct worker *w, const char *token);
 
 /* clock */
 int64_t now_us(void);

@@ -46,6 +46,7 @@ static void conn_free(struct client_conn *c)
 	if (c->req)
 		request_conn_gone(c->req);
 	LIST_REMOVE(c, link);
+	c->w->nconns--;
 	event_free(c->read_ev);
 	event_free(c->timer);
 	event_free(c->next_ev);
@@ -274,6 +275,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	else if (sa->sa_family == AF_INET6)
 		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)sa)->sin6_addr, c->peer, sizeof(c->peer));
 	LIST_INSERT_HEAD(&w->conns, c, link);
+	w->nconns++;
 	/* A client that stops reading its response is dropped after
 	 * client_timeout without progress, with whatever was queued for it. */
 	write_tv.tv_sec = w->conf->client_timeout_ms / 1000;

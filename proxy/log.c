@@ -45,6 +45,11 @@ static const char *const outcome_names[] = {
 	[OUT_STORE_DOWN] = "store_unavailable",
 };
 
+const char *log_outcome_name(int outcome)
+{
+	return outcome_names[outcome];
+}
+
 struct line {
 	char buf[LOG_LINE_MAX];
 	size_t len;
@@ -209,5 +214,6 @@ void log_request_done(const struct request *req)
 	line_str(&l, "outcome", outcome_names[req->outcome]);
 	line_num(&l, "duration_us", (long long)(now_us() - req->started_us));
 	line_num(&l, "upstream_us", (long long)req->upstream_us);
+	line_num(&l, "store_us", (long long)req->store_us);
 	line_emit_batched(&l);
 }

@@ -24,6 +24,9 @@ void log_write(enum log_level level, const struct request *req, const char *fmt,
  * Batched per thread; written by the next log_flush() or other log line. */
 void log_request_done(const struct request *req);
 
+/* "owner", "replay", ...: the name logs and metrics give an outcome. */
+const char *log_outcome_name(int outcome);
+
 /* Write this thread's batched access lines. */
 void log_flush(void);
 

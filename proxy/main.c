@@ -4,6 +4,7 @@
  *   idemproxy -c FILE            run in the foreground
  *   idemproxy -t -c FILE         check the configuration
  *   idemproxy migrate -c FILE    apply pending schema migrations
+ *   idemproxy records ...        inspect, release or resolve stuck records
  *   idemproxy --version
  */
 #include <errno.h>
@@ -16,17 +17,22 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "proxy/admin.h"
 #include "proxy/idemproxy.h"
 #include "proxy/log.h"
 #include "proxy/migrate.h"
+#include "proxy/records.h"
+#include "proxy/sweeper.h"
 
 #define DEFAULT_CONF "idemproxy.conf"
+#define OWNER_ID_MAX 96
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: idemproxy [-c FILE]          run in the foreground (default ./" DEFAULT_CONF ")\n"
 		   "       idemproxy -t [-c FILE]       check the configuration and exit\n"
 		   "       idemproxy migrate [-c FILE]  apply pending migrations and exit\n"
+		   "       idemproxy records --help     inspect, release or resolve stuck records\n"
 		   "       idemproxy --version\n");
 }
 
@@ -36,6 +42,9 @@ struct supervisor {
 	struct worker *workers;
 	int nworkers;
 	int stopping;
+	struct store *store;        /* the sweeper's and the admin's */
+	struct sweeper *sweeper;
+	struct admin *admin;        /* NULL: no admin listener */
 };
 
 /* SIGTERM/SIGINT: every worker drains; a second signal stops them at once. */
@@ -81,6 +90,7 @@ static void signal_hup_cb(evutil_socket_t sig, short what, void *arg)
 		conf_free(conf);
 		return;
 	}
+	stats_register_routes(conf);
 	gen = conf_gen_new(conf);
 	if (!gen) {
 		log_error(NULL, "reload failed: out of memory");
@@ -89,6 +99,9 @@ static void signal_hup_cb(evutil_socket_t sig, short what, void *arg)
 	}
 	for (int i = 0; i < sv->nworkers; i++)
 		worker_reload(&sv->workers[i], gen);
+	sweeper_set_interval(sv->sweeper, conf->sweep_interval_ms);
+	if (sv->admin)
+		admin_reload(sv->admin, conf);
 	conf_gen_release(sv->gen);
 	sv->gen = gen;
 	log_info(NULL, "configuration reloaded from %s", file);
@@ -110,12 +123,14 @@ static int run(struct conf *conf)
 {
 	struct supervisor sv = { 0 };
 	struct event *sigterm = NULL, *sigint = NULL, *sighup = NULL;
+	char owner_id[OWNER_ID_MAX], host[OWNER_ID_MAX / 2] = "localhost";
 	pthread_t joiner;
 	int started = 0, rc = 1, nworkers = conf->workers;
 
 	if (evthread_use_pthreads() < 0)
 		return 1;
 	sv.nworkers = nworkers;
+	stats_register_routes(conf);
 	sv.gen = conf_gen_new(conf);
 	if (!sv.gen) {
 		conf_free(conf);
@@ -136,9 +151,17 @@ static int run(struct conf *conf)
 	for (int i = 0; i < sv.nworkers; i++)
 		if (worker_init(&sv.workers[i], i, sv.gen) < 0)
 			goto out;
-	if (conf->admin_host)
-		log_warn(NULL, "admin listener is not available in this version; ignoring admin %s:%d",
-			 conf->admin_host, conf->admin_port);
+	gethostname(host, sizeof(host) - 1);
+	snprintf(owner_id, sizeof(owner_id), "%s:%d:main", host, (int)getpid());
+	sv.store = store_new(sv.base, conf->database, conf->store_timeout_ms, owner_id);
+	sv.sweeper = sv.store ? sweeper_new(sv.base, sv.store, conf->sweep_interval_ms) : NULL;
+	if (!sv.sweeper)
+		goto out;
+	if (conf->admin_host) {
+		sv.admin = admin_new(sv.base, conf, sv.store, sv.workers, nworkers, sv.sweeper);
+		if (!sv.admin)
+			goto out;
+	}
 	for (; started < sv.nworkers; started++)
 		if (worker_start(&sv.workers[started]) < 0)
 			goto out;
@@ -163,6 +186,10 @@ out:
 	/* conf may be gone by now (replaced by a reload): use nworkers. */
 	for (int i = 0; sv.workers && i < nworkers; i++)
 		worker_free(&sv.workers[i]);
+	/* The store first: it drops the sweeper's and the admin's calls. */
+	store_free(sv.store);
+	sweeper_free(sv.sweeper);
+	admin_free(sv.admin);
 	conf_gen_release(sv.gen);
 	if (sigterm)
 		event_free(sigterm);
@@ -191,6 +218,8 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
+	if (argc > 1 && !strcmp(argv[1], "records"))
+		return records_main(argc - 1, argv + 1);
 	if (argc > 1 && !strcmp(argv[1], "migrate")) {
 		migrate = 1;
 		argv++;

@@ -5,6 +5,7 @@
  *   REQ_NEW --(key, actor, fingerprint checked)--> REQ_CLAIMING
  *   REQ_CLAIMING --owner--> REQ_FORWARDING --> REQ_RECORDING --> REQ_RESPONDING
  *   REQ_CLAIMING --existing record / store down--> REQ_RESPONDING
+ *   REQ_CLAIMING --in progress, in_progress wait--> REQ_WAITING --woken--> REQ_CLAIMING
  *   REQ_RECORDING --store down--> REQ_RETRYING (response already sent)
  *   every path ends in REQ_DONE, where the request is logged and freed.
  *
@@ -35,7 +36,7 @@
 _Static_assert(CACHE_FINGERPRINT_LEN == FINGERPRINT_LEN, "cache and fingerprint sizes differ");
 
 static const char *const state_names[] = {
-	[REQ_NEW] = "new",           [REQ_CLAIMING] = "claiming",
+	[REQ_NEW] = "new",           [REQ_CLAIMING] = "claiming", [REQ_WAITING] = "waiting",
 	[REQ_FORWARDING] = "forwarding", [REQ_RECORDING] = "recording",
 	[REQ_RESPONDING] = "responding", [REQ_RETRYING] = "retrying",
 	[REQ_DONE] = "done",
@@ -54,6 +55,7 @@ static const char *const never_stored_names[] = {
 
 static void request_forward(struct request *req);
 static void request_record(struct request *req);
+static void request_claim_send(struct request *req);
 
 int64_t now_us(void)
 {
@@ -136,9 +138,16 @@ static void request_set_state(struct request *req, enum request_state state)
 static void request_free(struct request *req)
 {
 	LIST_REMOVE(req, link);
+	req->w->nrequests--;
 	if (req->conn)
 		req->conn->req = NULL;
+	if (req->up)
+		req->w->nforwarding--;
 	upstream_cancel(req->up);
+	if (req->state == REQ_WAITING)
+		LIST_REMOVE(req, wait_link);
+	if (req->wait_timer)
+		event_free(req->wait_timer);
 	if (req->retry_timer)
 		event_free(req->retry_timer);
 	http_msg_free(req->msg);
@@ -151,6 +160,9 @@ static void request_free(struct request *req)
 
 static void request_done(struct request *req)
 {
+	STATS_ADD(req->w->stats.requests[req->route ? req->route->stats_id : STATS_NO_ROUTE]
+					[req->outcome],
+		  1);
 	request_set_state(req, REQ_DONE);
 	log_request_done(req);
 	request_free(req);
@@ -337,9 +349,24 @@ static void request_cache_finished(struct request *req)
 		request_cache_put(req, &e, ttl_ms);
 }
 
+/* Duplicates may wait for this route's owners: their writes notify. */
+static int request_write_flags(const struct request *req)
+{
+	return req->route->in_progress == IN_PROGRESS_WAIT ? STORE_NOTIFY : 0;
+}
+
 static void record_retry_cb(evutil_socket_t fd, short what, void *arg)
 {
 	request_record(arg);
+}
+
+/* A store operation of req was answered: count its round trip. */
+static void request_store_answered(struct request *req)
+{
+	int64_t us = now_us() - req->store_sent_us;
+
+	req->store_us += us;
+	stats_observe(&req->w->stats, STATS_STORE_SECONDS, us);
 }
 
 static void record_done_cb(void *arg, enum store_result res)
@@ -348,12 +375,19 @@ static void record_done_cb(void *arg, enum store_result res)
 	int64_t delay_ms;
 	struct timeval tv;
 
+	request_store_answered(req);
 	switch (res) {
 	case STORE_OK:
 		if (req->write == WRITE_FINISH)
 			request_cache_finished(req);
+		/* Local waiters need not wait for the notification's trip. */
+		if (request_write_flags(req)) {
+			store_scope_token(&req->scope, req->token);
+			request_wake(req->w, req->token);
+		}
 		break;
 	case STORE_FENCED:
+		STATS_ADD(req->w->stats.fenced, 1);
 		log_warn(req, "record write refused: the lease generation changed");
 		break;
 	case STORE_EXISTS:
@@ -389,9 +423,11 @@ static void request_record(struct request *req)
 	struct store *st = req->w->store;
 	const unsigned char *body = NULL;
 	size_t body_len = 0;
+	int flags = request_write_flags(req);
 
 	if (req->state != REQ_RETRYING)
 		request_set_state(req, REQ_RECORDING);
+	req->store_sent_us = now_us();
 	switch (req->write) {
 	case WRITE_FINISH:
 		req->finish_sent_us = now_us();
@@ -401,14 +437,14 @@ static void request_record(struct request *req)
 		}
 		store_finish(st, &req->scope, req->generation, req->resp->status,
 			     req->stored_headers, req->stored_headers_len, body, body_len,
-			     req->body_omitted, req->route->retention_ms, record_done_cb, req);
+			     req->body_omitted, req->route->retention_ms, flags, record_done_cb, req);
 		break;
 	case WRITE_RELEASE:
-		store_release(st, &req->scope, req->generation, record_done_cb, req);
+		store_release(st, &req->scope, req->generation, flags, record_done_cb, req);
 		break;
 	case WRITE_UNKNOWN:
 	case WRITE_NONE:
-		store_mark_unknown(st, &req->scope, req->generation, record_done_cb, req);
+		store_mark_unknown(st, &req->scope, req->generation, flags, record_done_cb, req);
 		break;
 	}
 }
@@ -491,8 +527,10 @@ static void upstream_done_cb(void *arg, enum upstream_result res, struct http_ms
 	struct request *req = arg;
 
 	req->up = NULL;
+	req->w->nforwarding--;
 	req->resp = resp;
 	req->upstream_us = now_us() - req->upstream_us;
+	stats_observe(&req->w->stats, STATS_UPSTREAM_SECONDS, req->upstream_us);
 	if (req->outcome == OUT_OWNER) {
 		owner_upstream_done(req, res);
 		return;
@@ -582,6 +620,8 @@ static void request_forward(struct request *req)
 					   req->conf->upstream_timeout_ms, upstream_done_cb, req);
 		evbuffer_free(out);
 	}
+	if (req->up)
+		req->w->nforwarding++;
 	if (!req->up) {
 		/* Nothing left this process: out of memory before sending. */
 		if (req->outcome == OUT_OWNER) {
@@ -594,10 +634,82 @@ static void request_forward(struct request *req)
 }
 
 static void claim_done_cb(void *arg, enum store_result res, int64_t generation,
+			  const struct record *rec);
+
+/* Claim the scope: own it, or learn who does. */
+static void request_claim_send(struct request *req)
+{
+	int flags = req->route->recovery == RECOVERY_FORWARD ? STORE_RECOVER : 0;
+
+	request_set_state(req, REQ_CLAIMING);
+	/* The lease runs from the moment the claim was sent, not answered. */
+	req->store_sent_us = now_us();
+	req->lease_deadline_us = req->store_sent_us + req->conf->lease_ms * 1000;
+	store_claim(req->w->store, &req->scope, req->fp, req->conf->lease_ms, flags, claim_done_cb,
+		    req);
+}
+
+/* Stop waiting and claim again: the owner may have finished. */
+static void request_unwait(struct request *req)
+{
+	LIST_REMOVE(req, wait_link);
+	evtimer_del(req->wait_timer);
+	request_claim_send(req);
+}
+
+static void wait_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	request_unwait(arg);
+}
+
+/*
+ * A duplicate found the owner still running and its route lets it wait:
+ * hold it (REQ_WAITING) until the owner's write wakes it (request_wake)
+ * or its wait ends, then claim again. Returns 0 when the wait is over or
+ * nobody is left to answer: the caller answers in-progress.
+ */
+static int request_wait(struct request *req)
+{
+	int64_t now = now_us(), left;
+	struct timeval tv;
+
+	if (!req->wait_deadline_us) {
+		req->wait_deadline_us = now + req->route->in_progress_wait_ms * 1000;
+		store_scope_token(&req->scope, req->token);
+		STATS_ADD(req->w->stats.waits, 1);
+	}
+	left = req->wait_deadline_us - now;
+	if (left <= 0 || !req->conn)
+		return 0;
+	if (!req->wait_timer)
+		req->wait_timer = evtimer_new(req->w->base, wait_timer_cb, req);
+	if (!req->wait_timer)
+		return 0;
+	tv.tv_sec = left / 1000000;
+	tv.tv_usec = left % 1000000;
+	evtimer_add(req->wait_timer, &tv);
+	LIST_INSERT_HEAD(&req->w->waiters, req, wait_link);
+	request_set_state(req, REQ_WAITING);
+	return 1;
+}
+
+void request_wake(struct worker *w, const char *token)
+{
+	struct request *req = LIST_FIRST(&w->waiters), *next;
+
+	for (; req; req = next) {
+		next = LIST_NEXT(req, wait_link);
+		if (!token || strcmp(token, req->token) == 0)
+			request_unwait(req);
+	}
+}
+
+static void claim_done_cb(void *arg, enum store_result res, int64_t generation,
 			  const struct record *rec)
 {
 	struct request *req = arg;
 
+	request_store_answered(req);
 	switch (res) {
 	case STORE_OK:
 		req->outcome = OUT_OWNER;
@@ -623,6 +735,8 @@ static void claim_done_cb(void *arg, enum store_result res, int64_t generation,
 			req->outcome = OUT_UNKNOWN;
 			request_problem(req, PROBLEM_OUTCOME_UNKNOWN,
 					"the outcome of the first request with this key is unknown");
+		} else if (req->route->in_progress == IN_PROGRESS_WAIT && request_wait(req)) {
+			return;
 		} else {
 			req->outcome = OUT_IN_PROGRESS;
 			request_problem(req, PROBLEM_IN_PROGRESS,
@@ -713,10 +827,7 @@ static void request_claim(struct request *req)
 		return;
 	}
 
-	request_set_state(req, REQ_CLAIMING);
-	/* The lease runs from the moment the claim was sent, not answered. */
-	req->lease_deadline_us = now_us() + req->conf->lease_ms * 1000;
-	store_claim(req->w->store, &req->scope, req->fp, req->conf->lease_ms, claim_done_cb, req);
+	request_claim_send(req);
 	return;
 fail:
 	log_error(req, "out of memory");
@@ -744,6 +855,7 @@ void request_start(struct client_conn *c, struct http_msg *msg)
 	req->state = REQ_NEW;
 	c->req = req;
 	LIST_INSERT_HEAD(&w->requests, req, link);
+	w->nrequests++;
 
 	if (!method_is_safe(msg->method))
 		req->route = conf_find_route(req->conf, msg->method, msg->path, msg->path_len);
@@ -759,6 +871,12 @@ void request_start(struct client_conn *c, struct http_msg *msg)
 void request_conn_gone(struct request *req)
 {
 	req->conn = NULL;
+	if (req->state == REQ_WAITING) {
+		LIST_REMOVE(req, wait_link);
+		request_set_state(req, REQ_RESPONDING);
+		req->outcome = OUT_IN_PROGRESS;
+		request_done(req);
+	}
 }
 
 /* End of shutdown: drop whatever is left (records keep their leases). */

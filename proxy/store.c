@@ -29,6 +29,7 @@
 
 #include <event2/event.h>
 #include <libpq-fe.h>
+#include <openssl/evp.h>
 
 #include "proxy/log.h"
 #include "proxy/store.h"
@@ -38,6 +39,7 @@
 #define STORE_CLAIM_ATTEMPTS 5
 #define STORE_NUM_MAX	     32
 #define STORE_OP_NUMS	     3	     /* numbers an operation sends as text */
+#define STORE_APPLICATION_NAME "idemproxy"
 #define STORE_PARAM_MAX	     INT_MAX /* libpq parameter lengths are int */
 
 /* Operations in one statement, and how far down the queue a batch looks. */
@@ -46,9 +48,10 @@
 #define STORE_SEEN_SLOTS (2 * STORE_SCAN_MAX) /* a power of two */
 
 /* Parameters per VALUES row, and the most one statement sends. */
-#define STORE_CLAIM_ROW_PARAMS	5
-#define STORE_FINISH_ROW_PARAMS 9
-#define STORE_FENCE_ROW_PARAMS	4
+#define STORE_CLAIM_ROW_PARAMS	 5
+#define STORE_LOOKUP_ROW_PARAMS	 6
+#define STORE_FINISH_ROW_PARAMS	 10
+#define STORE_FENCE_ROW_PARAMS	 5
 #define STORE_ROW_PARAMS_MAX	STORE_FINISH_ROW_PARAMS
 #define STORE_PARAMS_MAX	(1 + STORE_ROW_PARAMS_MAX * STORE_BATCH_MAX)
 
@@ -108,7 +111,17 @@ static const char store_sql_claim_tail[] =
  * one-to-one.
  */
 static const char store_sql_lookup_head[] =
-    "WITH v (ord, actor, operation, idem_key, fingerprint, lease_ms) AS (VALUES ";
+    "WITH v (ord, actor, operation, idem_key, fingerprint, lease_ms, recover) AS (VALUES ";
+
+/*
+ * The slots a lookup takes over: a completed record past its retention,
+ * and, for a route with `recovery forward`, a record of the same request
+ * whose outcome is unknown or whose owner's lease ran out.
+ */
+#define STORE_SQL_TAKEOVER                                                               \
+	"coalesce(r.state = 'completed' AND r.expires_at <= now()"                       \
+	" OR v.recover AND r.fingerprint = v.fingerprint AND (r.state = 'unknown'"       \
+	" OR r.state = 'in_progress' AND r.lease_expires_at <= now()), false)"
 
 static const char store_sql_lookup_tail[] =
     "),"
@@ -121,7 +134,7 @@ static const char store_sql_lookup_tail[] =
     "  completed_at = NULL, expires_at = NULL"
     " FROM v"
     " WHERE r.actor = v.actor AND r.operation = v.operation AND r.idem_key = v.idem_key"
-    "  AND r.state = 'completed' AND r.expires_at <= now()"
+    "  AND " STORE_SQL_TAKEOVER
     " RETURNING v.ord, r.generation)"
     " SELECT t.ord, true, t.generation, 'in_progress'::text, NULL::bytea, NULL::integer,"
     "  NULL::bytea, NULL::bytea, false, false, 0::bigint, 0::bigint FROM takeover t"
@@ -135,7 +148,7 @@ static const char store_sql_lookup_tail[] =
     "   r.expires_at - now()) * 1000))::bigint, 0::bigint) ELSE 0::bigint END"
     " FROM v JOIN idempotency_records r ON r.actor = v.actor AND r.operation = v.operation"
     "  AND r.idem_key = v.idem_key"
-    " WHERE NOT (r.state = 'completed' AND r.expires_at <= now())";
+    " WHERE NOT " STORE_SQL_TAKEOVER;
 
 /* Finish, mark unknown and release return the ordinals they wrote. */
 static const char store_sql_finish_head[] =
@@ -145,12 +158,21 @@ static const char store_sql_finish_head[] =
     " lease_owner = NULL, lease_expires_at = NULL"
     " FROM (VALUES ";
 
+/*
+ * An owner's write lands while its generation holds: on its in_progress
+ * record, or on one the sweeper marked unknown when the lease ran out
+ * (nobody took it over, so the owner's outcome is still the truth). With
+ * notify set it wakes the duplicates waiting for this scope (LISTEN).
+ */
+#define STORE_SQL_FENCE                                                                  \
+	" WHERE r.actor = v.actor AND r.operation = v.operation AND r.idem_key = v.idem_key" \
+	" AND r.generation = v.generation AND r.state IN ('in_progress', 'unknown')"      \
+	" RETURNING v.ord, CASE WHEN v.notify THEN pg_notify('" STORE_CHANNEL "',"         \
+	" md5(r.actor || E'\\n' || r.operation || E'\\n' || r.idem_key)) END"
+
 static const char store_sql_finish_tail[] =
-    ") v (ord, actor, operation, idem_key, generation, status, headers, body, omitted,"
-    " retention_ms)"
-    " WHERE r.actor = v.actor AND r.operation = v.operation AND r.idem_key = v.idem_key"
-    " AND r.generation = v.generation AND r.state = 'in_progress'"
-    " RETURNING v.ord";
+    ") v (ord, actor, operation, idem_key, generation, notify, status, headers, body, omitted,"
+    " retention_ms)" STORE_SQL_FENCE;
 
 static const char store_sql_unknown_head[] =
     "UPDATE idempotency_records r SET state = 'unknown' FROM (VALUES ";
@@ -158,15 +180,17 @@ static const char store_sql_unknown_head[] =
 static const char store_sql_release_head[] = "DELETE FROM idempotency_records r USING (VALUES ";
 
 static const char store_sql_fence_tail[] =
-    ") v (ord, actor, operation, idem_key, generation)"
-    " WHERE r.actor = v.actor AND r.operation = v.operation AND r.idem_key = v.idem_key"
-    " AND r.generation = v.generation AND r.state = 'in_progress'"
-    " RETURNING v.ord";
+    ") v (ord, actor, operation, idem_key, generation, notify)" STORE_SQL_FENCE;
 
 /* VALUES rows: '#' stands for the ordinal, '?' for the row's next parameter. */
-static const char store_sql_lookup_row[] = "(#, ?, ?, ?, ?, ?)";
-static const char store_sql_finish_row[] = "(#, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-static const char store_sql_fence_row[] = "(#, ?, ?, ?, ?)";
+static const char store_sql_lookup_row[] = "(#, ?, ?, ?, ?, ?, ?)";
+static const char store_sql_finish_row[] = "(#, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+static const char store_sql_fence_row[] = "(#, ?, ?, ?, ?, ?)";
+
+/* Sent before every statement, in the same implicit transaction. */
+static const char store_sql_timeout[] = "SELECT set_config('statement_timeout', $1, true)";
+
+static const char store_sql_listen[] = "LISTEN " STORE_CHANNEL;
 
 _Static_assert(sizeof(store_sql_lookup_head) + sizeof(store_sql_lookup_tail) < STORE_SQL_FIXED_MAX,
 	       "the lookup's fixed text must fit STORE_SQL_FIXED_MAX");
@@ -213,6 +237,7 @@ enum store_op_kind {
 	STORE_OP_FINISH,
 	STORE_OP_UNKNOWN,
 	STORE_OP_RELEASE,
+	STORE_OP_QUERY, /* a caller's own statement, alone, text results */
 };
 
 /*
@@ -231,12 +256,20 @@ struct store_sql {
 	int formats[STORE_ROW_PARAMS_MAX];
 };
 
-/* A claim row and a lookup row carry the same parameters: scope, fingerprint, lease. */
+/* A claim row and a lookup row start alike: scope, fingerprint, lease (then recover). */
 #define STORE_CLAIM_ROW_TYPES                                                            \
-	{STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_BYTEA, STORE_OID_INT8}
+	{STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_BYTEA, STORE_OID_INT8,  \
+	 STORE_OID_BOOL}
 #define STORE_CLAIM_ROW_FORMATS                                                          \
 	{STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_BINARY,    \
-	 STORE_FORMAT_TEXT}
+	 STORE_FORMAT_TEXT, STORE_FORMAT_TEXT}
+
+/* A write row starts with the scope, the generation and notify. */
+#define STORE_FENCE_ROW_TYPES                                                            \
+	STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_INT8, STORE_OID_BOOL
+#define STORE_FENCE_ROW_FORMATS                                                          \
+	STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT,       \
+	    STORE_FORMAT_TEXT
 
 /* Bytea (fingerprint, headers, body) goes binary: sent by length, never copied here. */
 static const struct store_sql store_sqls[] = {
@@ -256,7 +289,7 @@ static const struct store_sql store_sqls[] = {
 	    store_sql_lookup_row,
 	    store_sql_lookup_tail,
 	    1,
-	    STORE_CLAIM_ROW_PARAMS,
+	    STORE_LOOKUP_ROW_PARAMS,
 	    STORE_CLAIM_ROW_TYPES,
 	    STORE_CLAIM_ROW_FORMATS,
 	},
@@ -267,11 +300,10 @@ static const struct store_sql store_sqls[] = {
 	    store_sql_finish_tail,
 	    0,
 	    STORE_FINISH_ROW_PARAMS,
-	    {STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_INT8, STORE_OID_INT4,
-	     STORE_OID_BYTEA, STORE_OID_BYTEA, STORE_OID_BOOL, STORE_OID_INT8},
-	    {STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT,
-	     STORE_FORMAT_TEXT, STORE_FORMAT_BINARY, STORE_FORMAT_BINARY, STORE_FORMAT_TEXT,
-	     STORE_FORMAT_TEXT},
+	    {STORE_FENCE_ROW_TYPES, STORE_OID_INT4, STORE_OID_BYTEA, STORE_OID_BYTEA,
+	     STORE_OID_BOOL, STORE_OID_INT8},
+	    {STORE_FENCE_ROW_FORMATS, STORE_FORMAT_TEXT, STORE_FORMAT_BINARY,
+	     STORE_FORMAT_BINARY, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT},
 	},
     [STORE_OP_UNKNOWN] =
 	{
@@ -280,8 +312,8 @@ static const struct store_sql store_sqls[] = {
 	    store_sql_fence_tail,
 	    0,
 	    STORE_FENCE_ROW_PARAMS,
-	    {STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_INT8},
-	    {STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT},
+	    {STORE_FENCE_ROW_TYPES},
+	    {STORE_FENCE_ROW_FORMATS},
 	},
     [STORE_OP_RELEASE] =
 	{
@@ -290,8 +322,8 @@ static const struct store_sql store_sqls[] = {
 	    store_sql_fence_tail,
 	    0,
 	    STORE_FENCE_ROW_PARAMS,
-	    {STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_INT8},
-	    {STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT},
+	    {STORE_FENCE_ROW_TYPES},
+	    {STORE_FENCE_ROW_FORMATS},
 	},
 };
 
@@ -311,6 +343,8 @@ struct store_op {
 	int attempts;
 	int solo;     /* goes in a batch of its own */
 	int answered; /* a result row named it */
+	int flags;    /* enum store_flags */
+	struct store_stmt stmt; /* STORE_OP_QUERY */
 
 	const unsigned char *fp;
 	int64_t lease_ms;
@@ -327,11 +361,12 @@ struct store_op {
 
 	store_claim_cb claim_cb;
 	store_done_cb done_cb;
+	store_query_cb query_cb;
 	void *arg;
 
 	/* The outcome, filled in when the operation completes. */
 	enum store_result res;
-	struct store_shared *shared; /* claim: backs rec until the callback returns */
+	struct store_shared *shared; /* claim, query: backs the result until the callback returns */
 	struct record rec;
 };
 
@@ -363,7 +398,12 @@ struct store {
 	int nbatch;
 	int64_t batch_deadline_ms;
 	PGresult *batch_res; /* its first result */
+	int nresults;	     /* results of the pipeline in flight, so far */
+	int nulls;	     /* PQgetResult NULLs in a row */
 	int flushing;	     /* PQflush left data to write */
+	char timeout_text[STORE_NUM_MAX]; /* statement_timeout, in ms */
+	store_notify_cb notify_cb;
+	void *notify_arg;
 	int64_t nbatches, nbatched_ops;
 
 	/* Scratch space for forming and sending a batch. */
@@ -381,6 +421,8 @@ struct store {
 static void store_io_event(evutil_socket_t fd, short what, void *arg);
 static void store_reset(struct store *st, const char *msg, const char *error);
 static void store_send(struct store *st);
+static struct store_op *store_op_new(enum store_op_kind kind, const struct scope *sc,
+				     int64_t generation, void *arg);
 
 /* Milliseconds on the monotonic clock. */
 static int64_t store_now_ms(void)
@@ -516,12 +558,22 @@ static void store_done_event(evutil_socket_t fd, short what, void *arg)
 	st->dispatching = 1;
 	while (!st->free_requested && (op = store_queue_pop(&st->done))) {
 		st->npending--;
-		if (op->done_cb)
+		switch (op->kind) {
+		case STORE_OP_CLAIM:
+		case STORE_OP_LOOKUP:
+			if (op->res == STORE_EXISTS)
+				op->claim_cb(op->arg, op->res, op->rec.generation, &op->rec);
+			else
+				op->claim_cb(op->arg, op->res, op->generation, NULL);
+			break;
+		case STORE_OP_QUERY:
+			if (op->query_cb)
+				op->query_cb(op->arg, op->res, op->shared ? op->shared->res : NULL);
+			break;
+		default:
 			op->done_cb(op->arg, op->res);
-		else if (op->res == STORE_EXISTS)
-			op->claim_cb(op->arg, op->res, op->rec.generation, &op->rec);
-		else
-			op->claim_cb(op->arg, op->res, op->generation, NULL);
+			break;
+		}
 		store_op_free(op);
 	}
 	st->dispatching = 0;
@@ -582,9 +634,12 @@ static void store_arm_deadline(struct store *st)
 /* Start a non-blocking connect; on failure schedule the next attempt. */
 static void store_connect(struct store *st)
 {
+	static const char *const keywords[] = {"dbname", "fallback_application_name", NULL};
+	const char *values[] = {st->conninfo, STORE_APPLICATION_NAME, NULL};
 	struct timeval tv;
 
-	st->conn = PQconnectStart(st->conninfo);
+	/* The conninfo string goes in as dbname, which libpq expands. */
+	st->conn = PQconnectStartParams(keywords, values, 1);
 	if (!st->conn) {
 		store_reset(st, "store connect failed", "out of memory");
 		return;
@@ -604,6 +659,27 @@ static void store_connect(struct store *st)
 	event_add(st->timer_ev, &tv);
 }
 
+/*
+ * A new connection: LISTEN again when asked to, and tell the listener it
+ * may have missed notifications while there was no connection.
+ */
+static void store_connected(struct store *st)
+{
+	static const struct scope none = {"", "", ""};
+	struct store_op *op;
+
+	if (!st->notify_cb)
+		return;
+	op = store_op_new(STORE_OP_QUERY, &none, 0, NULL);
+	op->solo = 1;
+	op->stmt.sql = store_sql_listen;
+	op->deadline_ms = store_now_ms() + st->timeout_ms;
+	st->npending++;
+	store_queue_push(&st->queue, op);
+	store_send(st);
+	st->notify_cb(st->notify_arg, NULL);
+}
+
 /* Advance the connect state machine after socket activity. */
 static void store_connect_poll(struct store *st)
 {
@@ -617,14 +693,15 @@ static void store_connect_poll(struct store *st)
 		what = EV_WRITE;
 		break;
 	case PGRES_POLLING_OK:
-		if (PQsetnonblocking(st->conn, 1) != 0 || store_watch(st, EV_READ, 1) < 0) {
+		if (PQsetnonblocking(st->conn, 1) != 0 || PQenterPipelineMode(st->conn) != 1 ||
+		    store_watch(st, EV_READ, 1) < 0) {
 			store_reset(st, "store connect failed", PQerrorMessage(st->conn));
 			return;
 		}
 		st->state = STORE_CONNECTED;
-		st->backoff_ms = STORE_BACKOFF_MIN_MS;
 		event_del(st->timer_ev);
 		store_log(LOG_INFO, "store connected", NULL);
+		store_connected(st);
 		return;
 	default:
 		store_reset(st, "store connect failed", PQerrorMessage(st->conn));
@@ -652,6 +729,8 @@ static void store_reset(struct store *st, const char *msg, const char *error)
 	st->nbatch = 0;
 	PQclear(st->batch_res);
 	st->batch_res = NULL;
+	st->nresults = 0;
+	st->nulls = 0;
 	while ((op = store_queue_pop(&st->queue)))
 		store_complete(st, op, STORE_UNAVAILABLE);
 	store_close(st);
@@ -965,6 +1044,29 @@ static void store_fence_rows(struct store *st, const PGresult *res)
 }
 
 /*
+ * A caller's statement finished (ok: it succeeded); its result, which this
+ * takes over, stays alive until the callback returns.
+ */
+static void store_query_result(struct store *st, PGresult *res, int ok)
+{
+	struct store_op *op = st->batch[0];
+
+	if (!ok)
+		store_log(LOG_WARN,
+			  op->stmt.sql == store_sql_listen
+				  ? "store cannot LISTEN; waiters wake at their deadline"
+				  : "store query failed",
+			  res ? PQresultErrorMessage(res) : "no result");
+	if (res) {
+		op->shared = store_alloc(sizeof(*op->shared));
+		op->shared->res = res;
+		op->shared->refs = 1;
+	}
+	store_complete(st, op, ok ? STORE_OK : STORE_UNAVAILABLE);
+	st->nbatch = 0;
+}
+
+/*
  * The batch in flight has its final result: complete its operations,
  * re-queue those that must run again, or reset the connection; then send
  * the next batch.
@@ -976,6 +1078,12 @@ static void store_handle_result(struct store *st)
 	const char *sqlstate;
 
 	st->batch_res = NULL;
+	st->nresults = 0;
+	/* The backoff starts over once a statement worked, not on connect:
+	 * a server that accepts connections but fails every statement (read
+	 * only, say) keeps being retried at the longer interval. */
+	if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK)
+		st->backoff_ms = STORE_BACKOFF_MIN_MS;
 	if (status == PGRES_FATAL_ERROR) {
 		sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 		if (store_error_is_fatal(sqlstate)) {
@@ -983,6 +1091,11 @@ static void store_handle_result(struct store *st)
 				    res ? PQresultErrorMessage(res) : PQerrorMessage(st->conn));
 			goto out;
 		}
+	}
+	if (st->batch[0]->kind == STORE_OP_QUERY) {
+		store_query_result(st, res, status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK);
+		res = NULL;
+	} else if (status == PGRES_FATAL_ERROR) {
 		store_log(LOG_WARN, "store statement failed", PQresultErrorMessage(res));
 		store_batch_failed(st);
 	} else if (status != PGRES_TUPLES_OK) {
@@ -1001,7 +1114,13 @@ out:
 	PQclear(res);
 }
 
-/* Collect results of the batch in flight as far as they have arrived. */
+/*
+ * Collect results of the pipeline in flight as far as they have arrived:
+ * the statement_timeout setting's result (dropped when it succeeded), the
+ * statement's (kept: st->batch_res), each followed by a NULL, then the
+ * sync, which ends the batch. An error before the statement leaves it
+ * aborted, and the first error is the one kept.
+ */
 static void store_read_results(struct store *st)
 {
 	PGresult *res;
@@ -1009,13 +1128,38 @@ static void store_read_results(struct store *st)
 	while (st->nbatch && !PQisBusy(st->conn)) {
 		res = PQgetResult(st->conn);
 		if (!res) {
+			/* NULL ends one statement's results; two in a row
+			 * mean libpq has nothing more for this pipeline. */
+			if (st->nulls++) {
+				store_reset(st, "store pipeline out of step", PQerrorMessage(st->conn));
+				return;
+			}
+			continue;
+		}
+		st->nulls = 0;
+		if (PQresultStatus(res) == PGRES_PIPELINE_SYNC) {
+			PQclear(res);
 			store_handle_result(st);
 			continue;
 		}
-		if (!st->batch_res)
+		if (st->nresults++ == 0 && PQresultStatus(res) == PGRES_TUPLES_OK)
+			PQclear(res);
+		else if (!st->batch_res)
 			st->batch_res = res;
 		else
 			PQclear(res);
+	}
+}
+
+/* Pass the notifications that arrived to the listener. */
+static void store_read_notifies(struct store *st)
+{
+	PGnotify *n;
+
+	while (st->conn && (n = PQnotifies(st->conn))) {
+		if (st->notify_cb)
+			st->notify_cb(st->notify_arg, n->extra);
+		PQfreemem(n);
 	}
 }
 
@@ -1050,6 +1194,7 @@ static void store_io_event(evutil_socket_t fd, short what, void *arg)
 		}
 	}
 	store_read_results(st);
+	store_read_notifies(st);
 }
 
 /* 64-bit FNV-1a of the scope, its parts separated by a NUL. */
@@ -1134,32 +1279,34 @@ static void store_op_params(struct store_op *op, const char **values, int *lengt
 	values[0] = op->sc.actor;
 	values[1] = op->sc.operation;
 	values[2] = op->sc.key;
-	lengths[0] = lengths[1] = lengths[2] = 0;
+	lengths[0] = lengths[1] = lengths[2] = lengths[4] = 0;
 	if (op->kind == STORE_OP_CLAIM || op->kind == STORE_OP_LOOKUP) {
 		values[3] = (const char *)op->fp;
 		lengths[3] = FINGERPRINT_LEN;
 		snprintf(op->nums[0], STORE_NUM_MAX, "%" PRId64, op->lease_ms);
 		values[4] = op->nums[0];
-		lengths[4] = 0;
+		values[5] = op->flags & STORE_RECOVER ? "true" : "false";
+		lengths[5] = 0;
 		return;
 	}
 	snprintf(op->nums[0], STORE_NUM_MAX, "%" PRId64, op->generation);
 	values[3] = op->nums[0];
 	lengths[3] = 0;
+	values[4] = op->flags & STORE_NOTIFY ? "true" : "false";
 	if (op->kind != STORE_OP_FINISH)
 		return;
 	snprintf(op->nums[1], STORE_NUM_MAX, "%d", op->status);
-	values[4] = op->nums[1];
-	lengths[4] = 0;
-	values[5] = op->headers ? op->headers : "";
-	lengths[5] = (int)op->headers_len;
-	values[6] = op->omitted ? NULL : op->body ? (const char *)op->body : "";
-	lengths[6] = op->omitted ? 0 : (int)op->body_len;
-	values[7] = op->omitted ? "true" : "false";
-	lengths[7] = 0;
-	snprintf(op->nums[2], STORE_NUM_MAX, "%" PRId64, op->retention_ms);
-	values[8] = op->nums[2];
+	values[5] = op->nums[1];
+	lengths[5] = 0;
+	values[6] = op->headers ? op->headers : "";
+	lengths[6] = (int)op->headers_len;
+	values[7] = op->omitted ? NULL : op->body ? (const char *)op->body : "";
+	lengths[7] = op->omitted ? 0 : (int)op->body_len;
+	values[8] = op->omitted ? "true" : "false";
 	lengths[8] = 0;
+	snprintf(op->nums[2], STORE_NUM_MAX, "%" PRId64, op->retention_ms);
+	values[9] = op->nums[2];
+	lengths[9] = 0;
 }
 
 /*
@@ -1234,16 +1381,31 @@ static int store_scope_cmp(const void *a, const void *b)
 /* Send the next batch unless one is already in flight. */
 static void store_send(struct store *st)
 {
+	const struct store_op *op;
+	const char *timeout;
 	int nparams, ok, r;
 
 	if (st->nbatch || !st->queue.head || st->state != STORE_CONNECTED)
 		return;
 	store_take_batch(st);
-	if (st->batch[0]->kind == STORE_OP_CLAIM)
+	op = st->batch[0];
+	if (op->kind == STORE_OP_CLAIM)
 		qsort(st->batch, (size_t)st->nbatch, sizeof(st->batch[0]), store_scope_cmp);
-	nparams = store_build(st);
-	ok = PQsendQueryParams(st->conn, st->sql, nparams, st->types, st->values, st->lengths,
-			       st->formats, STORE_FORMAT_BINARY);
+	/* One pipeline, one implicit transaction: the timeout, then the
+	 * statement; SET LOCAL semantics suit pgbouncer's transaction mode. */
+	timeout = st->timeout_text;
+	ok = PQsendQueryParams(st->conn, store_sql_timeout, 1, NULL, &timeout, NULL, NULL,
+			       STORE_FORMAT_TEXT);
+	if (ok && op->kind == STORE_OP_QUERY) {
+		ok = PQsendQueryParams(st->conn, op->stmt.sql, op->stmt.nparams, op->stmt.types,
+				       op->stmt.values, op->stmt.lengths, op->stmt.formats,
+				       STORE_FORMAT_TEXT);
+	} else if (ok) {
+		nparams = store_build(st);
+		ok = PQsendQueryParams(st->conn, st->sql, nparams, st->types, st->values,
+				       st->lengths, st->formats, STORE_FORMAT_BINARY);
+	}
+	ok = ok && PQpipelineSync(st->conn);
 	r = ok ? PQflush(st->conn) : -1;
 	if (r < 0) {
 		store_reset(st, "store send failed", PQerrorMessage(st->conn));
@@ -1299,6 +1461,7 @@ struct store *store_new(struct event_base *base, const char *conninfo, int64_t t
 		return NULL;
 	st->base = base;
 	st->timeout_ms = timeout_ms;
+	snprintf(st->timeout_text, sizeof(st->timeout_text), "%" PRId64, timeout_ms);
 	st->backoff_ms = STORE_BACKOFF_MIN_MS;
 	st->io_fd = -1;
 	st->conninfo = strdup(conninfo ? conninfo : "");
@@ -1349,10 +1512,11 @@ int64_t store_batched_ops(const struct store *st)
 }
 
 void store_claim(struct store *st, const struct scope *sc, const unsigned char *fp,
-		 int64_t lease_ms, store_claim_cb cb, void *arg)
+		 int64_t lease_ms, int flags, store_claim_cb cb, void *arg)
 {
 	struct store_op *op = store_op_new(STORE_OP_CLAIM, sc, 0, arg);
 
+	op->flags = flags;
 	op->fp = fp;
 	op->lease_ms = lease_ms;
 	op->claim_cb = cb;
@@ -1361,10 +1525,12 @@ void store_claim(struct store *st, const struct scope *sc, const unsigned char *
 
 void store_finish(struct store *st, const struct scope *sc, int64_t generation, int status,
 		  const char *headers, size_t headers_len, const unsigned char *body,
-		  size_t body_len, int omitted, int64_t retention_ms, store_done_cb cb, void *arg)
+		  size_t body_len, int omitted, int64_t retention_ms, int flags, store_done_cb cb,
+		  void *arg)
 {
 	struct store_op *op = store_op_new(STORE_OP_FINISH, sc, generation, arg);
 
+	op->flags = flags;
 	op->status = status;
 	op->headers = headers;
 	op->headers_len = headers_len;
@@ -1382,20 +1548,64 @@ void store_finish(struct store *st, const struct scope *sc, int64_t generation, 
 	store_submit(st, op);
 }
 
-void store_mark_unknown(struct store *st, const struct scope *sc, int64_t generation,
+void store_mark_unknown(struct store *st, const struct scope *sc, int64_t generation, int flags,
 			store_done_cb cb, void *arg)
 {
 	struct store_op *op = store_op_new(STORE_OP_UNKNOWN, sc, generation, arg);
 
+	op->flags = flags;
 	op->done_cb = cb;
 	store_submit(st, op);
 }
 
-void store_release(struct store *st, const struct scope *sc, int64_t generation, store_done_cb cb,
-		   void *arg)
+void store_release(struct store *st, const struct scope *sc, int64_t generation, int flags,
+		   store_done_cb cb, void *arg)
 {
 	struct store_op *op = store_op_new(STORE_OP_RELEASE, sc, generation, arg);
 
+	op->flags = flags;
 	op->done_cb = cb;
 	store_submit(st, op);
+}
+
+void store_query(struct store *st, const struct store_stmt *stmt, store_query_cb cb, void *arg)
+{
+	static const struct scope none = {"", "", ""};
+	struct store_op *op = store_op_new(STORE_OP_QUERY, &none, 0, arg);
+
+	op->solo = 1;
+	op->stmt = *stmt;
+	op->query_cb = cb;
+	store_submit(st, op);
+}
+
+void store_listen(struct store *st, store_notify_cb cb, void *arg)
+{
+	st->notify_cb = cb;
+	st->notify_arg = arg;
+	if (st->state == STORE_CONNECTED)
+		store_connected(st);
+}
+
+void store_scope_token(const struct scope *sc, char token[STORE_TOKEN_SIZE])
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int len = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+
+	/* md5(actor || E'\n' || operation || E'\n' || idem_key), as STORE_SQL_FENCE. */
+	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_md5(), NULL) ||
+	    !EVP_DigestUpdate(ctx, sc->actor, strlen(sc->actor)) ||
+	    !EVP_DigestUpdate(ctx, "\n", 1) ||
+	    !EVP_DigestUpdate(ctx, sc->operation, strlen(sc->operation)) ||
+	    !EVP_DigestUpdate(ctx, "\n", 1) || !EVP_DigestUpdate(ctx, sc->key, strlen(sc->key)) ||
+	    !EVP_DigestFinal_ex(ctx, md, &len))
+		len = 0;
+	EVP_MD_CTX_free(ctx);
+	for (unsigned int i = 0; i < len && 2 * i + 1 < STORE_TOKEN_SIZE; i++) {
+		token[2 * i] = hex[md[i] >> 4];
+		token[2 * i + 1] = hex[md[i] & 15];
+	}
+	token[len ? 2 * len : 0] = '\0';
 }

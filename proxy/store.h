@@ -15,7 +15,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <libpq-fe.h>
+
 #include "proxy/fingerprint.h"
+
+/* The channel owners' writes notify (see STORE_NOTIFY) and stores LISTEN on. */
+#define STORE_CHANNEL "idemproxy_records"
+/* A scope's name in those notifications: hex MD5, plus NUL. */
+#define STORE_TOKEN_SIZE 33
 
 struct event_base;
 struct conf;
@@ -62,6 +69,28 @@ enum store_result {
 typedef void (*store_claim_cb)(void *arg, enum store_result res, int64_t generation,
 			       const struct record *rec);
 typedef void (*store_done_cb)(void *arg, enum store_result res);
+/* query: STORE_OK with the statement's result (text format), or
+ * STORE_UNAVAILABLE with the error result or NULL; valid during the call. */
+typedef void (*store_query_cb)(void *arg, enum store_result res, const PGresult *result);
+/* A notification on STORE_CHANNEL: token names the scope whose owner wrote
+ * its outcome; NULL after a reconnect, when some may have been missed. */
+typedef void (*store_notify_cb)(void *arg, const char *token);
+
+enum store_flags {
+	STORE_RECOVER = 1, /* claim: take over an unknown or lease-expired record
+			    * of the same fingerprint (recovery forward) */
+	STORE_NOTIFY = 2,  /* finish/unknown/release: notify STORE_CHANNEL */
+};
+
+/* A caller's statement; everything it points to lives until the callback. */
+struct store_stmt {
+	const char *sql;
+	int nparams;
+	const Oid *types; /* NULL: the server infers them */
+	const char *const *values;
+	const int *lengths;
+	const int *formats;
+};
 
 /*
  * A store for one event loop. conninfo NULL means libpq defaults. It starts
@@ -78,29 +107,46 @@ int store_ready(const struct store *st);
 /*
  * Claim the scope: insert an in_progress record with fingerprint fp and a
  * lease of lease_ms, or take over a completed record whose expires_at has
- * passed (generation + 1). Otherwise report the existing record.
+ * passed (generation + 1), or with STORE_RECOVER one of fingerprint fp
+ * that is unknown or whose lease expired. Otherwise report the existing
+ * record.
  */
 void store_claim(struct store *st, const struct scope *sc, const unsigned char *fp,
-		 int64_t lease_ms, store_claim_cb cb, void *arg);
+		 int64_t lease_ms, int flags, store_claim_cb cb, void *arg);
 
 /*
  * Complete the record claimed with generation: status, headers ("Name:
  * value\r\n" lines, stored as bytes), body (NULL with omitted=1 when it
- * was too large), expires after retention_ms. STORE_FENCED if the generation changed or the
- * record is no longer in_progress. On STORE_UNAVAILABLE the caller may
- * retry.
+ * was too large), expires after retention_ms. STORE_FENCED if the
+ * generation changed or the record is completed. On STORE_UNAVAILABLE the
+ * caller may retry.
  */
 void store_finish(struct store *st, const struct scope *sc, int64_t generation, int status,
 		  const char *headers, size_t headers_len, const unsigned char *body,
-		  size_t body_len, int omitted, int64_t retention_ms, store_done_cb cb, void *arg);
+		  size_t body_len, int omitted, int64_t retention_ms, int flags, store_done_cb cb,
+		  void *arg);
 
 /* Mark the record claimed with generation as unknown (outcome not known). */
-void store_mark_unknown(struct store *st, const struct scope *sc, int64_t generation,
+void store_mark_unknown(struct store *st, const struct scope *sc, int64_t generation, int flags,
 			store_done_cb cb, void *arg);
 
 /* Delete the record claimed with generation (the request was not accepted). */
-void store_release(struct store *st, const struct scope *sc, int64_t generation, store_done_cb cb,
-		   void *arg);
+void store_release(struct store *st, const struct scope *sc, int64_t generation, int flags,
+		   store_done_cb cb, void *arg);
+
+/* Run stmt alone, in its own transaction, within store_timeout. */
+void store_query(struct store *st, const struct store_stmt *stmt, store_query_cb cb, void *arg);
+
+/*
+ * LISTEN on STORE_CHANNEL on this store's connection, now and after every
+ * reconnect, and pass each notification to cb. Connections through
+ * pgbouncer in transaction mode cannot LISTEN; waiters then rely on their
+ * own deadline.
+ */
+void store_listen(struct store *st, store_notify_cb cb, void *arg);
+
+/* The token STORE_CHANNEL notifications name sc by. */
+void store_scope_token(const struct scope *sc, char token[STORE_TOKEN_SIZE]);
 
 /* Pending operations, for shutdown: 0 when idle. */
 int store_pending(const struct store *st);

@@ -70,6 +70,11 @@ static void conn_event_cb(struct bufferevent *bev, short what, void *arg);
 static void idle_event_cb(struct bufferevent *bev, short what, void *arg);
 static void idle_read_cb(struct bufferevent *bev, void *arg);
 
+int upstream_pool_idle(const struct upstream_pool *pool)
+{
+	return pool->nidle;
+}
+
 struct upstream_pool *upstream_pool_new(struct event_base *base, struct evdns_base *dns,
 					const char *host, int port)
 {
@@ -369,9 +374,20 @@ static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
 static void req_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct upstream_req *ur = arg;
+	struct upstream_conn *uc = ur->conn;
+	enum http_status st = HTTP_MORE;
 
-	if (!ur->conn) {
+	if (!uc) {
 		req_complete(ur, UPSTREAM_NOT_SENT, NULL);
+		return;
+	}
+	/* A loop that did not run for a while (the process was stopped or
+	 * starved) may find the whole response waiting: what arrived before
+	 * the deadline was noticed still counts. */
+	while (st == HTTP_MORE && uc->read_ev && io_read_now(uc->bev, UPSTREAM_READ_CHUNK) > 0)
+		st = http_parser_feed(uc->parser, bufferevent_get_input(uc->bev));
+	if (st == HTTP_DONE) {
+		req_complete(ur, UPSTREAM_OK, http_parser_take(uc->parser));
 		return;
 	}
 	req_complete(ur, req_unsent(ur) ? UPSTREAM_NOT_SENT : UPSTREAM_TIMEOUT, NULL);

@@ -39,6 +39,9 @@ struct upstream_req *upstream_forward(struct upstream_pool *pool, struct evbuffe
 				      int no_body, int retry_safe, int64_t timeout_ms,
 				      upstream_cb cb, void *arg);
 
+/* Idle connections in the pool. */
+int upstream_pool_idle(const struct upstream_pool *pool);
+
 /* Forget the request: cb will not be called. Its connection is closed. */
 void upstream_cancel(struct upstream_req *ur);
 

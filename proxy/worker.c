@@ -20,7 +20,7 @@
 #include "proxy/upstream.h"
 
 #define DRAIN_CHECK_MS 50
-#define LOG_FLUSH_MS 100
+#define TICK_MS 100
 /* How long a cached record may answer replays: completed records are
  * immutable, so this only bounds how long an operator's release of a record
  * can go unseen by a worker. */
@@ -124,9 +124,27 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
 	evtimer_add(w->drain_timer, &tv);
 }
 
-static void log_flush_cb(evutil_socket_t fd, short what, void *arg)
+/* A store notification: an owner wrote its outcome somewhere. */
+static void notify_cb(void *arg, const char *token)
 {
+	request_wake(arg, token);
+}
+
+/* The worker's repeating timer: batched access lines out, gauges refreshed. */
+static void worker_tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+	struct stats *s = &w->stats;
+
 	log_flush();
+	STATS_SET(s->client_conns, w->nconns);
+	STATS_SET(s->requests_active, w->nrequests);
+	STATS_SET(s->upstream_idle, upstream_pool_idle(w->pool));
+	STATS_SET(s->upstream_active, w->nforwarding);
+	STATS_SET(s->store_connected, store_ready(w->store));
+	STATS_SET(s->store_pending, store_pending(w->store));
+	STATS_SET(s->store_statements, store_batches(w->store));
+	STATS_SET(s->store_operations, store_batched_ops(w->store));
 }
 
 /* Runs on the worker's own thread, activated by worker_stop(). */
@@ -153,11 +171,12 @@ int worker_init(struct worker *w, int id, struct conf_gen *gen)
 {
 	const struct conf *conf = gen->conf;
 	char host[64] = "localhost";
-	struct timeval log_tv = { 0, LOG_FLUSH_MS * 1000 };
+	struct timeval tick_tv = { 0, TICK_MS * 1000 };
 
 	memset(w, 0, sizeof(*w));
 	LIST_INIT(&w->conns);
 	LIST_INIT(&w->requests);
+	LIST_INIT(&w->waiters);
 	LIST_INIT(&w->retired);
 	conf_gen_acquire(gen);
 	w->gen = gen;
@@ -176,10 +195,11 @@ int worker_init(struct worker *w, int id, struct conf_gen *gen)
 	w->drain_timer = evtimer_new(w->base, drain_cb, w);
 	w->stop_ev = event_new(w->base, -1, 0, stop_cb, w);
 	w->reload_ev = event_new(w->base, -1, 0, reload_cb, w);
-	w->log_timer = event_new(w->base, -1, EV_PERSIST, log_flush_cb, NULL);
+	w->tick_timer = event_new(w->base, -1, EV_PERSIST, worker_tick_cb, w);
 	if (!w->dns || !w->store || !w->pool || !w->cache || !w->drain_timer || !w->stop_ev ||
-	    !w->log_timer || !w->reload_ev || event_add(w->log_timer, &log_tv) < 0)
+	    !w->tick_timer || !w->reload_ev || event_add(w->tick_timer, &tick_tv) < 0)
 		return -1;
+	store_listen(w->store, notify_cb, w);
 	return listener_start(w);
 }
 
@@ -200,8 +220,8 @@ void worker_free(struct worker *w)
 	/* Requests are gone, so are the retired configurations; then ours. */
 	conf_gen_release(atomic_exchange(&w->pending_gen, NULL));
 	conf_gen_release(w->gen);
-	if (w->log_timer)
-		event_free(w->log_timer);
+	if (w->tick_timer)
+		event_free(w->tick_timer);
 	if (w->dns)
 		evdns_base_free(w->dns, 0);
 	if (w->base)

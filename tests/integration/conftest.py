@@ -256,6 +256,40 @@ def pg(binary, tmp_path_factory):
         cluster.destroy()
 
 
+def migrate(binary, cluster, workdir):
+    """Apply the migrations to cluster with `binary migrate -c FILE`, FILE
+    written into workdir (kept as cluster.migrate_conf); fails with the
+    command's output when it does not succeed."""
+    conf = os.path.join(str(workdir), "migrate-%d.conf" % cluster.port)
+    with open(conf, "w") as f:
+        f.write(render_conf(base_settings(helpers.free_port(), cluster.conninfo), BASE_ROUTES))
+    cluster.migrate_conf = conf
+    r = subprocess.run([binary, "migrate", "-c", conf], stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, "migrate failed:\n%s%s" % (r.stdout, r.stderr)
+    assert not helpers.sanitizer_report(binary, r.stderr), r.stderr
+
+
+@pytest.fixture
+def private_pg(binary, tmp_path):
+    """Factory for tests that stop, restart or reconfigure PostgreSQL:
+    private_pg(make=Cluster, migrated=True) -> make(), a started cluster of
+    the test's own (migrated unless migrated=False); every one is destroyed
+    after the test, the latest first."""
+    made = []
+
+    def new(make=Cluster, migrated=True):
+        cluster = make()
+        made.append(cluster)
+        if migrated:
+            migrate(binary, cluster, tmp_path)
+        return cluster
+
+    yield new
+    for cluster in reversed(made):
+        cluster.destroy()
+
+
 @pytest.fixture(scope="session")
 def upstream_server():
     up = helpers.Upstream(os.path.join(HERE, "upstream.py"))

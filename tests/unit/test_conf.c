@@ -108,6 +108,7 @@ static void test_defaults(void)
 	CHECK(c->store_timeout_ms == 5000);
 	CHECK(c->lease_ms == 60000);
 	CHECK(c->shutdown_timeout_ms == 30000);
+	CHECK(c->sweep_interval_ms == 10000);
 	CHECK(c->max_request_body == 1048576);
 	CHECK(c->max_stored_body == 1048576);
 	CHECK(c->store_unavailable == STORE_FAIL_CLOSED);
@@ -267,8 +268,9 @@ static void test_route_defaults(void)
 	const struct route *r;
 	struct conf *c = parse(UPSTREAM "route x {\nmatch POST /x\nactor header A\n}\n"
 					"fingerprint json a:trim b\n"
-					"route y {\nmatch POST /y\n}\n"
-					"actor anonymous\n");
+					"route y {\nmatch POST /y\nrecovery forward\n}\n"
+					"actor anonymous\nin_progress wait 1500ms\n"
+					"sweep_interval off\n");
 	int st;
 
 	CHECK(c && c->nroutes == 2);
@@ -291,9 +293,12 @@ static void test_route_defaults(void)
 	}
 	CHECK(st == 600);
 	CHECK(r->nstore_headers == 0 && r->store_headers == NULL);
-	CHECK(r->in_progress == IN_PROGRESS_REJECT);
+	CHECK(r->in_progress == IN_PROGRESS_WAIT && r->in_progress_wait_ms == 1500);
 	CHECK(r->recovery == RECOVERY_HOLD);
+	CHECK(c->sweep_interval_ms == 0);
 	r = &c->routes[1];
+	CHECK(r->in_progress == IN_PROGRESS_WAIT && r->in_progress_wait_ms == 1500);
+	CHECK(r->recovery == RECOVERY_FORWARD);
 	CHECK(r->actor == ACTOR_ANONYMOUS);
 	CHECK(r->nfields == 2);
 	conf_free(c);
@@ -423,11 +428,15 @@ static void test_errors(void)
 	BAD(UPSTREAM "actor header\n", "t.conf:2: \"actor header\" needs 1 header name");
 	BAD(UPSTREAM "actor header \"X A\"\n", "t.conf:2: invalid header name \"X A\"");
 	BAD(UPSTREAM "actor anonymous x\n", "t.conf:2: \"actor anonymous\" takes no arguments");
-	BAD(UPSTREAM "in_progress wait 5s\n", "t.conf:2: in_progress wait is not supported yet");
+	BAD(UPSTREAM "in_progress wait\n", "t.conf:2: \"in_progress wait\" takes a duration");
+	BAD(UPSTREAM "in_progress wait 0s\n", "t.conf:2: \"in_progress\" must be greater than 0");
+	BAD(UPSTREAM "in_progress wait x\n", "t.conf:2: invalid duration \"x\"");
+	BAD(UPSTREAM "in_progress hold\n",
+	    "t.conf:2: invalid in_progress \"hold\" (reject or wait DUR)");
+	BAD(UPSTREAM "sweep_interval soon\n", "t.conf:2: invalid duration \"soon\"");
 	BAD(UPSTREAM "in_progress reject 5s\n",
 	    "t.conf:2: \"in_progress reject\" takes no arguments");
-	BAD(UPSTREAM "recovery forward\n", "t.conf:2: recovery forward is not supported yet");
-	BAD(UPSTREAM "recovery x\n", "t.conf:2: invalid recovery \"x\" (hold)");
+	BAD(UPSTREAM "recovery x\n", "t.conf:2: invalid recovery \"x\" (hold or forward)");
 	BAD(UPSTREAM "key maybe\n", "t.conf:2: invalid key mode \"maybe\" (required or optional)");
 	BAD(UPSTREAM "fingerprint xml\n",
 	    "t.conf:2: invalid fingerprint \"xml\" (json, body or none)");

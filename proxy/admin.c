@@ -1,0 +1,328 @@
+/*
+ * The admin listener (`admin ADDR:PORT`), on the main thread's loop with
+ * libevent's evhttp: low traffic, so its convenience is worth more here
+ * than the request path's hand-made HTTP.
+ *
+ *   GET  /healthz                 200 while the process serves
+ *   GET  /readyz                  200 when a store round trip succeeds, else 503
+ *   GET  /metrics                 Prometheus text (stats.c)
+ *   GET  /records[?limit=N]       records that need an operator
+ *   GET  /records/scope?actor=A&operation=O&key=K
+ *   POST /records/release?actor=A&operation=O&key=K
+ *   POST /records/resolve?actor=A&operation=O&key=K&status=S[&retention=DUR]
+ *        (body: the stored body; Content-Type: the stored Content-Type)
+ *
+ * Record statements come from records.c and run through the main thread's
+ * store, so nothing here blocks. ACTOR is the stored form ("h:alice").
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "proxy/admin.h"
+#include "proxy/idemproxy.h"
+#include "proxy/log.h"
+#include "proxy/records.h"
+#include "proxy/stats.h"
+#include "proxy/sweeper.h"
+
+#define ADMIN_TIMEOUT_S	     10
+#define ADMIN_HEADERS_MAX    8192
+#define ADMIN_ERR_MAX	     256
+#define ADMIN_JSON	     "application/json"
+
+struct admin {
+	struct evhttp *http;
+	const struct conf *conf;
+	struct store *store;
+	struct worker *workers;
+	int nworkers;
+	struct sweeper *sweeper;
+	struct stats **each; /* the workers' stats, for stats_render */
+};
+
+/* A records API call waiting for its statement. */
+struct admin_call {
+	struct evhttp_request *req;
+	enum records_cmd cmd;
+	struct records_args args;
+	struct records_stmt stmt;
+	struct evkeyvalq query;
+	unsigned char *body;
+};
+
+static void admin_reply(struct evhttp_request *req, int status, const char *type, const char *text,
+			size_t len)
+{
+	struct evbuffer *out = evbuffer_new();
+
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", type);
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-store");
+	if (out)
+		evbuffer_add(out, text, len);
+	evhttp_send_reply(req, status, NULL, out);
+	if (out)
+		evbuffer_free(out);
+}
+
+/* {"error": msg} with status; msg is escaped for JSON, control bytes dropped. */
+static void admin_error(struct evhttp_request *req, int status, const char *msg)
+{
+	char json[2 * ADMIN_ERR_MAX + 16];
+	size_t n = 0;
+
+	n += (size_t)snprintf(json, sizeof(json), "{\"error\":\"");
+	for (; *msg && n < sizeof(json) - 8; msg++) {
+		if ((unsigned char)*msg < 0x20)
+			continue;
+		if (*msg == '"' || *msg == '\\')
+			json[n++] = '\\';
+		json[n++] = *msg;
+	}
+	n += (size_t)snprintf(json + n, sizeof(json) - n, "\"}\n");
+	admin_reply(req, status, ADMIN_JSON, json, n);
+}
+
+static void admin_call_free(struct admin_call *call)
+{
+	records_stmt_clear(&call->stmt);
+	evhttp_clear_headers(&call->query);
+	free(call->body);
+	free(call);
+}
+
+static void admin_records_done(void *arg, enum store_result res, const PGresult *result)
+{
+	struct admin_call *call = arg;
+	int status = 0;
+	size_t len = 0;
+	char *json = NULL;
+
+	if (res == STORE_OK)
+		json = records_render(call->cmd, result, &status, &len);
+	if (json)
+		admin_reply(call->req, status, ADMIN_JSON, json, len);
+	else if (res == STORE_OK)
+		admin_error(call->req, 500, "unexpected result");
+	else
+		admin_error(call->req, 503, "the store is unavailable");
+	free(json);
+	admin_call_free(call);
+}
+
+/* The body of a resolve: the stored body, as sent. */
+static int admin_take_body(struct admin_call *call)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(call->req);
+	size_t len = evbuffer_get_length(in);
+
+	call->body = malloc(len + 1);
+	if (!call->body)
+		return -1;
+	evbuffer_remove(in, call->body, len);
+	call->args.body = call->body;
+	call->args.body_len = len;
+	call->args.content_type =
+		evhttp_find_header(evhttp_request_get_input_headers(call->req), "Content-Type");
+	return 0;
+}
+
+/* The resolve's retention: ?retention=DUR, else the operation's route's. */
+static int admin_retention(struct admin *a, struct admin_call *call, char *err, size_t errlen)
+{
+	const char *s = evhttp_find_header(&call->query, "retention");
+
+	if (s) {
+		if (conf_parse_duration(s, &call->args.retention_ms) < 0 ||
+		    call->args.retention_ms <= 0) {
+			snprintf(err, errlen, "invalid retention");
+			return -1;
+		}
+		return 0;
+	}
+	/* 0 when no route has this name: records_stmt_build asks for one. */
+	if (call->args.operation)
+		call->args.retention_ms = records_retention(a->conf, call->args.operation);
+	return 0;
+}
+
+/* Parse the call's query and body into args; -1 with a message in err. */
+static int admin_call_args(struct admin *a, struct admin_call *call, char *err, size_t errlen)
+{
+	const char *s;
+	char *end;
+
+	if (call->cmd == RECORDS_LIST) {
+		s = evhttp_find_header(&call->query, "limit");
+		if (s) {
+			call->args.limit = (int)strtol(s, &end, 10);
+			if (*s == '\0' || *end != '\0' || call->args.limit <= 0) {
+				snprintf(err, errlen, "invalid limit");
+				return -1;
+			}
+		}
+		return 0;
+	}
+	call->args.actor = evhttp_find_header(&call->query, "actor");
+	call->args.operation = evhttp_find_header(&call->query, "operation");
+	call->args.key = evhttp_find_header(&call->query, "key");
+	if (call->cmd != RECORDS_RESOLVE)
+		return 0;
+	s = evhttp_find_header(&call->query, "status");
+	call->args.status = s ? (int)strtol(s, &end, 10) : 0;
+	if (!s || *s == '\0' || *end != '\0') {
+		snprintf(err, errlen, "resolve needs status=NNN");
+		return -1;
+	}
+	if (admin_take_body(call) < 0) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	return admin_retention(a, call, err, errlen);
+}
+
+static void admin_records(struct admin *a, struct evhttp_request *req, enum records_cmd cmd)
+{
+	struct admin_call *call = calloc(1, sizeof(*call));
+	const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+	char err[ADMIN_ERR_MAX];
+	struct store_stmt stmt;
+
+	if (!call) {
+		admin_error(req, 500, "out of memory");
+		return;
+	}
+	TAILQ_INIT(&call->query);
+	call->req = req;
+	call->cmd = cmd;
+	if (query && evhttp_parse_query_str(query, &call->query) < 0) {
+		admin_error(req, 400, "malformed query string");
+		goto fail;
+	}
+	if (admin_call_args(a, call, err, sizeof(err)) < 0 ||
+	    records_stmt_build(cmd, &call->args, &call->stmt, err, sizeof(err)) < 0) {
+		admin_error(req, 400, err);
+		goto fail;
+	}
+	stmt = (struct store_stmt){
+		call->stmt.sql,	   call->stmt.nparams, call->stmt.types,
+		call->stmt.values, call->stmt.lengths, call->stmt.formats,
+	};
+	store_query(a->store, &stmt, admin_records_done, call);
+	return;
+fail:
+	admin_call_free(call);
+}
+
+static void admin_ready_done(void *arg, enum store_result res, const PGresult *result)
+{
+	if (res == STORE_OK)
+		admin_reply(arg, 200, "text/plain", "ready\n", 6);
+	else
+		admin_reply(arg, 503, "text/plain", "store unavailable\n", 18);
+}
+
+static void admin_ready(struct admin *a, struct evhttp_request *req)
+{
+	static const struct store_stmt ping = {"SELECT 1", 0, NULL, NULL, NULL, NULL};
+
+	store_query(a->store, &ping, admin_ready_done, req);
+}
+
+static void admin_metrics(struct admin *a, struct evhttp_request *req)
+{
+	struct evbuffer *out = evbuffer_new();
+
+	if (!out) {
+		admin_error(req, 500, "out of memory");
+		return;
+	}
+	stats_render(out, a->each, a->nworkers, a->sweeper ? sweeper_stats(a->sweeper) : NULL);
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+			  "text/plain; version=0.0.4");
+	evhttp_send_reply(req, 200, NULL, out);
+	evbuffer_free(out);
+}
+
+/* Routes the admin path to its handler; the method must fit. */
+static void admin_request(struct evhttp_request *req, void *arg)
+{
+	struct admin *a = arg;
+	const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
+	int get = evhttp_request_get_command(req) == EVHTTP_REQ_GET;
+	int post = evhttp_request_get_command(req) == EVHTTP_REQ_POST;
+
+	if (!path)
+		path = "";
+	if (get && strcmp(path, "/healthz") == 0)
+		admin_reply(req, 200, "text/plain", "ok\n", 3);
+	else if (get && strcmp(path, "/readyz") == 0)
+		admin_ready(a, req);
+	else if (get && strcmp(path, "/metrics") == 0)
+		admin_metrics(a, req);
+	else if (get && strcmp(path, "/records") == 0)
+		admin_records(a, req, RECORDS_LIST);
+	else if (get && strcmp(path, "/records/scope") == 0)
+		admin_records(a, req, RECORDS_SHOW);
+	else if (post && strcmp(path, "/records/release") == 0)
+		admin_records(a, req, RECORDS_RELEASE);
+	else if (post && strcmp(path, "/records/resolve") == 0)
+		admin_records(a, req, RECORDS_RESOLVE);
+	else
+		admin_error(req, 404, "no such admin endpoint");
+}
+
+struct admin *admin_new(struct event_base *base, const struct conf *conf, struct store *st,
+			struct worker *workers, int nworkers, struct sweeper *sw)
+{
+	struct admin *a = calloc(1, sizeof(*a));
+
+	if (!a)
+		return NULL;
+	a->conf = conf;
+	a->store = st;
+	a->workers = workers;
+	a->nworkers = nworkers;
+	a->sweeper = sw;
+	a->each = calloc((size_t)nworkers, sizeof(*a->each));
+	a->http = evhttp_new(base);
+	if (!a->each || !a->http)
+		goto fail;
+	for (int i = 0; i < nworkers; i++)
+		a->each[i] = &workers[i].stats;
+	evhttp_set_timeout(a->http, ADMIN_TIMEOUT_S);
+	evhttp_set_max_headers_size(a->http, ADMIN_HEADERS_MAX);
+	/* A resolve's body becomes a stored body: the same limit. */
+	evhttp_set_max_body_size(a->http, (ev_ssize_t)conf->max_stored_body);
+	evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
+	evhttp_set_gencb(a->http, admin_request, a);
+	if (evhttp_bind_socket(a->http, conf->admin_host, (ev_uint16_t)conf->admin_port) < 0) {
+		log_error(NULL, "admin: cannot listen on %s:%d", conf->admin_host, conf->admin_port);
+		goto fail;
+	}
+	log_info(NULL, "admin listening on %s:%d", conf->admin_host, conf->admin_port);
+	return a;
+fail:
+	admin_free(a);
+	return NULL;
+}
+
+void admin_reload(struct admin *a, const struct conf *conf)
+{
+	a->conf = conf;
+	evhttp_set_max_body_size(a->http, (ev_ssize_t)conf->max_stored_body);
+}
+
+void admin_free(struct admin *a)
+{
+	if (!a)
+		return;
+	if (a->http)
+		evhttp_free(a->http);
+	free(a->each);
+	free(a);
+}

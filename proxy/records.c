@@ -1,0 +1,989 @@
+/*
+ * Record operations for operators: statements, their JSON rendering and the
+ * blocking `idemproxy records` command.
+ *
+ * Every operation is one statement, so it is one round trip and one
+ * transaction whichever front end sends it. Release and resolve lock the
+ * scope's row first and decide "stuck or not" on that locked row, so a
+ * record that an owner finishes, or a retry takes over, at the same moment
+ * is either changed by the operator or reported as it now is, never both.
+ * Resolve raises the generation: an owner that stalled past its lease and
+ * wakes up is fenced and cannot overwrite the operator's outcome.
+ *
+ * The command line is the only other place besides migrate.c that uses
+ * blocking libpq: it runs outside any event loop and never in the proxy.
+ */
+#include "proxy/records.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <yajl/yajl_gen.h>
+
+#include "conf/conf.h"
+
+#define RECORDS_CONTENT_TYPE_MAX 1024
+#define RECORDS_MSG_MAX		 1024
+#define RECORDS_READ_CHUNK	 65536
+#define RECORDS_MS_PER_S	 1000
+#define RECORDS_DEFAULT_CONF	 "idemproxy.conf"
+#define RECORDS_APP_NAME	 "idemproxy-records"
+
+#define RECORDS_EXIT_OK	   0
+#define RECORDS_EXIT_FAIL  1
+#define RECORDS_EXIT_USAGE 2
+
+#define RECORDS_HTTP_OK	       200
+#define RECORDS_HTTP_NOT_FOUND 404
+#define RECORDS_HTTP_CONFLICT  409
+
+/* Type OIDs from pg_type, for the parameters we send. */
+#define RECORDS_OID_BYTEA 17
+#define RECORDS_OID_INT8  20
+#define RECORDS_OID_INT4  23
+#define RECORDS_OID_TEXT  25
+
+#define RECORDS_FORMAT_TEXT   0
+#define RECORDS_FORMAT_BINARY 1
+
+/*
+ * The columns every statement returns, in this order: what happened
+ * (RECORDS_FOUND, RECORDS_DONE or RECORDS_NOT_STUCK), then the record.
+ * Timestamps are formatted by the statement, in UTC, so the document does
+ * not depend on the session's DateStyle or TimeZone.
+ */
+/* clang-format off */
+#define RECORDS_TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+
+#define RECORDS_COLS                                                                           \
+	" x.actor, x.operation, x.idem_key, x.state, x.generation, x.lease_owner,"             \
+	" " RECORDS_TS("x.lease_expires_at") ","                                               \
+	" coalesce(x.state = 'in_progress' AND x.lease_expires_at <= now(), false),"           \
+	" " RECORDS_TS("x.created_at") ", " RECORDS_TS("x.completed_at") ","                   \
+	" " RECORDS_TS("x.expires_at") ","                                                     \
+	" x.response_status, encode(x.fingerprint, 'hex'), x.response_headers,"                \
+	" x.response_body, x.body_omitted"
+
+/* An operator may act on a record nobody else will finish: unknown, or in
+ * progress with its owner's lease run out. Only used in WHERE clauses (NULL
+ * counts as false), in a form that the partial indexes of
+ * sql/003_stuck_indexes.sql can serve. */
+#define RECORDS_STUCK                                                                          \
+	"(x.state = 'unknown' OR (x.state = 'in_progress' AND x.lease_expires_at <= now()))"
+
+#define RECORDS_FOUND	  "found"
+#define RECORDS_DONE	  "done"
+#define RECORDS_NOT_STUCK "not_stuck"
+
+#define RECORDS_CUR                                                                            \
+	"WITH cur AS (SELECT * FROM idempotency_records"                                       \
+	" WHERE actor = $1 AND operation = $2 AND idem_key = $3 FOR UPDATE)"
+
+#define RECORDS_CUR_JOIN                                                                       \
+	"r.actor = x.actor AND r.operation = x.operation AND r.idem_key = x.idem_key"
+
+static const char records_sql_list[] =
+    "SELECT '" RECORDS_FOUND "'," RECORDS_COLS " FROM idempotency_records x WHERE " RECORDS_STUCK
+    " ORDER BY x.created_at, x.actor, x.operation, x.idem_key LIMIT $1";
+
+static const char records_sql_show[] =
+    "SELECT '" RECORDS_FOUND "'," RECORDS_COLS " FROM idempotency_records x"
+    " WHERE x.actor = $1 AND x.operation = $2 AND x.idem_key = $3";
+
+/* The record as it was, and whether the delete took it. */
+static const char records_sql_release[] =
+    RECORDS_CUR ","
+    " del AS (DELETE FROM idempotency_records r USING cur x"
+    "  WHERE " RECORDS_CUR_JOIN " AND " RECORDS_STUCK " RETURNING 1)"
+    " SELECT CASE WHEN EXISTS (SELECT 1 FROM del)"
+    "  THEN '" RECORDS_DONE "' ELSE '" RECORDS_NOT_STUCK "' END," RECORDS_COLS
+    " FROM cur x";
+
+/* The record as it now is: the resolved one, or the one left alone. */
+static const char records_sql_resolve[] =
+    RECORDS_CUR ","
+    " upd AS (UPDATE idempotency_records r SET state = 'completed',"
+    "  response_status = $4, response_headers = $5, response_body = $6,"
+    "  body_omitted = false, completed_at = now(),"
+    "  expires_at = now() + $7 * interval '1 millisecond',"
+    "  lease_owner = NULL, lease_expires_at = NULL, generation = r.generation + 1"
+    "  FROM cur x WHERE " RECORDS_CUR_JOIN " AND " RECORDS_STUCK " RETURNING r.*)"
+    " SELECT '" RECORDS_DONE "'," RECORDS_COLS " FROM upd x"
+    " UNION ALL"
+    " SELECT '" RECORDS_NOT_STUCK "'," RECORDS_COLS " FROM cur x"
+    " WHERE NOT EXISTS (SELECT 1 FROM upd)";
+
+/* clang-format on */
+
+enum records_col {
+	COL_OUTCOME,
+	COL_ACTOR,
+	COL_OPERATION,
+	COL_KEY,
+	COL_STATE,
+	COL_GENERATION,
+	COL_LEASE_OWNER,
+	COL_LEASE_EXPIRES_AT,
+	COL_LEASE_EXPIRED,
+	COL_CREATED_AT,
+	COL_COMPLETED_AT,
+	COL_EXPIRES_AT,
+	COL_STATUS,
+	COL_FINGERPRINT,
+	COL_HEADERS,
+	COL_BODY,
+	COL_BODY_OMITTED,
+	COL_COUNT
+};
+
+enum records_kind {
+	KIND_TEXT,    /* string, or null */
+	KIND_NUMBER,  /* number as PostgreSQL prints it, or null */
+	KIND_BOOL,    /* 't' / 'f' */
+	KIND_HEADERS, /* bytea of header lines: a string, or null */
+	KIND_BODY,    /* bytea: "body" and "body_encoding" */
+};
+
+/* A record in JSON: its members, in this order, and nothing else. */
+static const struct {
+	const char *name;
+	enum records_col col;
+	enum records_kind kind;
+} records_fields[] = {
+    {"actor", COL_ACTOR, KIND_TEXT},
+    {"operation", COL_OPERATION, KIND_TEXT},
+    {"key", COL_KEY, KIND_TEXT},
+    {"state", COL_STATE, KIND_TEXT},
+    {"generation", COL_GENERATION, KIND_NUMBER},
+    {"lease_owner", COL_LEASE_OWNER, KIND_TEXT},
+    {"lease_expires_at", COL_LEASE_EXPIRES_AT, KIND_TEXT},
+    {"lease_expired", COL_LEASE_EXPIRED, KIND_BOOL},
+    {"created_at", COL_CREATED_AT, KIND_TEXT},
+    {"completed_at", COL_COMPLETED_AT, KIND_TEXT},
+    {"expires_at", COL_EXPIRES_AT, KIND_TEXT},
+    {"status", COL_STATUS, KIND_NUMBER},
+    {"fingerprint", COL_FINGERPRINT, KIND_TEXT},
+    {"headers", COL_HEADERS, KIND_HEADERS},
+    {"body", COL_BODY, KIND_BODY},
+    {"body_omitted", COL_BODY_OMITTED, KIND_BOOL},
+};
+
+/* ---- statements ---- */
+
+/* Append a parameter to st: value (len bytes when binary), its type and format. */
+static void records_param(struct records_stmt *st, const char *value, int len, Oid type, int format)
+{
+	int i = st->nparams++;
+
+	st->values[i] = value;
+	st->lengths[i] = len;
+	st->types[i] = type;
+	st->formats[i] = format;
+}
+
+/* Append a text integer parameter of type type, kept in st->nums. */
+static void records_param_num(struct records_stmt *st, int64_t n, Oid type)
+{
+	char *buf = st->nums[st->nparams];
+
+	snprintf(buf, RECORDS_NUM_MAX, "%" PRId64, n);
+	records_param(st, buf, 0, type, RECORDS_FORMAT_TEXT);
+}
+
+/* 1 when s is a usable Content-Type value: not empty, no control characters. */
+static int records_content_type_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > RECORDS_CONTENT_TYPE_MAX)
+		return 0;
+	for (; *s; s++) {
+		if (((unsigned char)*s < 0x20 && *s != '\t') || *s == 0x7f)
+			return 0;
+	}
+	return 1;
+}
+
+/* LIST: at most a->limit records (0: the default). Returns 0 or -1. */
+static int records_build_list(const struct records_args *a, struct records_stmt *st, char *err,
+			      size_t errlen)
+{
+	int limit = a->limit ? a->limit : RECORDS_LIST_DEFAULT;
+
+	if (limit < 1 || limit > RECORDS_LIST_MAX) {
+		snprintf(err, errlen, "limit must be 1..%d", RECORDS_LIST_MAX);
+		return -1;
+	}
+	st->sql = records_sql_list;
+	records_param_num(st, limit, RECORDS_OID_INT8);
+	return 0;
+}
+
+/* The scope parameters ($1..$3) every other statement starts with. */
+static int records_build_scope(const struct records_args *a, struct records_stmt *st, char *err,
+			       size_t errlen)
+{
+	if (!a->actor || !*a->actor || !a->operation || !*a->operation || !a->key || !*a->key) {
+		snprintf(err, errlen, "actor, operation and key are required");
+		return -1;
+	}
+	records_param(st, a->actor, 0, RECORDS_OID_TEXT, RECORDS_FORMAT_TEXT);
+	records_param(st, a->operation, 0, RECORDS_OID_TEXT, RECORDS_FORMAT_TEXT);
+	records_param(st, a->key, 0, RECORDS_OID_TEXT, RECORDS_FORMAT_TEXT);
+	return 0;
+}
+
+/* RESOLVE's outcome parameters ($4..$7), after the scope's; st->headers is
+ * allocated here. Returns 0 or -1. */
+static int records_build_resolve(const struct records_args *a, struct records_stmt *st, char *err,
+				 size_t errlen)
+{
+	if (a->status < RECORDS_STATUS_MIN || a->status > RECORDS_STATUS_MAX) {
+		snprintf(err, errlen, "status must be %d..%d", RECORDS_STATUS_MIN,
+			 RECORDS_STATUS_MAX);
+		return -1;
+	}
+	if (a->retention_ms == 0) {
+		snprintf(err, errlen, "retention is required: no route is named \"%s\"",
+			 a->operation);
+		return -1;
+	}
+	if (a->retention_ms < 0) {
+		snprintf(err, errlen, "retention must be positive");
+		return -1;
+	}
+	if (a->body_len && !a->body) {
+		snprintf(err, errlen, "body_len without a body");
+		return -1;
+	}
+	if (a->body_len > INT_MAX) {
+		snprintf(err, errlen, "body is too large");
+		return -1;
+	}
+	if (a->content_type && !records_content_type_ok(a->content_type)) {
+		snprintf(err, errlen, "content type must be 1..%d bytes without control characters",
+			 RECORDS_CONTENT_TYPE_MAX);
+		return -1;
+	}
+	if (!a->content_type)
+		st->headers = strdup("");
+	else if (asprintf(&st->headers, "Content-Type: %s\r\n", a->content_type) < 0)
+		st->headers = NULL;
+	if (!st->headers) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	st->sql = records_sql_resolve;
+	records_param_num(st, a->status, RECORDS_OID_INT4);
+	records_param(st, st->headers, (int)strlen(st->headers), RECORDS_OID_BYTEA,
+		      RECORDS_FORMAT_BINARY);
+	records_param(st, a->body ? (const char *)a->body : "", (int)a->body_len, RECORDS_OID_BYTEA,
+		      RECORDS_FORMAT_BINARY);
+	records_param_num(st, a->retention_ms, RECORDS_OID_INT8);
+	return 0;
+}
+
+int records_stmt_build(enum records_cmd cmd, const struct records_args *a, struct records_stmt *st,
+		       char *err, size_t errlen)
+{
+	int rc = -1;
+
+	memset(st, 0, sizeof(*st));
+	switch (cmd) {
+	case RECORDS_LIST:
+		rc = records_build_list(a, st, err, errlen);
+		break;
+	case RECORDS_SHOW:
+		rc = records_build_scope(a, st, err, errlen);
+		st->sql = records_sql_show;
+		break;
+	case RECORDS_RELEASE:
+		rc = records_build_scope(a, st, err, errlen);
+		st->sql = records_sql_release;
+		break;
+	case RECORDS_RESOLVE:
+		rc = records_build_scope(a, st, err, errlen);
+		if (rc == 0)
+			rc = records_build_resolve(a, st, err, errlen);
+		break;
+	default:
+		snprintf(err, errlen, "unknown records command");
+		break;
+	}
+	if (rc < 0)
+		records_stmt_clear(st);
+	return rc;
+}
+
+void records_stmt_clear(struct records_stmt *st)
+{
+	free(st->headers);
+	memset(st, 0, sizeof(*st));
+}
+
+/* ---- rendering ---- */
+
+static int records_gen_str(yajl_gen g, const char *s, size_t n)
+{
+	return yajl_gen_string(g, (const unsigned char *)s, n) == yajl_gen_status_ok ? 0 : -1;
+}
+
+static int records_gen_cstr(yajl_gen g, const char *s)
+{
+	return records_gen_str(g, s, strlen(s));
+}
+
+/*
+ * The length of the UTF-8 sequence that starts s (n bytes available), or 0
+ * when it is not one: a stray or truncated byte, an overlong form, a
+ * surrogate, or a code point past U+10FFFF.
+ */
+static size_t records_utf8_seq(const unsigned char *s, size_t n)
+{
+	uint32_t cp;
+	size_t len;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+		len = 2;
+		cp = s[0] & 0x1f;
+	} else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+		len = 3;
+		cp = s[0] & 0x0f;
+	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+		len = 4;
+		cp = s[0] & 0x07;
+	} else {
+		return 0;
+	}
+	if (n < len)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if (len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff)))
+		return 0;
+	if (len == 4 && (cp < 0x10000 || cp > 0x10ffff))
+		return 0;
+	return len;
+}
+
+static int records_utf8_valid(const unsigned char *s, size_t n)
+{
+	size_t k;
+
+	while (n) {
+		k = records_utf8_seq(s, n);
+		if (!k)
+			return 0;
+		s += k;
+		n -= k;
+	}
+	return 1;
+}
+
+/* s (n bytes) in base64 with padding, malloc'ed and NUL-terminated; NULL
+ * when out of memory. */
+static char *records_base64(const unsigned char *s, size_t n, size_t *outlen)
+{
+	static const char digits[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	char *out = malloc((n + 2) / 3 * 4 + 1), *o = out;
+	uint32_t v;
+	size_t i;
+
+	if (!out)
+		return NULL;
+	for (i = 0; i + 2 < n; i += 3) {
+		v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
+		*o++ = digits[v >> 18];
+		*o++ = digits[(v >> 12) & 0x3f];
+		*o++ = digits[(v >> 6) & 0x3f];
+		*o++ = digits[v & 0x3f];
+	}
+	if (i < n) {
+		v = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0);
+		*o++ = digits[v >> 18];
+		*o++ = digits[(v >> 12) & 0x3f];
+		*o++ = i + 1 < n ? digits[(v >> 6) & 0x3f] : '=';
+		*o++ = '=';
+	}
+	*o = '\0';
+	*outlen = (size_t)(o - out);
+	return out;
+}
+
+/*
+ * Header lines as a JSON string. They are bytes: a value may hold obs-text
+ * that is not UTF-8, and then every byte is taken as ISO-8859-1 (what
+ * obs-text historically meant), so the string stays readable and every byte
+ * is still shown. Returns 0 or -1.
+ */
+static int records_gen_headers(yajl_gen g, const unsigned char *s, size_t n)
+{
+	unsigned char *latin, *o;
+	int rc;
+
+	if (records_utf8_valid(s, n))
+		return records_gen_str(g, (const char *)s, n);
+	latin = malloc(2 * n);
+	if (!latin)
+		return -1;
+	o = latin;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < 0x80) {
+			*o++ = s[i];
+		} else {
+			*o++ = (unsigned char)(0xc0 | s[i] >> 6);
+			*o++ = (unsigned char)(0x80 | (s[i] & 0x3f));
+		}
+	}
+	rc = records_gen_str(g, (const char *)latin, (size_t)(o - latin));
+	free(latin);
+	return rc;
+}
+
+/* The body members: "body" as text when it is UTF-8, else base64, and the
+ * "body_encoding" that says which. Returns 0 or -1. */
+static int records_gen_body(yajl_gen g, const unsigned char *s, size_t n)
+{
+	char *b64 = NULL;
+	size_t b64len;
+	int rc = -1;
+
+	if (records_utf8_valid(s, n)) {
+		if (records_gen_str(g, (const char *)s, n) < 0 ||
+		    records_gen_cstr(g, "body_encoding") < 0 || records_gen_cstr(g, "utf-8") < 0)
+			goto out;
+	} else {
+		b64 = records_base64(s, n, &b64len);
+		if (!b64 || records_gen_str(g, b64, b64len) < 0 ||
+		    records_gen_cstr(g, "body_encoding") < 0 || records_gen_cstr(g, "base64") < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	free(b64);
+	return rc;
+}
+
+/* A bytea column (text output, hex or escape form) as headers or body. */
+static int records_gen_bytea(yajl_gen g, const char *text, enum records_kind kind)
+{
+	unsigned char *bytes;
+	size_t n;
+	int rc;
+
+	bytes = PQunescapeBytea((const unsigned char *)text, &n);
+	if (!bytes)
+		return -1;
+	if (kind == KIND_HEADERS)
+		rc = records_gen_headers(g, bytes, n);
+	else
+		rc = records_gen_body(g, bytes, n);
+	PQfreemem(bytes);
+	return rc;
+}
+
+/* The value of column col in row as the member's kind says. Returns 0 or -1. */
+static int records_gen_value(yajl_gen g, const PGresult *res, int row, enum records_col col,
+			     enum records_kind kind)
+{
+	const char *v = PQgetvalue(res, row, col);
+	size_t n = (size_t)PQgetlength(res, row, col);
+
+	if (PQgetisnull(res, row, col)) {
+		if (yajl_gen_null(g) != yajl_gen_status_ok)
+			return -1;
+		if (kind == KIND_BODY && (records_gen_cstr(g, "body_encoding") < 0 ||
+					  yajl_gen_null(g) != yajl_gen_status_ok))
+			return -1;
+		return 0;
+	}
+	switch (kind) {
+	case KIND_TEXT:
+		return records_gen_str(g, v, n);
+	case KIND_NUMBER:
+		return yajl_gen_number(g, v, n) == yajl_gen_status_ok ? 0 : -1;
+	case KIND_BOOL:
+		return yajl_gen_bool(g, v[0] == 't') == yajl_gen_status_ok ? 0 : -1;
+	case KIND_HEADERS:
+	case KIND_BODY:
+		return records_gen_bytea(g, v, kind);
+	}
+	return -1;
+}
+
+/* Row row of res as a record object. Returns 0 or -1. */
+static int records_gen_record(yajl_gen g, const PGresult *res, int row)
+{
+	size_t i;
+
+	if (yajl_gen_map_open(g) != yajl_gen_status_ok)
+		return -1;
+	for (i = 0; i < sizeof(records_fields) / sizeof(records_fields[0]); i++) {
+		if (records_gen_cstr(g, records_fields[i].name) < 0 ||
+		    records_gen_value(g, res, row, records_fields[i].col, records_fields[i].kind) <
+			0)
+			return -1;
+	}
+	return yajl_gen_map_close(g) == yajl_gen_status_ok ? 0 : -1;
+}
+
+/* The members of a list document: every row, and their count. */
+static int records_gen_list(yajl_gen g, const PGresult *res)
+{
+	int rows = PQntuples(res);
+
+	if (records_gen_cstr(g, "records") < 0 || yajl_gen_array_open(g) != yajl_gen_status_ok)
+		return -1;
+	for (int i = 0; i < rows; i++) {
+		if (records_gen_record(g, res, i) < 0)
+			return -1;
+	}
+	if (yajl_gen_array_close(g) != yajl_gen_status_ok || records_gen_cstr(g, "count") < 0 ||
+	    yajl_gen_integer(g, rows) != yajl_gen_status_ok)
+		return -1;
+	return 0;
+}
+
+/* The members of a show, release or resolve document; sets *http_status. */
+static int records_gen_one(yajl_gen g, enum records_cmd cmd, const PGresult *res, int *http_status)
+{
+	static const char *const done_names[] = {
+	    [RECORDS_SHOW] = "record",
+	    [RECORDS_RELEASE] = "released",
+	    [RECORDS_RESOLVE] = "resolved",
+	};
+
+	if (PQntuples(res) == 0) {
+		*http_status = RECORDS_HTTP_NOT_FOUND;
+		return records_gen_cstr(g, "error") < 0 || records_gen_cstr(g, "no such record") < 0
+			   ? -1
+			   : 0;
+	}
+	if (strcmp(PQgetvalue(res, 0, COL_OUTCOME), RECORDS_NOT_STUCK) == 0) {
+		*http_status = RECORDS_HTTP_CONFLICT;
+		if (records_gen_cstr(g, "error") < 0 ||
+		    records_gen_cstr(g, "record is not stuck") < 0 ||
+		    records_gen_cstr(g, "record") < 0)
+			return -1;
+		return records_gen_record(g, res, 0);
+	}
+	*http_status = RECORDS_HTTP_OK;
+	if (records_gen_cstr(g, done_names[cmd]) < 0)
+		return -1;
+	return records_gen_record(g, res, 0);
+}
+
+char *records_render(enum records_cmd cmd, const PGresult *res, int *http_status, size_t *len)
+{
+	const unsigned char *buf;
+	char *doc = NULL;
+	int rc;
+	size_t n;
+	yajl_gen g;
+
+	if (cmd < RECORDS_LIST || cmd > RECORDS_RESOLVE || !res ||
+	    PQresultStatus(res) != PGRES_TUPLES_OK || PQnfields(res) != COL_COUNT)
+		return NULL;
+	g = yajl_gen_alloc(NULL);
+	if (!g)
+		return NULL;
+	if (!yajl_gen_config(g, yajl_gen_validate_utf8, 1) ||
+	    yajl_gen_map_open(g) != yajl_gen_status_ok)
+		goto out;
+	if (cmd == RECORDS_LIST) {
+		*http_status = RECORDS_HTTP_OK;
+		rc = records_gen_list(g, res);
+	} else {
+		rc = records_gen_one(g, cmd, res, http_status);
+	}
+	if (rc < 0 || yajl_gen_map_close(g) != yajl_gen_status_ok ||
+	    yajl_gen_get_buf(g, &buf, &n) != yajl_gen_status_ok)
+		goto out;
+	doc = malloc(n + 1);
+	if (!doc)
+		goto out;
+	memcpy(doc, buf, n);
+	doc[n] = '\0';
+	*len = n;
+out:
+	yajl_gen_free(g);
+	return doc;
+}
+
+/* ---- the command line ---- */
+
+/* The options a command may take (getopt_long values, and masks). */
+enum records_opt {
+	OPT_LIMIT = 1 << 0,
+	OPT_BODY_FILE = 1 << 1,
+	OPT_CONTENT_TYPE = 1 << 2,
+	OPT_RETENTION = 1 << 3,
+};
+
+static const struct records_cli_cmd {
+	const char *name;
+	enum records_cmd cmd;
+	int nargs;     /* positional arguments after the name */
+	unsigned opts; /* the records_opt it accepts */
+} records_cli_cmds[] = {
+    {"list", RECORDS_LIST, 0, OPT_LIMIT},
+    {"show", RECORDS_SHOW, 3, 0},
+    {"release", RECORDS_RELEASE, 3, 0},
+    {"resolve", RECORDS_RESOLVE, 4, OPT_BODY_FILE | OPT_CONTENT_TYPE | OPT_RETENTION},
+};
+
+static const struct option records_options[] = {
+    {"limit", required_argument, NULL, OPT_LIMIT},
+    {"body-file", required_argument, NULL, OPT_BODY_FILE},
+    {"content-type", required_argument, NULL, OPT_CONTENT_TYPE},
+    {"retention", required_argument, NULL, OPT_RETENTION},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* What the command line asked for; the strings point into argv. */
+struct records_cli {
+	const char *file;
+	const struct records_cli_cmd *cmd;
+	char **args; /* the command's positional arguments */
+	unsigned opts;
+	const char *limit, *body_file, *content_type, *retention;
+};
+
+static const char records_synopsis[] =
+    "usage: idemproxy records [-c FILE] list [--limit N]\n"
+    "       idemproxy records [-c FILE] show ACTOR OPERATION KEY\n"
+    "       idemproxy records [-c FILE] release ACTOR OPERATION KEY\n"
+    "       idemproxy records [-c FILE] resolve ACTOR OPERATION KEY STATUS\n"
+    "                 [--body-file PATH|-] [--content-type TYPE] [--retention DUR]\n";
+
+static void records_help(void)
+{
+	printf("%s\n"
+	       "ACTOR is the stored form: \"h:\" and the actor header's value (h:alice),\n"
+	       "or \"anonymous\". Put \"--\" before arguments that start with \"-\".\n"
+	       "  list     unknown records and in-progress ones whose lease ran out,\n"
+	       "           oldest first (at most N: default %d, up to %d)\n"
+	       "  show     the scope's record, whatever its state\n"
+	       "  release  delete a stuck record, so a retry runs the request again\n"
+	       "  resolve  make a stuck record completed with STATUS, the body read from\n"
+	       "           PATH (- for stdin; default empty) and TYPE as its Content-Type;\n"
+	       "           retries then replay it. It expires after DUR (default: the\n"
+	       "           route's retention for OPERATION)\n"
+	       "Prints the result as JSON. Exit status: 0 done, 1 no such record, record\n"
+	       "not stuck (completed, or its lease is live) or an error, 2 bad usage.\n",
+	       records_synopsis, RECORDS_LIST_DEFAULT, RECORDS_LIST_MAX);
+}
+
+/* s as a decimal integer in min..max, digits only. Returns 0 or -1. */
+static int records_parse_int(const char *s, int min, int max, int *out)
+{
+	long v = 0;
+
+	if (!*s)
+		return -1;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9' || v > max)
+			return -1;
+		v = v * 10 + (*s - '0');
+	}
+	if (v < min || v > max)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+/*
+ * Read argv into cli. Returns 0, 1 when help was asked for, or -1 on a usage
+ * error (with its message on stderr).
+ */
+static int records_cli_parse(int argc, char **argv, struct records_cli *cli)
+{
+	const struct option *o;
+	unsigned extra;
+	int opt, nargs;
+	size_t i;
+
+	memset(cli, 0, sizeof(*cli));
+	cli->file = RECORDS_DEFAULT_CONF;
+	/* 0, not 1: glibc then starts over, whatever getopt ran before. */
+	optind = 0;
+	while ((opt = getopt_long(argc, argv, "c:h", records_options, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			cli->file = optarg;
+			break;
+		case 'h':
+			return 1;
+		case OPT_LIMIT:
+			cli->limit = optarg;
+			break;
+		case OPT_BODY_FILE:
+			cli->body_file = optarg;
+			break;
+		case OPT_CONTENT_TYPE:
+			cli->content_type = optarg;
+			break;
+		case OPT_RETENTION:
+			cli->retention = optarg;
+			break;
+		default:
+			return -1;
+		}
+		if (opt != 'c')
+			cli->opts |= (unsigned)opt;
+	}
+	if (optind == argc) {
+		fprintf(stderr, "records: a command is required\n");
+		return -1;
+	}
+	for (i = 0; i < sizeof(records_cli_cmds) / sizeof(records_cli_cmds[0]); i++) {
+		if (strcmp(argv[optind], records_cli_cmds[i].name) == 0)
+			cli->cmd = &records_cli_cmds[i];
+	}
+	if (!cli->cmd) {
+		fprintf(stderr, "records: unknown command \"%s\"\n", argv[optind]);
+		return -1;
+	}
+	nargs = argc - optind - 1;
+	if (nargs != cli->cmd->nargs) {
+		fprintf(stderr, "records: %s takes %d arguments, not %d\n", cli->cmd->name,
+			cli->cmd->nargs, nargs);
+		return -1;
+	}
+	extra = cli->opts & ~cli->cmd->opts;
+	for (o = records_options; extra && o->name; o++) {
+		if (extra & (unsigned)o->val) {
+			fprintf(stderr, "records: --%s does not apply to %s\n", o->name,
+				cli->cmd->name);
+			return -1;
+		}
+	}
+	cli->args = argv + optind + 1;
+	return 0;
+}
+
+/*
+ * The arguments of cli that need no configuration, into a. Returns 0, or -1
+ * with the usage error in err.
+ */
+static int records_cli_args(const struct records_cli *cli, struct records_args *a, char *err,
+			    size_t errlen)
+{
+	memset(a, 0, sizeof(*a));
+	if (cli->limit && records_parse_int(cli->limit, 1, RECORDS_LIST_MAX, &a->limit) < 0) {
+		snprintf(err, errlen, "--limit must be 1..%d", RECORDS_LIST_MAX);
+		return -1;
+	}
+	if (cli->cmd->nargs == 0)
+		return 0;
+	a->actor = cli->args[0];
+	a->operation = cli->args[1];
+	a->key = cli->args[2];
+	if (cli->cmd->cmd != RECORDS_RESOLVE)
+		return 0;
+	if (records_parse_int(cli->args[3], RECORDS_STATUS_MIN, RECORDS_STATUS_MAX, &a->status) <
+	    0) {
+		snprintf(err, errlen, "STATUS must be %d..%d", RECORDS_STATUS_MIN,
+			 RECORDS_STATUS_MAX);
+		return -1;
+	}
+	if (cli->retention &&
+	    (conf_parse_duration(cli->retention, &a->retention_ms) < 0 || a->retention_ms <= 0)) {
+		snprintf(err, errlen, "--retention: invalid duration \"%s\"", cli->retention);
+		return -1;
+	}
+	a->content_type = cli->content_type;
+	return 0;
+}
+
+/* See records.h: the CLI and the admin API default a resolve's retention alike. */
+int64_t records_retention(const struct conf *conf, const char *operation)
+{
+	for (int i = 0; operation && i < conf->nroutes; i++) {
+		if (strcmp(conf->routes[i].operation, operation) == 0)
+			return conf->routes[i].retention_ms;
+	}
+	return 0;
+}
+
+/*
+ * Read all of path ("-": stdin), at most max bytes, into a new buffer in
+ * *out (the caller frees it) and its length in *len. Returns 0, or -1 with
+ * a message in err.
+ */
+static int records_read_body(const char *path, size_t max, unsigned char **out, size_t *len,
+			     char *err, size_t errlen)
+{
+	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+	unsigned char *buf = NULL, *grown;
+	size_t n = 0, cap = 0, got;
+	int rc = -1;
+
+	if (!f) {
+		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+		return -1;
+	}
+	for (;;) {
+		if (cap - n < RECORDS_READ_CHUNK) {
+			grown = realloc(buf, cap + RECORDS_READ_CHUNK);
+			if (!grown) {
+				snprintf(err, errlen, "out of memory");
+				goto out;
+			}
+			buf = grown;
+			cap += RECORDS_READ_CHUNK;
+		}
+		got = fread(buf + n, 1, RECORDS_READ_CHUNK, f);
+		n += got;
+		if (n > max) {
+			snprintf(err, errlen, "%s is larger than max_stored_body (%zu bytes)", path,
+				 max);
+			goto out;
+		}
+		if (got < RECORDS_READ_CHUNK)
+			break;
+	}
+	if (ferror(f)) {
+		snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+		goto out;
+	}
+	*out = buf;
+	*len = n;
+	buf = NULL;
+	rc = 0;
+out:
+	free(buf);
+	if (f != stdin)
+		fclose(f);
+	return rc;
+}
+
+/*
+ * Connect to conf's database, run st and render its result for cmd into
+ * *doc (the caller frees it), *len and *http_status. Returns 0, or -1 with
+ * a message in err.
+ */
+static int records_exec(const struct conf *conf, enum records_cmd cmd,
+			const struct records_stmt *st, char **doc, size_t *len, int *http_status,
+			char *err, size_t errlen)
+{
+	/* Ours first: a connect_timeout or application_name in the
+	 * configured conninfo (expanded from dbname) overrides them. */
+	const char *keys[] = {"connect_timeout", "fallback_application_name", "dbname", NULL};
+	const char *values[] = {NULL, RECORDS_APP_NAME, conf->database, NULL};
+	char timeout[RECORDS_NUM_MAX];
+	PGresult *res = NULL;
+	PGconn *conn;
+	int rc = -1;
+
+	snprintf(timeout, sizeof(timeout), "%" PRId64,
+		 (conf->store_timeout_ms + RECORDS_MS_PER_S - 1) / RECORDS_MS_PER_S);
+	values[0] = timeout;
+	if (!conf->database)
+		keys[2] = NULL;
+	conn = PQconnectdbParams(keys, values, 1);
+	if (PQstatus(conn) != CONNECTION_OK) {
+		snprintf(err, errlen, "cannot connect to the database: %s", PQerrorMessage(conn));
+		goto out;
+	}
+	res = PQexecParams(conn, st->sql, st->nparams, st->types, st->values, st->lengths,
+			   st->formats, RECORDS_FORMAT_TEXT);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		snprintf(err, errlen, "database error: %s", PQerrorMessage(conn));
+		goto out;
+	}
+	*doc = records_render(cmd, res, http_status, len);
+	if (!*doc) {
+		snprintf(err, errlen, "cannot render the result");
+		goto out;
+	}
+	rc = 0;
+out:
+	err[strcspn(err, "\n")] = '\0';
+	PQclear(res);
+	PQfinish(conn);
+	return rc;
+}
+
+int records_main(int argc, char **argv)
+{
+	struct records_cli cli;
+	struct records_args a;
+	struct records_stmt st = {0};
+	struct conf *conf = NULL;
+	unsigned char *body = NULL;
+	char err[RECORDS_MSG_MAX] = "", *doc = NULL;
+	int parsed, http_status = 0, rc = RECORDS_EXIT_USAGE;
+	size_t len = 0;
+
+	parsed = records_cli_parse(argc, argv, &cli);
+	if (parsed > 0) {
+		records_help();
+		return RECORDS_EXIT_OK;
+	}
+	if (parsed < 0) {
+		fputs(records_synopsis, stderr);
+		return RECORDS_EXIT_USAGE;
+	}
+	if (records_cli_args(&cli, &a, err, sizeof(err)) < 0)
+		goto out;
+	rc = RECORDS_EXIT_FAIL;
+	if (conf_load(cli.file, &conf, err, sizeof(err)) < 0)
+		goto out;
+	if (cli.cmd->cmd == RECORDS_RESOLVE && !a.retention_ms) {
+		a.retention_ms = records_retention(conf, a.operation);
+		if (!a.retention_ms) {
+			snprintf(err, sizeof(err), "%s has no route \"%s\": give --retention",
+				 cli.file, a.operation);
+			rc = RECORDS_EXIT_USAGE;
+			goto out;
+		}
+	}
+	if (cli.body_file) {
+		if (records_read_body(cli.body_file, conf->max_stored_body, &body, &a.body_len, err,
+				      sizeof(err)) < 0)
+			goto out;
+		a.body = body;
+	}
+	if (records_stmt_build(cli.cmd->cmd, &a, &st, err, sizeof(err)) < 0) {
+		rc = RECORDS_EXIT_USAGE;
+		goto out;
+	}
+	if (records_exec(conf, cli.cmd->cmd, &st, &doc, &len, &http_status, err, sizeof(err)) < 0)
+		goto out;
+	fwrite(doc, 1, len, stdout);
+	putchar('\n');
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		snprintf(err, sizeof(err), "cannot write the result: %s", strerror(errno));
+		goto out;
+	}
+	if (http_status == RECORDS_HTTP_NOT_FOUND)
+		snprintf(err, sizeof(err), "no such record");
+	else if (http_status == RECORDS_HTTP_CONFLICT)
+		snprintf(err, sizeof(err),
+			 "record is not stuck: it is completed or its lease is live");
+	else
+		rc = RECORDS_EXIT_OK;
+out:
+	if (err[0])
+		fprintf(stderr, "records: %s\n", err);
+	if (rc == RECORDS_EXIT_USAGE)
+		fputs(records_synopsis, stderr);
+	free(doc);
+	free(body);
+	records_stmt_clear(&st);
+	conf_free(conf);
+	return rc;
+}

@@ -1,0 +1,92 @@
+/*
+ * Record operations for operators: list the records that need one, show a
+ * scope's record, release or resolve a stuck one.
+ *
+ * Two front ends share this module: the `idemproxy records` command (blocking
+ * libpq, outside any event loop) and the admin HTTP API (the proxy's
+ * asynchronous store). So building a statement, rendering its result and the
+ * blocking command line are separate: each statement is one round trip with
+ * text results, and records_render turns that result into the JSON document
+ * both front ends answer with.
+ */
+#ifndef IDEMPROXY_RECORDS_H
+#define IDEMPROXY_RECORDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <libpq-fe.h>
+
+#define RECORDS_LIST_DEFAULT 100
+#define RECORDS_LIST_MAX     1000
+#define RECORDS_STATUS_MIN   100
+#define RECORDS_STATUS_MAX   599
+#define RECORDS_PARAMS_MAX   7
+#define RECORDS_NUM_MAX	     32
+
+enum records_cmd {
+	RECORDS_LIST,
+	RECORDS_SHOW,
+	RECORDS_RELEASE,
+	RECORDS_RESOLVE,
+};
+
+/* What a command works on; the fields a command does not use are ignored. */
+struct records_args {
+	const char *actor, *operation, *key; /* SHOW, RELEASE, RESOLVE: the stored scope */
+	int limit;			     /* LIST: at most this many; 0 = RECORDS_LIST_DEFAULT */
+	int status;			     /* RESOLVE: RECORDS_STATUS_MIN..RECORDS_STATUS_MAX */
+	const char *content_type;	     /* RESOLVE: stored Content-Type, or NULL for none */
+	const unsigned char *body;	     /* RESOLVE: stored body (may be empty or NULL) */
+	size_t body_len;
+	int64_t retention_ms; /* RESOLVE: expires this long after now, > 0 */
+};
+
+/* A statement with its parameters, ready for PQsendQueryParams or
+ * PQexecParams (with resultFormat 0: records_render reads text results). */
+struct records_stmt {
+	const char *sql;
+	int nparams;
+	const char *values[RECORDS_PARAMS_MAX];
+	int lengths[RECORDS_PARAMS_MAX];
+	int formats[RECORDS_PARAMS_MAX];
+	Oid types[RECORDS_PARAMS_MAX];
+	char nums[RECORDS_PARAMS_MAX][RECORDS_NUM_MAX]; /* text numbers values point into */
+	char *headers; /* owned; "Content-Type: x\r\n" or "" for RESOLVE, else NULL */
+};
+
+/*
+ * Fill st with the statement for cmd over a. The strings and the body of a
+ * are referenced, not copied: they must outlive the statement's use. Returns
+ * 0 (clear st with records_stmt_clear), or -1 with a message in err and st
+ * left cleared, when a is not valid for cmd.
+ */
+int records_stmt_build(enum records_cmd cmd, const struct records_args *a, struct records_stmt *st,
+		       char *err, size_t errlen) __attribute__((warn_unused_result));
+
+/* Free what st owns; st may then be built again. */
+void records_stmt_clear(struct records_stmt *st);
+
+/*
+ * The result of cmd's statement (PGRES_TUPLES_OK, text format) as a JSON
+ * document, malloc'ed and NUL-terminated, its length in *len. *http_status
+ * says what it is: 200 done, 404 no such record, 409 the record is not stuck
+ * (release or resolve refused because it is completed or its lease is live).
+ * Returns NULL when out of memory or when res is not shaped like the
+ * statement's result.
+ */
+char *records_render(enum records_cmd cmd, const PGresult *res, int *http_status, size_t *len);
+
+struct conf;
+
+/* The retention of conf's route named operation, or 0 when it has none. */
+int64_t records_retention(const struct conf *conf, const char *operation);
+
+/*
+ * `idemproxy records [-c FILE] list|show|release|resolve ...`; argv[0] is
+ * "records". Prints the JSON document on stdout and returns the exit code:
+ * 0 done, 1 no such record, not stuck or an error, 2 bad usage.
+ */
+int records_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,153 @@
+/*
+ * The retention sweeper: one repeating timer on the main thread's loop.
+ *
+ * Each tick runs one statement through the main thread's store, under a
+ * transaction-scoped advisory lock so that one instance sweeps at a time
+ * however many share the database (and nothing stays locked on a
+ * pgbouncer server connection). It deletes up to SWEEP_BATCH completed
+ * records past expires_at, and marks up to SWEEP_BATCH in_progress
+ * records whose lease ran out as unknown: their owner vanished, and an
+ * operator (or `recovery forward`) must now decide. It never deletes an
+ * in_progress or unknown record. When a tick found a full batch, the next
+ * one follows after SWEEP_AGAIN_MS instead of the interval.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "proxy/log.h"
+#include "proxy/sweeper.h"
+
+#define SWEEP_BATCH	   500
+#define SWEEP_AGAIN_MS	   100
+#define SWEEP_LOCK_KEY	   "7594869612733442170"
+#define SWEEP_STR(x)	   #x
+#define SWEEP_TEXT(x)	   SWEEP_STR(x)
+
+_Static_assert(SWEEP_BATCH > 0, "a sweep must make progress");
+
+/*
+ * Result: (locked, deleted, marked). Rows are picked with SKIP LOCKED, so a
+ * sweep never waits for an owner's write; the lock subquery runs once.
+ * Marked records notify STORE_CHANNEL, so duplicates waiting on them stop
+ * waiting at once.
+ */
+static const char sweep_sql[] =
+    "WITH lock AS (SELECT pg_try_advisory_xact_lock(" SWEEP_LOCK_KEY ") AS ok),"
+    " expired AS ("
+    " DELETE FROM idempotency_records r USING ("
+    "  SELECT actor, operation, idem_key FROM idempotency_records"
+    "  WHERE state = 'completed' AND expires_at <= now() AND (SELECT ok FROM lock)"
+    "  ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) d"
+    " WHERE r.actor = d.actor AND r.operation = d.operation AND r.idem_key = d.idem_key"
+    "  AND r.state = 'completed'"
+    " RETURNING 1),"
+    " stale AS ("
+    " UPDATE idempotency_records r SET state = 'unknown' FROM ("
+    "  SELECT actor, operation, idem_key FROM idempotency_records"
+    "  WHERE state = 'in_progress' AND lease_expires_at <= now() AND (SELECT ok FROM lock)"
+    "  ORDER BY lease_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) s"
+    " WHERE r.actor = s.actor AND r.operation = s.operation AND r.idem_key = s.idem_key"
+    "  AND r.state = 'in_progress'"
+    " RETURNING pg_notify('" STORE_CHANNEL "',"
+    "  md5(r.actor || E'\\n' || r.operation || E'\\n' || r.idem_key)))"
+    " SELECT (SELECT ok FROM lock), (SELECT count(*) FROM expired), (SELECT count(*) FROM stale)";
+
+struct sweeper {
+	struct store *store;
+	struct event *timer;
+	int64_t interval_ms;
+	int running; /* a sweep is in flight */
+	const char *params[1];
+	struct sweeper_stats stats;
+};
+
+static void sweeper_arm(struct sweeper *sw, int64_t ms)
+{
+	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+
+	if (ms > 0)
+		evtimer_add(sw->timer, &tv);
+}
+
+static void sweeper_done(void *arg, enum store_result res, const PGresult *result)
+{
+	struct sweeper *sw = arg;
+	int64_t deleted, marked;
+
+	sw->running = 0;
+	if (res != STORE_OK || PQntuples(result) != 1 || PQnfields(result) != 3) {
+		sw->stats.errors += 1;
+		sweeper_arm(sw, sw->interval_ms);
+		return;
+	}
+	if (strcmp(PQgetvalue(result, 0, 0), "t") != 0) {
+		/* Another instance holds the lock: it is sweeping. */
+		sw->stats.skipped += 1;
+		sweeper_arm(sw, sw->interval_ms);
+		return;
+	}
+	deleted = strtoll(PQgetvalue(result, 0, 1), NULL, 10);
+	marked = strtoll(PQgetvalue(result, 0, 2), NULL, 10);
+	sw->stats.runs += 1;
+	sw->stats.deleted += deleted;
+	sw->stats.marked_unknown += marked;
+	if (marked)
+		log_warn(NULL, "sweeper: %lld in_progress records outlived their lease; now unknown",
+			 (long long)marked);
+	sweeper_arm(sw, deleted >= SWEEP_BATCH || marked >= SWEEP_BATCH ? SWEEP_AGAIN_MS
+									  : sw->interval_ms);
+}
+
+static void sweeper_tick(evutil_socket_t fd, short what, void *arg)
+{
+	struct sweeper *sw = arg;
+	struct store_stmt stmt = {sweep_sql, 1, NULL, sw->params, NULL, NULL};
+
+	if (sw->running || !sw->interval_ms)
+		return;
+	sw->running = 1;
+	store_query(sw->store, &stmt, sweeper_done, sw);
+}
+
+struct sweeper *sweeper_new(struct event_base *base, struct store *st, int64_t interval_ms)
+{
+	struct sweeper *sw = calloc(1, sizeof(*sw));
+
+	if (!sw)
+		return NULL;
+	sw->store = st;
+	sw->params[0] = SWEEP_TEXT(SWEEP_BATCH);
+	sw->timer = evtimer_new(base, sweeper_tick, sw);
+	if (!sw->timer) {
+		free(sw);
+		return NULL;
+	}
+	sweeper_set_interval(sw, interval_ms);
+	return sw;
+}
+
+void sweeper_set_interval(struct sweeper *sw, int64_t interval_ms)
+{
+	if (sw->interval_ms == interval_ms)
+		return;
+	sw->interval_ms = interval_ms;
+	evtimer_del(sw->timer);
+	if (!sw->running)
+		sweeper_arm(sw, interval_ms);
+}
+
+const struct sweeper_stats *sweeper_stats(const struct sweeper *sw)
+{
+	return &sw->stats;
+}
+
+/* A sweep in flight calls back: free the store (which drops it) first. */
+void sweeper_free(struct sweeper *sw)
+{
+	if (!sw)
+		return;
+	event_free(sw->timer);
+	free(sw);
+}

@@ -1,0 +1,444 @@
+"""PostgreSQL faults: backends killed during a claim or a finish, a restart
+while the owner waits upstream, statements blocked by a lock, a read-only
+server, failover to a promoted standby through multi-host conninfo, and
+pgbouncer in transaction pooling mode."""
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+import helpers
+from conftest import Cluster, PGBIN, PG_USER, run_as_pg
+from helpers import problem, course, assert_owner, assert_replay_of
+from test_concurrency import race, check_race
+
+POLL_LIMIT = 10.0
+POLL_STEP = 0.05
+LOCK_TIMEOUT = "5s"
+WORKERS = 2
+PGBOUNCER = "/usr/sbin/pgbouncer"
+PGBOUNCER_POOL = 2
+PGBOUNCER_WORKERS = 4           # more store connections than server connections
+
+# Replays must come from the store, not from a worker's memory.
+NO_CACHE = {"replay_cache": "0", "upstream_timeout": "4s"}
+
+
+class TableLock:
+    """LOCK TABLE idempotency_records IN ACCESS EXCLUSIVE MODE, held in an
+    open transaction of its own connection until release()."""
+
+    def __init__(self, cluster):
+        import psycopg2
+        self.conn = psycopg2.connect(cluster.conninfo, connect_timeout=5)
+        with self.conn.cursor() as cur:
+            cur.execute("SET lock_timeout = '%s'" % LOCK_TIMEOUT)
+            cur.execute("LOCK TABLE idempotency_records IN ACCESS EXCLUSIVE MODE")
+
+    def release(self):
+        if self.conn is not None:
+            self.conn.rollback()
+            self.conn.close()
+            self.conn = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+def lock_waiters(cluster, app=None):
+    """Backends of cluster's database waiting on a lock (not this one's own
+    query), optionally only those whose application_name is app."""
+    sql = """SELECT pid, application_name, query FROM pg_stat_activity
+              WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()
+                AND datname = current_database()"""
+    if app is None:
+        return cluster.query(sql)
+    return cluster.query(sql + " AND application_name = %s", (app,))
+
+
+def wait_lock_waiters(cluster, timeout):
+    """The lock waiters, as soon as there is one; [] when none came in time."""
+    end = time.monotonic() + timeout
+    while True:
+        rows = lock_waiters(cluster)
+        if rows or time.monotonic() > end:
+            return rows
+        time.sleep(POLL_STEP)
+
+
+def client_backends(cluster):
+    """Pids of the client backends on cluster's database, other than the
+    querying one: idemproxy's store connections."""
+    rows = cluster.query("""SELECT pid FROM pg_stat_activity
+                             WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
+                               AND datname = current_database()""")
+    return [r["pid"] for r in rows]
+
+
+def wait_backends(cluster, n):
+    """Wait until idemproxy holds at least n store connections."""
+    end = time.monotonic() + POLL_LIMIT
+    while len(client_backends(cluster)) < n:
+        assert time.monotonic() < end, "idemproxy did not connect %d store sessions" % n
+        time.sleep(POLL_STEP)
+
+
+def terminate(cluster, pids):
+    for pid in pids:
+        cluster.query("SELECT pg_terminate_backend(%s)", (pid,))
+
+
+def wait_state(records, actor, state):
+    end = time.monotonic() + POLL_LIMIT
+    while True:
+        rows = records.rows(actor)
+        if len(rows) == 1 and helpers.record_state(rows[0]) == state:
+            return rows[0]
+        assert time.monotonic() < end, "record never became %s: %r" % (state, rows)
+        time.sleep(0.1)
+
+
+def when_available(send):
+    """send() until its answer is something other than store-unavailable
+    (a worker may still be in its reconnect backoff), within POLL_LIMIT;
+    returns that answer."""
+    end = time.monotonic() + POLL_LIMIT
+    while True:
+        r = send()
+        if r.status != 503:
+            return r
+        problem(r, "store-unavailable", 503)
+        assert time.monotonic() < end, "the store did not come back within %ss" % POLL_LIMIT
+        time.sleep(0.2)
+
+
+def post_until_owner(p, actor, key=None):
+    """POST until it is executed, within POLL_LIMIT; a fresh key per attempt
+    unless key is given. Returns (key, the owner's response)."""
+    keys = []
+
+    def send():
+        keys.append(key or "key-%d-%s" % (time.monotonic_ns(), actor))
+        return p.post("/api/courses", key=keys[-1], actor=actor, body=course())
+
+    r = when_available(send)
+    assert_owner(r)
+    return keys[-1], r
+
+
+def replay(p, key, actor):
+    """The answer to a retry of key, once the store answers."""
+    return when_available(lambda: p.post("/api/courses", key=key, actor=actor, body=course()))
+
+
+class Background:
+    """One call on a thread: .result is its return value or exception,
+    .at the monotonic time it ended."""
+
+    def __init__(self, fn):
+        self.result = None
+        self.at = None
+        self._fn = fn
+        self._thread = threading.Thread(target=self._run)
+        self._thread.start()
+
+    def _run(self):
+        try:
+            self.result = self._fn()
+        except Exception as e:  # reported through .result
+            self.result = e
+        self.at = time.monotonic()
+
+    def join(self):
+        self._thread.join(helpers.IO_TIMEOUT)
+        assert not self._thread.is_alive(), "request still running"
+        return self.result
+
+
+def test_backend_killed_during_claim(proxy, upstream, pg, ids):
+    p = proxy(dict(NO_CACHE, store_timeout="3s", workers=str(WORKERS)))
+    wait_backends(pg, WORKERS)
+    key = ids.key()
+    with TableLock(pg) as lock:
+        req = Background(lambda: p.post("/api/courses", key=key, actor=ids.actor, body=course()))
+        waiters = wait_lock_waiters(pg, 2.0)
+        assert waiters, "the claim never waited on the table lock"
+        terminate(pg, [w["pid"] for w in waiters])
+        r = req.join()
+        assert isinstance(r, helpers.Response), r
+        problem(r, "store-unavailable", 503)
+        assert r.headers.get("Retry-After") is not None
+        assert upstream.count(key=key) == 0
+        lock.release()
+    assert pg.records.rows(ids.actor) == []
+    _, owner = post_until_owner(p, ids.actor, key)
+    assert upstream.count(key=key) == 1
+    assert_replay_of(replay(p, key, ids.actor), owner)
+    assert upstream.count(key=key) == 1
+
+
+def test_backend_killed_during_finish(proxy, upstream, pg, ids):
+    """The finish fails: the owner still gets its response at once, and the
+    finish is retried from memory after the reconnect."""
+    p = proxy(dict(NO_CACHE, store_timeout="3s", workers=str(WORKERS)))
+    wait_backends(pg, WORKERS)
+    key = ids.key()
+    with helpers.SlowOwner(p, upstream, "/api/courses", key, ids.actor, 1.5) as owner:
+        with TableLock(pg) as lock:
+            waiters = wait_lock_waiters(pg, 5.0)
+            assert waiters, "the finish never waited on the table lock"
+            terminate(pg, [w["pid"] for w in waiters])
+            lock.release()
+    assert isinstance(owner.response, helpers.Response), owner.response
+    assert_owner(owner.response, 201)
+    assert owner.response.json()["path"] == "/api/courses"
+    row = wait_state(pg.records, ids.actor, "completed")
+    assert helpers.record_status(row) == 201
+    assert_replay_of(replay(p, key, ids.actor), owner.response)
+    assert upstream.count(key=key) == 1
+
+
+def test_postgres_restarted_while_upstream(private_pg, proxy, upstream, ids):
+    pgx = private_pg()
+    p = proxy(NO_CACHE, database=pgx.conninfo)
+    key = ids.key()
+    with helpers.SlowOwner(p, upstream, "/api/courses", key, ids.actor, 2) as owner:
+        pgx.stop()
+        time.sleep(1)
+        pgx.start()
+    assert isinstance(owner.response, helpers.Response), owner.response
+    assert_owner(owner.response, 201)
+    wait_state(pgx.records, ids.actor, "completed")
+    assert_replay_of(replay(p, key, ids.actor), owner.response)
+    assert upstream.count(key=key) == 1
+
+
+def test_statement_blocked_by_lock(proxy, upstream, pg, ids):
+    store_timeout = 1.0
+    p = proxy(dict(NO_CACHE, store_timeout="1s", workers=str(WORKERS)))
+    wait_backends(pg, WORKERS)
+    key = ids.key()
+    with TableLock(pg) as lock:
+        t0 = time.monotonic()
+        req = Background(lambda: p.post("/api/courses", key=key, actor=ids.actor, body=course()))
+        waiters = wait_lock_waiters(pg, store_timeout)
+        r = req.join()
+        assert isinstance(r, helpers.Response), r
+        assert req.at - t0 < store_timeout + 2, "no answer within store_timeout + 2 s"
+        problem(r, "store-unavailable", 503)
+        assert upstream.count(key=key) == 0
+        assert waiters, "the claim never waited on the table lock"
+        time.sleep(max(0.0, t0 + store_timeout + 1 - time.monotonic()))
+        left = lock_waiters(pg)
+        assert [w["application_name"] for w in waiters] == ["idemproxy"], \
+            "idemproxy's sessions must set application_name 'idemproxy': %r" % waiters
+        assert lock_waiters(pg, "idemproxy") == [], \
+            "idemproxy's statement still waits after store_timeout (statement_timeout?): %r" % left
+        lock.release()
+    _, owner = post_until_owner(p, ids.actor, key)
+    assert upstream.count(key=key) == 1
+    assert_replay_of(replay(p, key, ids.actor), owner)
+    assert upstream.count(key=key) == 1
+
+
+def set_read_only(cluster, on):
+    """Make every new transaction on cluster read-only (on) or not again,
+    through ALTER SYSTEM and a configuration reload."""
+    conn = cluster.records.connect()
+    try:
+        with conn.cursor() as cur:
+            if on:
+                cur.execute("ALTER SYSTEM SET default_transaction_read_only = on")
+            else:
+                cur.execute("ALTER SYSTEM RESET default_transaction_read_only")
+            cur.execute("SELECT pg_reload_conf()")
+    finally:
+        conn.close()
+
+
+def test_read_only_server(private_pg, proxy, upstream, ids):
+    pgx = private_pg()
+    p = proxy(dict(NO_CACHE, workers=str(WORKERS)), database=pgx.conninfo)
+    warm = p.post("/api/courses", key=ids.key(), actor=ids.actor, body=course())
+    assert_owner(warm)
+    set_read_only(pgx, True)
+    terminate(pgx, client_backends(pgx))
+    keys = [ids.key() for _ in range(4)]
+    for key in keys:
+        r = p.post("/api/courses", key=key, actor=ids.actor, body=course())
+        problem(r, "store-unavailable", 503)
+        assert r.headers.get("Retry-After") is not None
+        time.sleep(0.3)
+    assert "read-only" in p.stderr_text(), "no read-only error logged:\n" + p.stderr_tail()
+    g = p.request("GET", "/api/courses", [("X-Actor-Id", ids.actor)])
+    assert g.status == 200, g
+    assert g.json()["method"] == "GET"
+    assert upstream.count(actor=ids.actor, method="POST") == 1
+    for key in keys:
+        assert upstream.count(key=key) == 0
+    set_read_only(pgx, False)
+    key, owner = post_until_owner(p, ids.actor)
+    assert_replay_of(replay(p, key, ids.actor), owner)
+    assert upstream.count(key=key) == 1
+    assert upstream.count(actor=ids.actor, method="POST") == 2
+
+
+class TcpCluster(Cluster):
+    """A Cluster that also listens on 127.0.0.1:port (multi-host conninfo)."""
+
+    def start(self):
+        r = run_as_pg([PGBIN + "/pg_ctl", "-D", self.data, "-l",
+                       os.path.join(self.dir, "log"), "-w", "-t", "30", "-o",
+                       "-c listen_addresses=127.0.0.1 -k %s -p %d" % (self.dir, self.port),
+                       "start"], start_new_session=True)
+        assert r.returncode == 0, r.stdout + r.stderr + self.log_tail()
+
+
+class Standby(TcpCluster):
+    """A streaming standby of primary (pg_basebackup -R), started."""
+
+    def __init__(self, primary):
+        self.dir = tempfile.mkdtemp(prefix="ipg", dir="/tmp")
+        shutil.chown(self.dir, PG_USER, PG_USER)
+        os.chmod(self.dir, 0o700)
+        self.data = os.path.join(self.dir, "data")
+        self.port = helpers.free_port()
+        self.conninfo = "host=%s port=%d dbname=idemproxy user=%s" % (
+            self.dir, self.port, PG_USER)
+        self.records = helpers.Records(self.conninfo)
+        r = run_as_pg([PGBIN + "/pg_basebackup", "-h", primary.dir, "-p", str(primary.port),
+                       "-U", PG_USER, "-D", self.data, "-R", "-X", "stream",
+                       "--checkpoint=fast", "--no-sync"])
+        assert r.returncode == 0, r.stdout + r.stderr
+        self.start()
+
+    def promote(self):
+        r = run_as_pg([PGBIN + "/pg_ctl", "-D", self.data, "-w", "-t", "30", "promote"])
+        assert r.returncode == 0, r.stdout + r.stderr + self.log_tail()
+
+
+def wait_replayed(primary, standby):
+    """Wait until standby has replayed everything primary has written."""
+    lsn = primary.query("SELECT pg_current_wal_lsn()::text AS lsn")[0]["lsn"]
+    end = time.monotonic() + POLL_LIMIT
+    while not standby.query("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn AS ok",
+                            (lsn,))[0]["ok"]:
+        assert time.monotonic() < end, "the standby did not replay %s" % lsn
+        time.sleep(POLL_STEP)
+
+
+def test_failover_multi_host(private_pg, proxy, upstream, ids):
+    primary = private_pg(TcpCluster)
+    standby = private_pg(lambda: Standby(primary), migrated=False)
+    conninfo = ("host=127.0.0.1,127.0.0.1 port=%d,%d dbname=idemproxy user=%s "
+                "target_session_attrs=read-write connect_timeout=2"
+                % (primary.port, standby.port, PG_USER))
+    p = proxy(NO_CACHE, database=conninfo)
+    first_key = ids.key()
+    first = p.post("/api/courses", key=first_key, actor=ids.actor, body=course())
+    assert_owner(first)
+    assert_replay_of(p.post("/api/courses", key=first_key, actor=ids.actor, body=course()), first)
+    wait_state(primary.records, ids.actor, "completed")
+    wait_replayed(primary, standby)
+    primary.stop()
+    standby.promote()
+    key, owner = post_until_owner(p, ids.actor)
+    assert_replay_of(replay(p, key, ids.actor), owner)
+    assert_replay_of(replay(p, first_key, ids.actor), first)
+    assert upstream.count(key=first_key) == 1
+    assert upstream.count(key=key) == 1
+    assert upstream.count(actor=ids.actor, method="POST") == 2
+
+
+class Pgbouncer:
+    """pgbouncer (transaction pooling, trust) in front of cluster, running as
+    the cluster's owner on a free 127.0.0.1 port."""
+
+    def __init__(self, cluster):
+        assert os.access(PGBOUNCER, os.X_OK), \
+            "%s missing: scripts/deps.sh installs the Debian package pgbouncer" % PGBOUNCER
+        self.dir = tempfile.mkdtemp(prefix="ipgb", dir="/tmp")
+        self.port = helpers.free_port()
+        self.log = os.path.join(self.dir, "pgbouncer.log")
+        users = os.path.join(self.dir, "userlist.txt")
+        ini = os.path.join(self.dir, "pgbouncer.ini")
+        with open(users, "w") as f:
+            f.write('"%s" ""\n' % PG_USER)
+        with open(ini, "w") as f:
+            f.write("[databases]\n"
+                    "idemproxy = host=%s port=%d dbname=idemproxy user=%s\n"
+                    "[pgbouncer]\n"
+                    "listen_addr = 127.0.0.1\n"
+                    "listen_port = %d\n"
+                    "unix_socket_dir =\n"
+                    "auth_type = trust\n"
+                    "auth_file = %s\n"
+                    "pool_mode = transaction\n"
+                    "max_client_conn = 100\n"
+                    "default_pool_size = %d\n"
+                    "ignore_startup_parameters = extra_float_digits\n"
+                    "logfile = %s\n"
+                    % (cluster.dir, cluster.port, PG_USER, self.port, users,
+                       PGBOUNCER_POOL, self.log))
+        for path in (self.dir, users, ini):
+            shutil.chown(path, PG_USER, PG_USER)
+        self.proc = subprocess.Popen([PGBOUNCER, ini], cwd=self.dir, user=PG_USER,
+                                     group=PG_USER, extra_groups=[],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        if not helpers.wait_port(self.port, self.proc, POLL_LIMIT):
+            log = self.log_text()
+            self.stop()
+            pytest.fail("pgbouncer did not start:\n" + log)
+        self.conninfo = "host=127.0.0.1 port=%d dbname=idemproxy user=%s" % (self.port, PG_USER)
+
+    def log_text(self):
+        try:
+            with open(self.log) as f:
+                return f.read()[-6000:]
+        except OSError:
+            return ""
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def pgbouncer(pg):
+    """pgbouncer in front of the session cluster; its log is printed at
+    teardown, so a failing test's report shows it."""
+    bouncer = Pgbouncer(pg)
+    yield bouncer
+    print("pgbouncer log:\n" + bouncer.log_text())
+    bouncer.stop()
+
+
+def test_through_pgbouncer_transaction_mode(pgbouncer, proxy, upstream, ids):
+    p = proxy(dict(NO_CACHE, workers=str(PGBOUNCER_WORKERS)), database=pgbouncer.conninfo)
+    key = ids.key()
+    first = p.post("/api/courses", key=key, actor=ids.actor, body=course())
+    assert_owner(first)
+    assert_replay_of(p.post("/api/courses", key=key, actor=ids.actor, body=course()), first)
+    r = p.post("/api/courses", key=key, actor=ids.actor, body=course(title="Other"))
+    problem(r, "idempotency-conflict", 422)
+    assert upstream.count(key=key) == 1
+    raced = ids.key()
+    results = race([p], raced, ids.actor)
+    owner = check_race(results)
+    assert upstream.count(key=raced) == 1
+    assert_replay_of(p.post("/api/courses", key=raced, actor=ids.actor, body=course()), owner)
+    assert upstream.count(actor=ids.actor) == 2

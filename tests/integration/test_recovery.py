@@ -1,0 +1,253 @@
+"""Leases and what happens after a failure: recovery forward, fencing of a
+stalled owner, in_progress wait, and the sweeper. Every test counts the
+upstream's effects exactly."""
+import signal
+import threading
+import time
+
+import helpers
+from helpers import problem, course, assert_owner, assert_replay_of
+
+POLL_LIMIT = 10.0
+
+FORWARD_ROUTE = """
+route pay.forward {
+    match        POST /api/forward
+    recovery     forward
+}
+"""
+
+WAIT_ROUTE = """
+route pay.wait {
+    match        POST /api/wait
+    in_progress  wait 3s
+}
+"""
+
+
+def poll(fn, limit=POLL_LIMIT, step=0.1):
+    """fn() until it returns something true, at most limit seconds."""
+    end = time.monotonic() + limit
+    while True:
+        v = fn()
+        if v or time.monotonic() > end:
+            return v
+        time.sleep(step)
+
+
+def test_recovery_forward_takes_over_unknown(proxy, upstream, pg, ids):
+    """An unknown outcome with `recovery forward`: the first retry takes the
+    record over (generation + 1) and forwards again with the same key; the
+    retry after that replays."""
+    p = proxy(routes=FORWARD_ROUTE)
+    key = ids.key()
+    first = p.post("/api/forward", key=key, actor=ids.actor, body=course(),
+                   headers=[("X-Test-Action", "reset")])
+    problem(first, "upstream-error", 502)
+    row = pg.records.one(ids.actor)
+    assert helpers.record_state(row) == "unknown" and row["generation"] == 1
+    again = p.post("/api/forward", key=key, actor=ids.actor, body=course())
+    assert_owner(again)
+    seen = upstream.requests(actor=ids.actor)
+    assert len(seen) == 2
+    assert [e.headers.get("Idempotency-Key") for e in seen] == [key, key]
+    row = pg.records.one(ids.actor)
+    assert helpers.record_state(row) == "completed" and row["generation"] == 2
+    assert_replay_of(p.post("/api/forward", key=key, actor=ids.actor, body=course()), again)
+    assert upstream.count(actor=ids.actor) == 2
+
+
+def test_recovery_forward_takes_over_expired_lease(proxy, upstream, pg, ids):
+    p = proxy({"upstream_timeout": "5s"}, routes=FORWARD_ROUTE)
+    key = ids.key()
+    with helpers.SlowOwner(p, upstream, "/api/forward", key, ids.actor, 1.5) as owner:
+        assert pg.records.expire_lease(ids.actor) == 1
+        taker = p.post("/api/forward", key=key, actor=ids.actor, body=course())
+        assert_owner(taker)
+    # The first owner's finish came later with the old generation: refused.
+    assert_owner(owner.response)
+    assert "lease generation changed" in p.stderr_text()
+    row = pg.records.one(ids.actor)
+    assert row["generation"] == 2
+    assert_replay_of(p.post("/api/forward", key=key, actor=ids.actor, body=course()), taker)
+    assert upstream.count(actor=ids.actor) == 2
+
+
+def test_recovery_forward_other_fingerprint_conflicts(proxy, upstream, pg, ids):
+    """Recovery never takes over a record of a different request."""
+    p = proxy(routes=FORWARD_ROUTE)
+    key = ids.key()
+    problem(p.post("/api/forward", key=key, actor=ids.actor, body=course(),
+                   headers=[("X-Test-Action", "reset")]), "upstream-error", 502)
+    problem(p.post("/api/forward", key=key, actor=ids.actor, body=course(title="Other")),
+            "idempotency-conflict", 422)
+    assert helpers.record_state(pg.records.one(ids.actor)) == "unknown"
+    assert upstream.count(actor=ids.actor) == 1
+
+
+def test_recovery_hold_keeps_unknown(proxy, upstream, pg, ids):
+    p = proxy()
+    key = ids.key()
+    problem(p.post("/api/courses", key=key, actor=ids.actor, body=course(),
+                   headers=[("X-Test-Action", "reset")]), "upstream-error", 502)
+    for _ in range(3):
+        problem(p.post("/api/courses", key=key, actor=ids.actor, body=course()),
+                "outcome-unknown", 409)
+    assert pg.records.one(ids.actor)["generation"] == 1
+    assert upstream.count(actor=ids.actor) == 1
+
+
+def test_fencing_stalled_owner(proxy, upstream, pg, ids):
+    """Instance A owns a record and stalls (SIGSTOP) past its lease while the
+    upstream answers; instance B's retry takes over (recovery forward) and
+    completes. A wakes (SIGCONT): its finish is refused and logged, its
+    client still gets its own upstream response, and the record stays B's."""
+    settings = {"upstream_timeout": "1s", "lease": "2s"}
+    a = proxy(settings, routes=FORWARD_ROUTE)
+    b = proxy(settings, routes=FORWARD_ROUTE)
+    key = ids.key()
+    with helpers.SlowOwner(a, upstream, "/api/forward", key, ids.actor, 0.3) as owner:
+        a.signal(signal.SIGSTOP)
+        try:
+            time.sleep(2.5)  # past A's lease
+            taker = b.post("/api/forward", key=key, actor=ids.actor, body=course())
+            assert_owner(taker)
+        finally:
+            a.signal(signal.SIGCONT)
+    assert isinstance(owner.response, helpers.Response), owner.response
+    assert owner.response.status in (201, 502, 504), owner.response
+    assert poll(lambda: "lease generation changed" in a.stderr_text()), a.stderr_tail()
+    row = pg.records.one(ids.actor)
+    assert helpers.record_state(row) == "completed" and row["generation"] == 2
+    for p in (a, b):
+        assert_replay_of(p.post("/api/forward", key=key, actor=ids.actor, body=course()), taker)
+    assert upstream.count(actor=ids.actor) == 2
+
+
+def test_fencing_hold_stalled_owner_still_completes(proxy, upstream, pg, ids):
+    """With recovery hold nobody takes the record over: a stalled owner that
+    wakes after its lease still records its real outcome (its generation
+    still holds), and retries replay it."""
+    p = proxy({"upstream_timeout": "1s", "lease": "2s", "sweep_interval": "200ms"})
+    key = ids.key()
+    with helpers.SlowOwner(p, upstream, "/api/courses", key, ids.actor, 0.3) as owner:
+        p.signal(signal.SIGSTOP)
+        try:
+            time.sleep(2.5)
+            probe = pg.records.one(ids.actor)
+            assert helpers.record_state(probe) == "in_progress"
+        finally:
+            p.signal(signal.SIGCONT)
+    assert_owner(owner.response)
+    assert poll(lambda: helpers.record_state(pg.records.one(ids.actor)) == "completed")
+    assert_replay_of(p.post("/api/courses", key=key, actor=ids.actor, body=course()),
+                     owner.response)
+    assert upstream.count(actor=ids.actor) == 1
+
+
+def test_in_progress_wait_gets_replay(proxy, upstream, pg, ids):
+    """A duplicate that arrives while the owner runs waits for it and gets
+    the replay, well before its wait would end (it is woken, not polling)."""
+    p = proxy(routes=WAIT_ROUTE)
+    key = ids.key()
+    with helpers.SlowOwner(p, upstream, "/api/wait", key, ids.actor, 1.0) as owner:
+        t0 = time.monotonic()
+        dup = p.post("/api/wait", key=key, actor=ids.actor, body=course())
+        waited = time.monotonic() - t0
+    assert_owner(owner.response)
+    assert_replay_of(dup, owner.response)
+    assert waited < 2.5, waited
+    assert upstream.count(actor=ids.actor) == 1
+
+
+def test_in_progress_wait_across_instances(proxy, upstream, pg, ids):
+    """The waiter is on another instance than the owner: the owner's finish
+    reaches it through PostgreSQL (LISTEN/NOTIFY)."""
+    a = proxy(routes=WAIT_ROUTE)
+    b = proxy(routes=WAIT_ROUTE)
+    key = ids.key()
+    with helpers.SlowOwner(a, upstream, "/api/wait", key, ids.actor, 1.0) as owner:
+        t0 = time.monotonic()
+        dup = b.post("/api/wait", key=key, actor=ids.actor, body=course())
+        waited = time.monotonic() - t0
+    assert_replay_of(dup, owner.response)
+    assert waited < 2.5, waited
+    assert upstream.count(actor=ids.actor) == 1
+
+
+def test_in_progress_wait_times_out(proxy, upstream, pg, ids):
+    """The owner outlasts the wait: 409 operation-in-progress after it."""
+    p = proxy({"upstream_timeout": "5s"}, routes=WAIT_ROUTE.replace("wait 3s", "wait 500ms"))
+    key = ids.key()
+    with helpers.SlowOwner(p, upstream, "/api/wait", key, ids.actor, 2.0) as owner:
+        t0 = time.monotonic()
+        dup = p.post("/api/wait", key=key, actor=ids.actor, body=course())
+        waited = time.monotonic() - t0
+        problem(dup, "operation-in-progress", 409)
+        assert 0.4 < waited < 1.9, waited
+    assert_owner(owner.response)
+    assert upstream.count(actor=ids.actor) == 1
+
+
+def test_in_progress_wait_owner_released(proxy, upstream, pg, ids):
+    """The owner's request was not accepted (release_on): the waiter claims
+    the freed slot itself and runs once."""
+    p = proxy(routes=WAIT_ROUTE)
+    key = ids.key()
+    with helpers.SlowOwner(p, upstream, "/api/wait", key, ids.actor, 1.0,
+                           headers=[("X-Test-Status", "503")]) as owner:
+        dup = p.post("/api/wait", key=key, actor=ids.actor, body=course())
+    assert owner.response.status == 503
+    assert_owner(dup)
+    assert upstream.count(actor=ids.actor) == 2
+
+
+def test_in_progress_wait_many(proxy, upstream, pg, ids):
+    """Ten waiters on two workers and two instances: all get the replay."""
+    a = proxy(routes=WAIT_ROUTE)
+    b = proxy(routes=WAIT_ROUTE)
+    key = ids.key()
+    results = []
+    with helpers.SlowOwner(a, upstream, "/api/wait", key, ids.actor, 1.0) as owner:
+        def dup(p):
+            results.append(p.post("/api/wait", key=key, actor=ids.actor, body=course()))
+        threads = [threading.Thread(target=dup, args=((a, b)[i % 2],)) for i in range(10)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+    assert len(results) == 10
+    for r in results:
+        assert_replay_of(r, owner.response)
+    assert upstream.count(actor=ids.actor) == 1
+
+
+def test_sweeper_deletes_expired_and_marks_stale(proxy, upstream, pg, ids):
+    """The sweeper deletes completed records past retention, marks
+    in_progress records whose lease ran out as unknown, and never deletes
+    an in_progress or unknown record."""
+    p = proxy({"sweep_interval": "200ms", "upstream_timeout": "5s"},
+              routes="""
+route short.keep {
+    match        POST /api/short
+    retention    1s
+}
+""")
+    done_key, unknown_key, stale_key = ids.key(), ids.key(), ids.key()
+    assert_owner(p.post("/api/short", key=done_key, actor=ids.actor, body=course()))
+    problem(p.post("/api/short", key=unknown_key, actor=ids.actor, body=course(),
+                   headers=[("X-Test-Action", "reset")]), "upstream-error", 502)
+    with helpers.SlowOwner(p, upstream, "/api/short", stale_key, ids.actor + "-stale", 3.0):
+        pg.records.expire_lease(stale_key)
+
+        def swept():
+            keys = {r["idem_key"]: helpers.record_state(r) for r in pg.records.rows(ids.actor)}
+            return done_key not in keys and keys.get(stale_key) == "unknown" and keys
+        keys = poll(swept)
+        assert keys, pg.records.rows(ids.actor)
+        assert keys[unknown_key] == "unknown"
+    # The stalled owner came back with the record's own generation: its
+    # outcome still lands on the record the sweeper marked.
+    assert poll(lambda: helpers.record_state(pg.records.one(stale_key)) == "completed")
+    assert upstream.count(actor=ids.actor) == 2
+    assert upstream.count(actor=ids.actor + "-stale") == 1

@@ -69,6 +69,7 @@ struct worker {
 	uint64_t next_request_id;
 	int id;
 	int draining;               /* stopped accepting; exit when idle */
+	int past_deadline;          /* shutdown_timeout passed: last writes only */
 	int64_t drain_deadline_us;
 	struct event *drain_timer;
 	struct event *stop_ev;      /* activated from the main thread */
@@ -222,6 +223,8 @@ void respond_problem(struct client_conn *c, const struct conf *conf, enum proble
 void request_start(struct client_conn *c, struct http_msg *msg);
 void request_conn_gone(struct request *req);
 void request_free_all(struct worker *w);
+/* shutdown_timeout passed: settle every owner's record (see request.c). */
+void request_deadline_all(struct worker *w);
 /* The owner of the scope named by token (NULL: of any scope) wrote its
  * outcome: the duplicates waiting for it claim again. */
 void request_wake(struct worker *w, const char *token);

@@ -26,6 +26,7 @@
 #include <yajl/yajl_gen.h>
 
 #include "conf/conf.h"
+#include "proxy/store.h"
 
 #define RECORDS_CONTENT_TYPE_MAX 1024
 #define RECORDS_MSG_MAX		 1024
@@ -99,7 +100,7 @@ static const char records_sql_show[] =
 static const char records_sql_release[] =
     RECORDS_CUR ","
     " del AS (DELETE FROM idempotency_records r USING cur x"
-    "  WHERE " RECORDS_CUR_JOIN " AND " RECORDS_STUCK " RETURNING 1)"
+    "  WHERE " RECORDS_CUR_JOIN " AND " RECORDS_STUCK " RETURNING " STORE_SQL_NOTIFY("r") ")"
     " SELECT CASE WHEN EXISTS (SELECT 1 FROM del)"
     "  THEN '" RECORDS_DONE "' ELSE '" RECORDS_NOT_STUCK "' END," RECORDS_COLS
     " FROM cur x";
@@ -112,7 +113,8 @@ static const char records_sql_resolve[] =
     "  body_omitted = false, completed_at = now(),"
     "  expires_at = now() + $7 * interval '1 millisecond',"
     "  lease_owner = NULL, lease_expires_at = NULL, generation = r.generation + 1"
-    "  FROM cur x WHERE " RECORDS_CUR_JOIN " AND " RECORDS_STUCK " RETURNING r.*)"
+    "  FROM cur x WHERE " RECORDS_CUR_JOIN " AND " RECORDS_STUCK
+    "  RETURNING r.*, " STORE_SQL_NOTIFY("r") ")"
     " SELECT '" RECORDS_DONE "'," RECORDS_COLS " FROM upd x"
     " UNION ALL"
     " SELECT '" RECORDS_NOT_STUCK "'," RECORDS_COLS " FROM cur x"

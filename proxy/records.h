@@ -19,7 +19,7 @@
 
 #define RECORDS_LIST_DEFAULT 100
 #define RECORDS_LIST_MAX     1000
-#define RECORDS_STATUS_MIN   100
+#define RECORDS_STATUS_MIN   200 /* a replay must be a final response */
 #define RECORDS_STATUS_MAX   599
 #define RECORDS_PARAMS_MAX   7
 #define RECORDS_NUM_MAX	     32

@@ -714,6 +714,11 @@ static void claim_done_cb(void *arg, enum store_result res, int64_t generation,
 	case STORE_OK:
 		req->outcome = OUT_OWNER;
 		req->generation = generation;
+		if (req->w->past_deadline) {
+			/* Shutting down: nothing more goes upstream. */
+			owner_upstream_done(req, UPSTREAM_NOT_SENT);
+			return;
+		}
 		request_forward(req);
 		return;
 	case STORE_EXISTS:
@@ -876,6 +881,36 @@ void request_conn_gone(struct request *req)
 		request_set_state(req, REQ_RESPONDING);
 		req->outcome = OUT_IN_PROGRESS;
 		request_done(req);
+	}
+}
+
+/*
+ * shutdown_timeout passed. An owner still at the upstream is cut off and
+ * its record marked unknown (the request was sent; a retry must not run it
+ * again, and should not wait for the lease to learn that); a claim that
+ * lands from now on is released without forwarding (see claim_done_cb); a
+ * waiting duplicate is answered in-progress. The worker then gives these
+ * writes one store_timeout before it stops.
+ */
+void request_deadline_all(struct worker *w)
+{
+	struct request *req = LIST_FIRST(&w->requests), *next;
+
+	for (; req; req = next) {
+		next = LIST_NEXT(req, link);
+		if (req->state == REQ_WAITING) {
+			LIST_REMOVE(req, wait_link);
+			req->outcome = OUT_IN_PROGRESS;
+			request_problem(req, PROBLEM_IN_PROGRESS, "idemproxy is shutting down");
+			request_done(req);
+		} else if (req->state == REQ_FORWARDING && req->outcome == OUT_OWNER) {
+			log_warn(req, "shutdown_timeout passed with the request at the upstream: "
+				      "recording its outcome as unknown");
+			upstream_cancel(req->up);
+			req->up = NULL;
+			w->nforwarding--;
+			owner_upstream_done(req, UPSTREAM_TIMEOUT);
+		}
 	}
 }
 

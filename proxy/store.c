@@ -167,8 +167,7 @@ static const char store_sql_finish_head[] =
 #define STORE_SQL_FENCE                                                                  \
 	" WHERE r.actor = v.actor AND r.operation = v.operation AND r.idem_key = v.idem_key" \
 	" AND r.generation = v.generation AND r.state IN ('in_progress', 'unknown')"      \
-	" RETURNING v.ord, CASE WHEN v.notify THEN pg_notify('" STORE_CHANNEL "',"         \
-	" md5(r.actor || E'\\n' || r.operation || E'\\n' || r.idem_key)) END"
+	" RETURNING v.ord, CASE WHEN v.notify THEN " STORE_SQL_NOTIFY("r") " END"
 
 static const char store_sql_finish_tail[] =
     ") v (ord, actor, operation, idem_key, generation, notify, status, headers, body, omitted,"

@@ -23,6 +23,10 @@
 #define STORE_CHANNEL "idemproxy_records"
 /* A scope's name in those notifications: hex MD5, plus NUL. */
 #define STORE_TOKEN_SIZE 33
+/* SQL that notifies STORE_CHANNEL for the record aliased r (store_scope_token's formula). */
+#define STORE_SQL_NOTIFY(r)                                                              \
+	"pg_notify('" STORE_CHANNEL "', md5(" r ".actor || E'\\n' || " r ".operation"     \
+	" || E'\\n' || " r ".idem_key))"
 
 struct event_base;
 struct conf;

@@ -50,8 +50,7 @@ static const char sweep_sql[] =
     "  ORDER BY lease_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) s"
     " WHERE r.actor = s.actor AND r.operation = s.operation AND r.idem_key = s.idem_key"
     "  AND r.state = 'in_progress'"
-    " RETURNING pg_notify('" STORE_CHANNEL "',"
-    "  md5(r.actor || E'\\n' || r.operation || E'\\n' || r.idem_key)))"
+    " RETURNING " STORE_SQL_NOTIFY("r") ")"
     " SELECT (SELECT ok FROM lock), (SELECT count(*) FROM expired), (SELECT count(*) FROM stale)";
 
 struct sweeper {

@@ -117,9 +117,19 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
 	struct timeval tv = { 0, DRAIN_CHECK_MS * 1000 };
 
 	conn_close_idle(w);
-	if ((LIST_EMPTY(&w->requests) && LIST_EMPTY(&w->conns)) || now_us() >= w->drain_deadline_us) {
+	if (LIST_EMPTY(&w->requests) && LIST_EMPTY(&w->conns)) {
 		event_base_loopbreak(w->base);
 		return;
+	}
+	if (now_us() >= w->drain_deadline_us) {
+		if (w->past_deadline || LIST_EMPTY(&w->requests)) {
+			event_base_loopbreak(w->base);
+			return;
+		}
+		/* One more store_timeout for the records of what is left. */
+		w->past_deadline = 1;
+		w->drain_deadline_us = now_us() + w->conf->store_timeout_ms * 1000;
+		request_deadline_all(w);
 	}
 	evtimer_add(w->drain_timer, &tv);
 }

@@ -22,6 +22,7 @@ PGPORT_DEFAULT=54329
 UPSTREAM_PORT=3000
 PROXY_ADDR=127.0.0.1
 PROXY_PORT=8080
+ADMIN_PORT=9901
 READY_WAIT=10     # seconds to wait for each listener
 STOP_WAIT=15      # seconds to wait for a process to exit after SIGTERM
 
@@ -54,9 +55,11 @@ trap 'exit 0' TERM
 if port_busy "$UPSTREAM_PORT"; then
 	die "port 127.0.0.1:$UPSTREAM_PORT is busy: stop whatever listens there (the demo upstream needs it)"
 fi
-if port_busy "$PROXY_PORT"; then
-	die "port $PROXY_ADDR:$PROXY_PORT is busy: stop whatever listens there (idemproxy needs it)"
-fi
+for port in "$PROXY_PORT" "$ADMIN_PORT"; do
+	if port_busy "$port"; then
+		die "port $PROXY_ADDR:$port is busy: stop whatever listens there (idemproxy needs it)"
+	fi
+done
 
 "$BIN" -t -c "$CONF" || die "$CONF does not check out"
 
@@ -107,6 +110,11 @@ Try, from another terminal:
 
   # reads pass through: one course, created once
   curl -i $P/api/courses
+
+  # the admin listener: readiness, Prometheus metrics, records that need an operator
+  curl -i http://$PROXY_ADDR:$ADMIN_PORT/readyz
+  curl -s http://$PROXY_ADDR:$ADMIN_PORT/metrics | grep requests_total
+  curl -s http://$PROXY_ADDR:$ADMIN_PORT/records
 
 Press Ctrl-C to stop.
 MSG

@@ -251,3 +251,45 @@ route short.keep {
     assert poll(lambda: helpers.record_state(pg.records.one(stale_key)) == "completed")
     assert upstream.count(actor=ids.actor) == 2
     assert upstream.count(actor=ids.actor + "-stale") == 1
+
+
+def test_sigterm_deadline_records_unknown(proxy, upstream, pg, ids):
+    """SIGTERM, and the owner outlasts shutdown_timeout: idemproxy exits 0
+    soon after the deadline, having marked the record unknown (its client
+    gets 504), so a retry learns the outcome is unknown at once instead of
+    waiting out a 30 s lease; nothing runs twice."""
+    settings = {"upstream_timeout": "5s", "lease": "30s", "shutdown_timeout": "1s"}
+    p = proxy(settings)
+    key = ids.key()
+    with helpers.SlowOwner(p, upstream, "/api/courses", key, ids.actor, 3.0) as owner:
+        t0 = time.monotonic()
+        p.signal(signal.SIGTERM)
+        assert p.proc.wait(10) == 0, p.stderr_tail()
+        stopped = time.monotonic() - t0
+    assert stopped < 2.8, stopped
+    problem(owner.response, "upstream-timeout", 504)
+    assert helpers.record_state(pg.records.one(ids.actor)) == "unknown"
+    q = proxy(settings)
+    problem(q.post("/api/courses", key=key, actor=ids.actor, body=course()),
+            "outcome-unknown", 409)
+    assert upstream.count(actor=ids.actor) == 1
+
+
+def test_sigterm_waiting_duplicate_answered(proxy, upstream, pg, ids):
+    """A duplicate waiting (in_progress wait) when the deadline passes gets
+    409 in-progress, not a dropped connection."""
+    p = proxy({"upstream_timeout": "5s", "shutdown_timeout": "500ms"},
+              routes=WAIT_ROUTE.replace("wait 3s", "wait 4s"))
+    key = ids.key()
+    got = []
+    with helpers.SlowOwner(p, upstream, "/api/wait", key, ids.actor, 3.0):
+        t = threading.Thread(target=lambda: got.append(
+            p.post("/api/wait", key=key, actor=ids.actor, body=course())))
+        t.start()
+        time.sleep(0.3)
+        p.signal(signal.SIGTERM)
+        t.join(10)
+        assert p.proc.wait(10) == 0
+    assert len(got) == 1
+    problem(got[0], "operation-in-progress", 409)
+    assert upstream.count(actor=ids.actor) == 1

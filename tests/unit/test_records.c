@@ -80,11 +80,11 @@ static void test_build(void)
 	CHECK(!build_ok(7, &a));
 
 	bad = a;
-	bad.status = 99;
+	bad.status = 199; /* a 1xx is never a final response to replay */
 	CHECK(!build_ok(RECORDS_RESOLVE, &bad));
 	bad.status = 600;
 	CHECK(!build_ok(RECORDS_RESOLVE, &bad));
-	bad.status = 100;
+	bad.status = 200;
 	CHECK(build_ok(RECORDS_RESOLVE, &bad));
 	bad.status = 599;
 	CHECK(build_ok(RECORDS_RESOLVE, &bad));

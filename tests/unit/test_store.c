@@ -121,6 +121,17 @@ static void done_cb(void *arg, enum store_result res)
 	r->res = res;
 }
 
+/* A query of one number: its value in generation. */
+static void query_cb(void *arg, enum store_result res, const PGresult *result)
+{
+	struct result *r = arg;
+
+	r->called++;
+	r->res = res;
+	if (res == STORE_OK && PQntuples(result) == 1)
+		r->generation = strtoll(PQgetvalue(result, 0, 0), NULL, 10);
+}
+
 static struct result claim(struct store *st, const struct scope *sc, const unsigned char *fp,
 			   int64_t lease_ms)
 {
@@ -778,6 +789,64 @@ static void race_round(struct store **st, const struct scope *sc, const unsigned
  * completed records: PostgreSQL picks exactly one owner each time, and the
  * losers see the winner's record (a claim that finds no row looks again).
  */
+/* What a listening store heard: the tokens and the reconnect marks. */
+struct heard {
+	int tokens, reconnects;
+	char last[STORE_TOKEN_SIZE];
+};
+
+static void heard_cb(void *arg, const char *token)
+{
+	struct heard *h = arg;
+
+	if (!token) {
+		h->reconnects++;
+		return;
+	}
+	h->tokens++;
+	snprintf(h->last, sizeof(h->last), "%s", token);
+}
+
+/*
+ * A store that LISTENs hears another store's notifying writes, named by
+ * the token store_scope_token gives the scope; writes without
+ * STORE_NOTIFY and claims stay silent. A query runs alone with text
+ * results.
+ */
+static void test_notify(const char *dsn, struct store *st, const unsigned char *fp)
+{
+	struct scope sc = {actor, "order.wait", "key-notify"};
+	struct scope quiet = {actor, "order.wait", "key-quiet"};
+	struct store *ear = store_new(base, dsn, TEST_TIMEOUT_MS, "ear");
+	struct heard h = {0};
+	struct result q = {0}, n = {0};
+	char token[STORE_TOKEN_SIZE];
+	struct store_stmt one = {"SELECT 41 + 1", 0, NULL, NULL, NULL, NULL};
+
+	store_listen(ear, heard_cb, &h);
+	CHECK(wait_ready(ear));
+	run_until(&h.reconnects, TEST_WAIT_MS);
+	CHECK(h.reconnects == 1);
+	run_for(TEST_TICK_MS); /* the LISTEN goes first */
+
+	CHECK(claim(st, &quiet, fp, TEST_LEASE_MS).res == STORE_OK);
+	CHECK(finish(st, &quiet, 1, 200, "", "", 0, TEST_RETENTION_MS) == STORE_OK);
+	CHECK(claim(st, &sc, fp, TEST_LEASE_MS).res == STORE_OK);
+	store_finish(st, &sc, 1, 201, "", 0, NULL, 0, 0, TEST_RETENTION_MS, STORE_NOTIFY, done_cb,
+		     &q);
+	run_until(&h.tokens, TEST_WAIT_MS);
+	CHECK(q.called == 1 && q.res == STORE_OK);
+	store_scope_token(&sc, token);
+	CHECK(strlen(token) == STORE_TOKEN_SIZE - 1);
+	CHECK(h.tokens == 1);
+	CHECK_STR(h.last, token);
+
+	store_query(ear, &one, query_cb, &n);
+	run_until(&n.called, TEST_WAIT_MS);
+	CHECK(n.called == 1 && n.res == STORE_OK && n.generation == 42);
+	store_free(ear);
+}
+
 static void test_race(const char *dsn, const unsigned char *fp)
 {
 	struct store *st[TEST_RACERS];
@@ -951,6 +1020,7 @@ int main(void)
 	test_same_scope(st, fp, fp2);
 	test_batch_error(st, fp);
 	test_header_bytes(st, fp);
+	test_notify(dsn, st, fp);
 	CHECK(store_pending(st) == 0);
 	store_free(st);
 

@@ -63,6 +63,7 @@ struct worker {
 	struct event *reload_ev;
 	struct evconnlistener *listener;
 	struct store *store;
+	int listening;              /* the store LISTENs (a route may wait) */
 	struct upstream_pool *pool;
 	struct cache *cache;        /* completed records, for replays */
 	char owner_id[96];          /* lease owner: host:pid:worker */

@@ -78,6 +78,26 @@ void worker_conf_put(struct worker *w, struct conf_gen *gen)
 }
 
 /* Switch to the configuration a reload handed over (worker thread). */
+/* A store notification: an owner wrote its outcome somewhere. */
+static void notify_cb(void *arg, const char *token)
+{
+	request_wake(arg, token);
+}
+
+/*
+ * LISTEN once a route of conf lets duplicates wait, and not before: LISTEN
+ * is session state, which pgbouncer in transaction mode does not keep.
+ */
+static void worker_listen(struct worker *w, const struct conf *conf)
+{
+	for (int i = 0; i < conf->nroutes && !w->listening; i++) {
+		if (conf->routes[i].in_progress == IN_PROGRESS_WAIT) {
+			store_listen(w->store, notify_cb, w);
+			w->listening = 1;
+		}
+	}
+}
+
 static void reload_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct worker *w = arg;
@@ -97,6 +117,7 @@ static void reload_cb(evutil_socket_t fd, short what, void *arg)
 	w->gen = gen;
 	w->conf = gen->conf;
 	w->gen_requests = 0;
+	worker_listen(w, w->conf);
 }
 
 void worker_reload(struct worker *w, struct conf_gen *gen)
@@ -132,12 +153,6 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
 		request_deadline_all(w);
 	}
 	evtimer_add(w->drain_timer, &tv);
-}
-
-/* A store notification: an owner wrote its outcome somewhere. */
-static void notify_cb(void *arg, const char *token)
-{
-	request_wake(arg, token);
 }
 
 /* The worker's repeating timer: batched access lines out, gauges refreshed. */
@@ -209,7 +224,7 @@ int worker_init(struct worker *w, int id, struct conf_gen *gen)
 	if (!w->dns || !w->store || !w->pool || !w->cache || !w->drain_timer || !w->stop_ev ||
 	    !w->tick_timer || !w->reload_ev || event_add(w->tick_timer, &tick_tv) < 0)
 		return -1;
-	store_listen(w->store, notify_cb, w);
+	worker_listen(w, conf);
 	return listener_start(w);
 }
 

@@ -36,7 +36,7 @@ FUZZ_SECONDS ?= 20
 FUZZ_CFLAGS  := -std=gnu11 -O1 -g -I. -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined
 FUZZERS      := build/fuzz/fuzz_http build/fuzz/fuzz_fingerprint build/fuzz/fuzz_conf
 
-.PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc fuzz
+.PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc fuzz chaos
 
 all: $(BIN)
 
@@ -74,6 +74,12 @@ test: deps
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@sh scripts/bench.sh
+
+# The bounded chaos test: CHAOS_SECONDS of faults, then the checker.
+CHAOS_SECONDS ?= 240
+chaos: deps
+	@$(MAKE) --no-print-directory all
+	@/usr/bin/python3 tests/chaos/chaos.py --seconds $(CHAOS_SECONDS)
 
 check-conf-doc: $(BIN)
 	@sh scripts/check-conf-doc.sh

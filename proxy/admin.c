@@ -104,6 +104,11 @@ static void admin_records_done(void *arg, enum store_result res, const PGresult 
 
 	if (res == STORE_OK)
 		json = records_render(call->cmd, result, &status, &len);
+	/* Operator actions leave a trace; the scope's actor and key stay out of it. */
+	if (json && (call->cmd == RECORDS_RELEASE || call->cmd == RECORDS_RESOLVE))
+		log_info(NULL, "admin: %s of a record of operation %s answered %d",
+			 call->cmd == RECORDS_RELEASE ? "release" : "resolve", call->args.operation,
+			 status);
 	if (json)
 		admin_reply(call->req, status, ADMIN_JSON, json, len);
 	else if (res == STORE_OK)
@@ -154,16 +159,12 @@ static int admin_retention(struct admin *a, struct admin_call *call, char *err, 
 static int admin_call_args(struct admin *a, struct admin_call *call, char *err, size_t errlen)
 {
 	const char *s;
-	char *end;
 
 	if (call->cmd == RECORDS_LIST) {
 		s = evhttp_find_header(&call->query, "limit");
-		if (s) {
-			call->args.limit = (int)strtol(s, &end, 10);
-			if (*s == '\0' || *end != '\0' || call->args.limit <= 0) {
-				snprintf(err, errlen, "invalid limit");
-				return -1;
-			}
+		if (s && records_parse_int(s, 1, RECORDS_LIST_MAX, &call->args.limit) < 0) {
+			snprintf(err, errlen, "limit must be 1..%d", RECORDS_LIST_MAX);
+			return -1;
 		}
 		return 0;
 	}
@@ -173,9 +174,9 @@ static int admin_call_args(struct admin *a, struct admin_call *call, char *err, 
 	if (call->cmd != RECORDS_RESOLVE)
 		return 0;
 	s = evhttp_find_header(&call->query, "status");
-	call->args.status = s ? (int)strtol(s, &end, 10) : 0;
-	if (!s || *s == '\0' || *end != '\0') {
-		snprintf(err, errlen, "resolve needs status=NNN");
+	if (!s || records_parse_int(s, RECORDS_STATUS_MIN, RECORDS_STATUS_MAX, &call->args.status) < 0) {
+		snprintf(err, errlen, "resolve needs status=%d..%d", RECORDS_STATUS_MIN,
+			 RECORDS_STATUS_MAX);
 		return -1;
 	}
 	if (admin_take_body(call) < 0) {

@@ -689,7 +689,7 @@ static void records_help(void)
 }
 
 /* s as a decimal integer in min..max, digits only. Returns 0 or -1. */
-static int records_parse_int(const char *s, int min, int max, int *out)
+int records_parse_int(const char *s, int min, int max, int *out)
 {
 	long v = 0;
 

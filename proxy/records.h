@@ -79,6 +79,9 @@ char *records_render(enum records_cmd cmd, const PGresult *res, int *http_status
 
 struct conf;
 
+/* Decimal digits only, min..max, into *out: 0, or -1 when s is not that. */
+int records_parse_int(const char *s, int min, int max, int *out);
+
 /* The retention of conf's route named operation, or 0 when it has none. */
 int64_t records_retention(const struct conf *conf, const char *operation);
 

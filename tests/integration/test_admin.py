@@ -2,7 +2,6 @@
 records API over HTTP (the CLI's twin is test_records.py) and the sweeper
 under its advisory lock. Every idempotency test counts upstream effects
 exactly."""
-import json
 import re
 import time
 import urllib.parse
@@ -104,6 +103,15 @@ def metrics(p):
     assert r.status == 200, r
     assert (r.headers.get("Content-Type") or "").startswith("text/plain"), r
     return Metrics(r.body.decode("utf-8"))
+
+
+def poll_metrics(p, cond):
+    """A scrape of p for which cond(Metrics) holds, polled (gauges follow a
+    worker timer); None if none came within POLL_LIMIT."""
+    def scrape():
+        m = metrics(p)
+        return m if cond(m) else None
+    return poll(scrape)
 
 
 def check_histogram(m, name, at_least):
@@ -212,13 +220,12 @@ def test_metrics_count_outcomes(proxy, upstream, ids):
 
     want = {"owner": 1, "replay": 1, "conflict": 1, "in_progress": 1, "rejected": 1}
 
-    def counted():
-        m = metrics(p)
+    def counted(m):
         got = {lab["outcome"]: v for lab, v in m.all("idemproxy_requests_total")
                if lab.get("route") == OPERATION}
-        passed = m.get("idemproxy_requests_total", 0, route="", outcome="pass")
-        return m if got == want and passed >= 1 else None
-    m = poll(counted)
+        return got == want and m.get("idemproxy_requests_total", 0, route="",
+                                     outcome="pass") >= 1
+    m = poll_metrics(p, counted)
     assert m, metrics(p).text
     assert m.types.get("idemproxy_requests_total") == "counter", m.types
 
@@ -227,8 +234,7 @@ def test_metrics_count_outcomes(proxy, upstream, ids):
     check_histogram(m, "idemproxy_store_seconds", 3)
     check_histogram(m, "idemproxy_upstream_seconds", 2)
 
-    m = poll(lambda: (lambda x: x if x.get("idemproxy_store_connections") == WORKERS
-                      else None)(metrics(p)))
+    m = poll_metrics(p, lambda x: x.get("idemproxy_store_connections") == WORKERS)
     assert m, metrics(p).text
     assert m.types.get("idemproxy_store_connections") == "gauge", m.types
 
@@ -360,7 +366,6 @@ def test_records_missing_scope_and_bad_requests(proxy, upstream, ids):
     assert upstream.count(actor=ids.actor) == 1
 
 
-
 def test_records_out_of_range_numbers_are_rejected(proxy, upstream, ids):
     """Numbers that do not fit an int are refused, not wrapped: status
     4294967497 must not become 201, limit 4294967297 must not become 1."""
@@ -399,7 +404,10 @@ def test_records_resolve_refuses_interim_status(proxy, upstream, ids):
         "unknown"
     assert upstream.count(actor=ids.actor) == 1
 
+
 def test_sweeper_waits_for_the_advisory_lock(proxy, upstream, pg, ids):
+    """While another session holds the sweeper's lock, sweeps are skipped
+    and an expired completed record stays; once it is free, it is deleted."""
     holder = pg.records.connect()
     try:
         with holder.cursor() as cur:
@@ -412,10 +420,9 @@ def test_sweeper_waits_for_the_advisory_lock(proxy, upstream, pg, ids):
                            " WHERE idem_key = %s RETURNING state::text", (key,))
         assert expired == [{"state": "completed"}], expired
 
-        skipped = poll(lambda: metrics(p).get("idemproxy_sweeper_skipped_total", 0)
-                       >= SWEEPS_WHILE_LOCKED)
-        m = metrics(p)
-        assert skipped, m.text
+        m = poll_metrics(p, lambda x: x.get("idemproxy_sweeper_skipped_total", 0)
+                         >= SWEEPS_WHILE_LOCKED)
+        assert m, metrics(p).text
         assert m.get("idemproxy_sweeper_runs_total") == 0, m.text
         assert m.get("idemproxy_sweeper_deleted_total") == 0, m.text
         rows = pg.records.rows(key)
@@ -425,9 +432,8 @@ def test_sweeper_waits_for_the_advisory_lock(proxy, upstream, pg, ids):
             cur.execute("SELECT pg_advisory_unlock(%s)", (SWEEP_LOCK_KEY,))
             assert cur.fetchone()[0] is True
         assert poll(lambda: pg.records.rows(key) == []), pg.records.rows(key)
-        m = poll(lambda: (lambda x: x if x.get("idemproxy_sweeper_deleted_total", 0) >= 1
-                          and x.get("idemproxy_sweeper_runs_total", 0) >= 1 else None)(
-                              metrics(p)))
+        m = poll_metrics(p, lambda x: x.get("idemproxy_sweeper_deleted_total", 0) >= 1
+                         and x.get("idemproxy_sweeper_runs_total", 0) >= 1)
         assert m, metrics(p).text
         assert upstream.count(actor=ids.actor) == 1
     finally:

@@ -68,6 +68,8 @@ def run_as_pg(args, **kw):
 class Cluster:
     """A throwaway PostgreSQL cluster with a unix socket in a short temp dir."""
 
+    listen_addresses = "''"  # no TCP unless a subclass says so
+
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="ipg", dir="/tmp")
         shutil.chown(self.dir, PG_USER, PG_USER)
@@ -88,7 +90,8 @@ class Cluster:
     def start(self):
         r = run_as_pg([PGBIN + "/pg_ctl", "-D", self.data, "-l",
                        os.path.join(self.dir, "log"), "-w", "-t", "30", "-o",
-                       "-c listen_addresses='' -k %s -p %d" % (self.dir, self.port),
+                       "-c listen_addresses=%s -k %s -p %d"
+                       % (self.listen_addresses, self.dir, self.port),
                        "start"], start_new_session=True)
         assert r.returncode == 0, r.stdout + r.stderr + self.log_tail()
 

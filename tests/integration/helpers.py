@@ -281,6 +281,49 @@ def assert_replay_of(resp, owner):
     assert resp.body == owner.body, (resp.body, owner.body)
 
 
+RACE_THREADS = 20
+
+
+def race(proxies, key, actor, delay="0.5"):
+    """RACE_THREADS simultaneous identical requests spread over proxies."""
+    results = [None] * RACE_THREADS
+    barrier = threading.Barrier(RACE_THREADS)
+
+    def one(i):
+        p = proxies[i % len(proxies)]
+        try:
+            barrier.wait(10)
+            results[i] = p.post("/api/courses", key=key, actor=actor, body=course(),
+                                headers=[("X-Test-Delay", delay)])
+        except Exception as e:  # reported by the assertions below
+            results[i] = e
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(RACE_THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return results
+
+
+def check_race(results):
+    for r in results:
+        assert isinstance(r, Response), r
+    owners = [r for r in results
+              if r.status == 201 and r.headers.get("Idempotent-Replayed") is None]
+    assert len(owners) == 1, results
+    owner = owners[0]
+    for r in results:
+        if r is owner:
+            continue
+        if r.status == 409:
+            problem(r, "operation-in-progress", 409)
+            assert r.headers.get("Retry-After") is not None
+        else:
+            assert_replay_of(r, owner)
+    return owner
+
+
 # ---- the test upstream ----
 
 class LogEntry:
@@ -310,13 +353,7 @@ class Upstream:
         self.url = "http://127.0.0.1:%d" % self.port
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        terminate(self.proc)
         self.proc.stdout.close()
 
     def reset(self):
@@ -465,6 +502,30 @@ def record_text(row):
 
 
 # ---- processes and ports ----
+
+POLL_LIMIT = 10.0
+
+
+def poll(fn, limit=POLL_LIMIT, step=0.1):
+    """fn() until it returns something true, at most limit seconds; its
+    last value."""
+    end = time.monotonic() + limit
+    while True:
+        v = fn()
+        if v or time.monotonic() > end:
+            return v
+        time.sleep(step)
+
+
+def terminate(proc, timeout=5):
+    """SIGTERM proc and wait; SIGKILL it if it does not exit in time."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout)
 
 def free_port():
     s = socket.socket()

@@ -3,13 +3,11 @@ records API over HTTP (the CLI's twin is test_records.py) and the sweeper
 under its advisory lock. Every idempotency test counts upstream effects
 exactly."""
 import re
-import time
 import urllib.parse
 
 import helpers
 from helpers import SlowOwner, assert_owner, assert_replay_of, course, problem
 
-POLL_LIMIT = 10.0
 OWNER_DELAY = 1.5       # seconds the upstream holds a SlowOwner (< upstream_timeout)
 WORKERS = 2             # the base configuration's `workers`
 SWEEP_INTERVAL = "100ms"
@@ -22,15 +20,6 @@ JSON_CTYPE = "application/json"
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
-
-def poll(fn, limit=POLL_LIMIT, step=0.1):
-    """fn() until it returns something true, at most limit seconds."""
-    end = time.monotonic() + limit
-    while True:
-        v = fn()
-        if v or time.monotonic() > end:
-            return v
-        time.sleep(step)
 
 
 def admin_proxy(proxy, settings=None, **kw):
@@ -107,11 +96,11 @@ def metrics(p):
 
 def poll_metrics(p, cond):
     """A scrape of p for which cond(Metrics) holds, polled (gauges follow a
-    worker timer); None if none came within POLL_LIMIT."""
+    worker timer); None if none came within helpers.POLL_LIMIT."""
     def scrape():
         m = metrics(p)
         return m if cond(m) else None
-    return poll(scrape)
+    return helpers.poll(scrape)
 
 
 def check_histogram(m, name, at_least):
@@ -240,7 +229,7 @@ def test_metrics_count_outcomes(proxy, upstream, ids):
 
     runs = metrics(p).get("idemproxy_sweeper_runs_total")
     assert runs is not None, m.text
-    assert poll(lambda: metrics(p).get("idemproxy_sweeper_runs_total") >= runs + 3), \
+    assert helpers.poll(lambda: metrics(p).get("idemproxy_sweeper_runs_total") >= runs + 3), \
         metrics(p).text
     assert upstream.count(actor=ids.actor) == 2
 
@@ -431,7 +420,7 @@ def test_sweeper_waits_for_the_advisory_lock(proxy, upstream, pg, ids):
         with holder.cursor() as cur:
             cur.execute("SELECT pg_advisory_unlock(%s)", (SWEEP_LOCK_KEY,))
             assert cur.fetchone()[0] is True
-        assert poll(lambda: pg.records.rows(key) == []), pg.records.rows(key)
+        assert helpers.poll(lambda: pg.records.rows(key) == []), pg.records.rows(key)
         m = poll_metrics(p, lambda x: x.get("idemproxy_sweeper_deleted_total", 0) >= 1
                          and x.get("idemproxy_sweeper_runs_total", 0) >= 1)
         assert m, metrics(p).text

@@ -5,55 +5,15 @@ import signal
 import threading
 
 import helpers
-from helpers import problem, course, assert_owner, assert_replay_of
+from helpers import course, assert_owner, assert_replay_of
 
-THREADS = 20
-
-
-def race(proxies, key, actor, delay="0.5"):
-    """THREADS simultaneous identical requests spread over proxies."""
-    results = [None] * THREADS
-    barrier = threading.Barrier(THREADS)
-
-    def one(i):
-        p = proxies[i % len(proxies)]
-        try:
-            barrier.wait(10)
-            results[i] = p.post("/api/courses", key=key, actor=actor, body=course(),
-                                headers=[("X-Test-Delay", delay)])
-        except Exception as e:  # reported by the assertions below
-            results[i] = e
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(THREADS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    return results
-
-
-def check_race(results):
-    for r in results:
-        assert isinstance(r, helpers.Response), r
-    owners = [r for r in results
-              if r.status == 201 and r.headers.get("Idempotent-Replayed") is None]
-    assert len(owners) == 1, results
-    owner = owners[0]
-    for r in results:
-        if r is owner:
-            continue
-        if r.status == 409:
-            problem(r, "operation-in-progress", 409)
-            assert r.headers.get("Retry-After") is not None
-        else:
-            assert_replay_of(r, owner)
-    return owner
+THREADS = helpers.RACE_THREADS
 
 
 def test_concurrent_duplicates_one_process(proxy, upstream, ids):
     p = proxy({"upstream_timeout": "5s"})
     key = ids.key()
-    owner = check_race(race([p], key, ids.actor))
+    owner = helpers.check_race(helpers.race([p], key, ids.actor))
     assert upstream.count(actor=ids.actor) == 1
     assert_replay_of(p.post("/api/courses", key=key, actor=ids.actor, body=course()), owner)
 
@@ -62,7 +22,7 @@ def test_concurrent_duplicates_two_processes(proxy, upstream, ids):
     a = proxy({"upstream_timeout": "5s"})
     b = proxy({"upstream_timeout": "5s"})
     key = ids.key()
-    owner = check_race(race([a, b], key, ids.actor))
+    owner = helpers.check_race(helpers.race([a, b], key, ids.actor))
     assert upstream.count(actor=ids.actor) == 1
     for p in (a, b):
         assert_replay_of(p.post("/api/courses", key=key, actor=ids.actor, body=course()), owner)

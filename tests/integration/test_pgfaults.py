@@ -14,7 +14,6 @@ import pytest
 import helpers
 from conftest import Cluster, PGBIN, PG_USER, run_as_pg
 from helpers import problem, course, assert_owner, assert_replay_of
-from test_concurrency import race, check_race
 
 POLL_LIMIT = 10.0
 POLL_STEP = 0.05
@@ -293,12 +292,7 @@ def test_read_only_server(private_pg, proxy, upstream, ids):
 class TcpCluster(Cluster):
     """A Cluster that also listens on 127.0.0.1:port (multi-host conninfo)."""
 
-    def start(self):
-        r = run_as_pg([PGBIN + "/pg_ctl", "-D", self.data, "-l",
-                       os.path.join(self.dir, "log"), "-w", "-t", "30", "-o",
-                       "-c listen_addresses=127.0.0.1 -k %s -p %d" % (self.dir, self.port),
-                       "start"], start_new_session=True)
-        assert r.returncode == 0, r.stdout + r.stderr + self.log_tail()
+    listen_addresses = "127.0.0.1"
 
 
 class Standby(TcpCluster):
@@ -407,13 +401,7 @@ class Pgbouncer:
             return ""
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        helpers.terminate(self.proc)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -437,8 +425,8 @@ def test_through_pgbouncer_transaction_mode(pgbouncer, proxy, upstream, ids):
     problem(r, "idempotency-conflict", 422)
     assert upstream.count(key=key) == 1
     raced = ids.key()
-    results = race([p], raced, ids.actor)
-    owner = check_race(results)
+    results = helpers.race([p], raced, ids.actor)
+    owner = helpers.check_race(results)
     assert upstream.count(key=raced) == 1
     assert_replay_of(p.post("/api/courses", key=raced, actor=ids.actor, body=course()), owner)
     assert upstream.count(actor=ids.actor) == 2

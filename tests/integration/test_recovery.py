@@ -8,7 +8,6 @@ import time
 import helpers
 from helpers import problem, course, assert_owner, assert_replay_of
 
-POLL_LIMIT = 10.0
 
 FORWARD_ROUTE = """
 route pay.forward {
@@ -24,15 +23,6 @@ route pay.wait {
 }
 """
 
-
-def poll(fn, limit=POLL_LIMIT, step=0.1):
-    """fn() until it returns something true, at most limit seconds."""
-    end = time.monotonic() + limit
-    while True:
-        v = fn()
-        if v or time.monotonic() > end:
-            return v
-        time.sleep(step)
 
 
 def test_recovery_forward_takes_over_unknown(proxy, upstream, pg, ids):
@@ -116,7 +106,7 @@ def test_fencing_stalled_owner(proxy, upstream, pg, ids):
             a.signal(signal.SIGCONT)
     assert isinstance(owner.response, helpers.Response), owner.response
     assert owner.response.status in (201, 502, 504), owner.response
-    assert poll(lambda: "lease generation changed" in a.stderr_text()), a.stderr_tail()
+    assert helpers.poll(lambda: "lease generation changed" in a.stderr_text()), a.stderr_tail()
     row = pg.records.one(ids.actor)
     assert helpers.record_state(row) == "completed" and row["generation"] == 2
     for p in (a, b):
@@ -139,7 +129,7 @@ def test_fencing_hold_stalled_owner_still_completes(proxy, upstream, pg, ids):
         finally:
             p.signal(signal.SIGCONT)
     assert_owner(owner.response)
-    assert poll(lambda: helpers.record_state(pg.records.one(ids.actor)) == "completed")
+    assert helpers.poll(lambda: helpers.record_state(pg.records.one(ids.actor)) == "completed")
     assert_replay_of(p.post("/api/courses", key=key, actor=ids.actor, body=course()),
                      owner.response)
     assert upstream.count(actor=ids.actor) == 1
@@ -243,12 +233,12 @@ route short.keep {
         def swept():
             keys = {r["idem_key"]: helpers.record_state(r) for r in pg.records.rows(ids.actor)}
             return done_key not in keys and keys.get(stale_key) == "unknown" and keys
-        keys = poll(swept)
+        keys = helpers.poll(swept)
         assert keys, pg.records.rows(ids.actor)
         assert keys[unknown_key] == "unknown"
     # The stalled owner came back with the record's own generation: its
     # outcome still lands on the record the sweeper marked.
-    assert poll(lambda: helpers.record_state(pg.records.one(stale_key)) == "completed")
+    assert helpers.poll(lambda: helpers.record_state(pg.records.one(stale_key)) == "completed")
     assert upstream.count(actor=ids.actor) == 2
     assert upstream.count(actor=ids.actor + "-stale") == 1
 

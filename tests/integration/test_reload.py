@@ -4,7 +4,7 @@ import signal
 import time
 
 import helpers
-from helpers import problem, course, assert_owner
+from helpers import course, assert_owner
 
 POLL_LIMIT = 10.0
 

@@ -186,8 +186,13 @@ static const char store_sql_lookup_row[] = "(#, ?, ?, ?, ?, ?, ?)";
 static const char store_sql_finish_row[] = "(#, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 static const char store_sql_fence_row[] = "(#, ?, ?, ?, ?, ?)";
 
-/* Sent before every statement, in the same implicit transaction. */
-static const char store_sql_timeout[] = "SELECT set_config('statement_timeout', $1, true)";
+/*
+ * Sent before every statement, in the same implicit transaction, which
+ * lasts until the pipeline's sync (st->timeout_sql). set_config rather than
+ * SET LOCAL: the effect is the same, but SET LOCAL warns outside an
+ * explicit transaction block.
+ */
+#define STORE_SQL_TIMEOUT "SELECT set_config('statement_timeout', '%" PRId64 "', true)"
 
 static const char store_sql_listen[] = "LISTEN " STORE_CHANNEL;
 
@@ -400,7 +405,7 @@ struct store {
 	int nresults;	     /* results of the pipeline in flight, so far */
 	int nulls;	     /* PQgetResult NULLs in a row */
 	int flushing;	     /* PQflush left data to write */
-	char timeout_text[STORE_NUM_MAX]; /* statement_timeout, in ms */
+	char timeout_sql[STORE_NUM_MAX + sizeof(STORE_SQL_TIMEOUT)];
 	store_notify_cb notify_cb;
 	void *notify_arg;
 	int64_t nbatches, nbatched_ops;
@@ -1381,7 +1386,6 @@ static int store_scope_cmp(const void *a, const void *b)
 static void store_send(struct store *st)
 {
 	const struct store_op *op;
-	const char *timeout;
 	int nparams, ok, r;
 
 	if (st->nbatch || !st->queue.head || st->state != STORE_CONNECTED)
@@ -1392,8 +1396,7 @@ static void store_send(struct store *st)
 		qsort(st->batch, (size_t)st->nbatch, sizeof(st->batch[0]), store_scope_cmp);
 	/* One pipeline, one implicit transaction: the timeout, then the
 	 * statement; SET LOCAL semantics suit pgbouncer's transaction mode. */
-	timeout = st->timeout_text;
-	ok = PQsendQueryParams(st->conn, store_sql_timeout, 1, NULL, &timeout, NULL, NULL,
+	ok = PQsendQueryParams(st->conn, st->timeout_sql, 0, NULL, NULL, NULL, NULL,
 			       STORE_FORMAT_TEXT);
 	if (ok && op->kind == STORE_OP_QUERY) {
 		ok = PQsendQueryParams(st->conn, op->stmt.sql, op->stmt.nparams, op->stmt.types,
@@ -1460,7 +1463,7 @@ struct store *store_new(struct event_base *base, const char *conninfo, int64_t t
 		return NULL;
 	st->base = base;
 	st->timeout_ms = timeout_ms;
-	snprintf(st->timeout_text, sizeof(st->timeout_text), "%" PRId64, timeout_ms);
+	snprintf(st->timeout_sql, sizeof(st->timeout_sql), STORE_SQL_TIMEOUT, timeout_ms);
 	st->backoff_ms = STORE_BACKOFF_MIN_MS;
 	st->io_fd = -1;
 	st->conninfo = strdup(conninfo ? conninfo : "");

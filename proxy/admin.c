@@ -17,6 +17,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -43,10 +44,12 @@ struct admin {
 	int nworkers;
 	struct sweeper *sweeper;
 	struct stats **each; /* the workers' stats, for stats_render */
+	LIST_HEAD(, admin_call) calls;
 };
 
 /* A records API call waiting for its statement. */
 struct admin_call {
+	LIST_ENTRY(admin_call) link;
 	struct evhttp_request *req;
 	enum records_cmd cmd;
 	struct records_args args;
@@ -89,6 +92,7 @@ static void admin_error(struct evhttp_request *req, int status, const char *msg)
 
 static void admin_call_free(struct admin_call *call)
 {
+	LIST_REMOVE(call, link);
 	records_stmt_clear(&call->stmt);
 	evhttp_clear_headers(&call->query);
 	free(call->body);
@@ -198,6 +202,7 @@ static void admin_records(struct admin *a, struct evhttp_request *req, enum reco
 		return;
 	}
 	TAILQ_INIT(&call->query);
+	LIST_INSERT_HEAD(&a->calls, call, link);
 	call->req = req;
 	call->cmd = cmd;
 	if (query && evhttp_parse_query_str(query, &call->query) < 0) {
@@ -219,18 +224,29 @@ fail:
 	admin_call_free(call);
 }
 
+#define ADMIN_NOT_READY "store unavailable\n"
+
 static void admin_ready_done(void *arg, enum store_result res, const PGresult *result)
 {
-	if (res == STORE_OK)
+	/* A read-only server (a standby) is as good as none. */
+	if (res == STORE_OK && PQntuples(result) == 1 && strcmp(PQgetvalue(result, 0, 0), "off") == 0)
 		admin_reply(arg, 200, "text/plain", "ready\n", 6);
 	else
-		admin_reply(arg, 503, "text/plain", "store unavailable\n", 18);
+		admin_reply(arg, 503, "text/plain", ADMIN_NOT_READY, strlen(ADMIN_NOT_READY));
 }
 
+/* Ready: every worker's store connection is up and the server takes writes. */
 static void admin_ready(struct admin *a, struct evhttp_request *req)
 {
-	static const struct store_stmt ping = {"SELECT 1", 0, NULL, NULL, NULL, NULL};
+	static const struct store_stmt ping = {"SELECT current_setting('transaction_read_only')", 0,
+					       NULL, NULL, NULL, NULL};
 
+	for (int i = 0; i < a->nworkers; i++) {
+		if (!atomic_load_explicit(&a->each[i]->store_connected, memory_order_relaxed)) {
+			admin_reply(req, 503, "text/plain", ADMIN_NOT_READY, strlen(ADMIN_NOT_READY));
+			return;
+		}
+	}
 	store_query(a->store, &ping, admin_ready_done, req);
 }
 
@@ -259,6 +275,12 @@ static void admin_request(struct evhttp_request *req, void *arg)
 
 	if (!path)
 		path = "";
+	/* A browser's cross-site form post says where it comes from: the
+	 * records API only takes requests from tools. */
+	if (post && evhttp_find_header(evhttp_request_get_input_headers(req), "Origin")) {
+		admin_error(req, 403, "requests from web pages are not accepted");
+		return;
+	}
 	if (get && strcmp(path, "/healthz") == 0)
 		admin_reply(req, 200, "text/plain", "ok\n", 3);
 	else if (get && strcmp(path, "/readyz") == 0)
@@ -289,6 +311,7 @@ struct admin *admin_new(struct event_base *base, const struct conf *conf, struct
 	a->workers = workers;
 	a->nworkers = nworkers;
 	a->sweeper = sw;
+	LIST_INIT(&a->calls);
 	a->each = calloc((size_t)nworkers, sizeof(*a->each));
 	a->http = evhttp_new(base);
 	if (!a->each || !a->http)
@@ -318,10 +341,13 @@ void admin_reload(struct admin *a, const struct conf *conf)
 	evhttp_set_max_body_size(a->http, (ev_ssize_t)conf->max_stored_body);
 }
 
+/* The store is gone (see admin.h): calls still waiting get no answer. */
 void admin_free(struct admin *a)
 {
 	if (!a)
 		return;
+	while (!LIST_EMPTY(&a->calls))
+		admin_call_free(LIST_FIRST(&a->calls));
 	if (a->http)
 		evhttp_free(a->http);
 	free(a->each);

@@ -30,6 +30,9 @@ struct upstream_pool;
 struct upstream_req;
 struct cache;
 
+/* Recent wake-ups a worker remembers, for claims answered after one (a power of two). */
+#define WAKE_RING_SIZE 256
+
 /*
  * A configuration in use. The main thread and every worker hold it, and a
  * worker keeps holding a replaced one while its requests still use it; the
@@ -79,6 +82,8 @@ struct worker {
 	LIST_HEAD(, client_conn) conns;
 	LIST_HEAD(, request) requests;
 	LIST_HEAD(, request) waiters;  /* duplicates waiting for an owner */
+	char wake_ring[WAKE_RING_SIZE][STORE_TOKEN_SIZE]; /* "" for a wake-all */
+	uint64_t wakes;                /* wake-ups so far; the ring holds the last ones */
 	int nconns, nrequests, nforwarding;
 	struct stats stats;            /* written here, read by the admin listener */
 };
@@ -162,6 +167,7 @@ struct request {
 	struct event *wait_timer;
 	int64_t wait_deadline_us;   /* in_progress wait: when to stop waiting */
 	char token[STORE_TOKEN_SIZE]; /* the scope in store notifications */
+	uint64_t wakes_seen;        /* w->wakes when the last claim was sent */
 
 	struct upstream_req *up;
 	struct http_msg *resp;      /* the upstream's response */

@@ -112,7 +112,7 @@ static const char records_sql_resolve[] =
     "  response_status = $4, response_headers = $5, response_body = $6,"
     "  body_omitted = false, completed_at = now(),"
     "  expires_at = now() + $7 * interval '1 millisecond',"
-    "  lease_owner = NULL, lease_expires_at = NULL, generation = r.generation + 1"
+    "  lease_owner = NULL, lease_expires_at = NULL, generation = " STORE_SQL_NEW_GENERATION
     "  FROM cur x WHERE " RECORDS_CUR_JOIN " AND " RECORDS_STUCK
     "  RETURNING r.*, " STORE_SQL_NOTIFY("r") ")"
     " SELECT '" RECORDS_DONE "'," RECORDS_COLS " FROM upd x"

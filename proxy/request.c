@@ -34,6 +34,7 @@
 #define ANONYMOUS_ACTOR_ID "anonymous"
 
 _Static_assert(CACHE_FINGERPRINT_LEN == FINGERPRINT_LEN, "cache and fingerprint sizes differ");
+_Static_assert((WAKE_RING_SIZE & (WAKE_RING_SIZE - 1)) == 0, "WAKE_RING_SIZE: a power of two");
 
 static const char *const state_names[] = {
 	[REQ_NEW] = "new",           [REQ_CLAIMING] = "claiming", [REQ_WAITING] = "waiting",
@@ -642,6 +643,7 @@ static void request_claim_send(struct request *req)
 	int flags = req->route->recovery == RECOVERY_FORWARD ? STORE_RECOVER : 0;
 
 	request_set_state(req, REQ_CLAIMING);
+	req->wakes_seen = req->w->wakes;
 	/* The lease runs from the moment the claim was sent, not answered. */
 	req->store_sent_us = now_us();
 	req->lease_deadline_us = req->store_sent_us + req->conf->lease_ms * 1000;
@@ -663,10 +665,33 @@ static void wait_timer_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /*
+ * 1 when a wake-up for req's scope (or for every scope) came after its
+ * claim was sent: the owner's notification can arrive in the same read as
+ * the claim's answer, which still saw the owner running.
+ */
+static int request_woken_since_claim(const struct request *req)
+{
+	const struct worker *w = req->w;
+	uint64_t i = req->wakes_seen;
+	const char *token;
+
+	if (w->wakes - i > WAKE_RING_SIZE)
+		return 1; /* too many to tell: look again */
+	for (; i < w->wakes; i++) {
+		token = w->wake_ring[i & (WAKE_RING_SIZE - 1)];
+		if (!*token || strcmp(token, req->token) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/*
  * A duplicate found the owner still running and its route lets it wait:
  * hold it (REQ_WAITING) until the owner's write wakes it (request_wake)
- * or its wait ends, then claim again. Returns 0 when the wait is over or
- * nobody is left to answer: the caller answers in-progress.
+ * or its wait ends, then claim again (at once, when the wake-up came while
+ * the claim was out). Returns 0 when the wait is over, nobody is left to
+ * answer or the worker is past its shutdown deadline: the caller answers
+ * in-progress.
  */
 static int request_wait(struct request *req)
 {
@@ -679,8 +704,12 @@ static int request_wait(struct request *req)
 		STATS_ADD(req->w->stats.waits, 1);
 	}
 	left = req->wait_deadline_us - now;
-	if (left <= 0 || !req->conn)
+	if (left <= 0 || !req->conn || req->w->past_deadline)
 		return 0;
+	if (request_woken_since_claim(req)) {
+		request_claim_send(req);
+		return 1;
+	}
 	if (!req->wait_timer)
 		req->wait_timer = evtimer_new(req->w->base, wait_timer_cb, req);
 	if (!req->wait_timer)
@@ -697,6 +726,8 @@ void request_wake(struct worker *w, const char *token)
 {
 	struct request *req = LIST_FIRST(&w->waiters), *next;
 
+	snprintf(w->wake_ring[w->wakes++ & (WAKE_RING_SIZE - 1)], STORE_TOKEN_SIZE, "%s",
+		 token ? token : "");
 	for (; req; req = next) {
 		next = LIST_NEXT(req, wait_link);
 		if (!token || strcmp(token, req->token) == 0)
@@ -750,7 +781,9 @@ static void claim_done_cb(void *arg, enum store_result res, int64_t generation,
 		break;
 	case STORE_FENCED:
 	case STORE_UNAVAILABLE:
-		if (req->conf->store_unavailable == STORE_FAIL_OPEN) {
+		/* Fail-open forwards, but nothing new goes upstream after the
+		 * shutdown deadline. */
+		if (req->conf->store_unavailable == STORE_FAIL_OPEN && !req->w->past_deadline) {
 			req->outcome = OUT_UNENFORCED;
 			req->unenforced = 1;
 			request_forward(req);
@@ -872,7 +905,10 @@ void request_start(struct client_conn *c, struct http_msg *msg)
 	request_claim(req);
 }
 
-/* The client went away: the request goes on, without anyone to answer. */
+/*
+ * The client went away: the request goes on without anyone to answer (an
+ * owner still records its outcome); a waiting duplicate just ends.
+ */
 void request_conn_gone(struct request *req)
 {
 	req->conn = NULL;
@@ -886,8 +922,9 @@ void request_conn_gone(struct request *req)
 
 /*
  * shutdown_timeout passed. An owner still at the upstream is cut off and
- * its record marked unknown (the request was sent; a retry must not run it
- * again, and should not wait for the lease to learn that); a claim that
+ * its record marked unknown (a retry must not run it again, and should not
+ * wait for the lease to learn that), or released when not a byte of it
+ * was sent; a claim that
  * lands from now on is released without forwarding (see claim_done_cb); a
  * waiting duplicate is answered in-progress. The worker then gives these
  * writes one store_timeout before it stops.
@@ -904,12 +941,15 @@ void request_deadline_all(struct worker *w)
 			request_problem(req, PROBLEM_IN_PROGRESS, "idemproxy is shutting down");
 			request_done(req);
 		} else if (req->state == REQ_FORWARDING && req->outcome == OUT_OWNER) {
-			log_warn(req, "shutdown_timeout passed with the request at the upstream: "
-				      "recording its outcome as unknown");
+			int unsent = upstream_unsent(req->up);
+
+			log_warn(req, "shutdown_timeout passed with the request at the upstream: %s",
+				 unsent ? "nothing was sent, releasing its record"
+					: "recording its outcome as unknown");
 			upstream_cancel(req->up);
 			req->up = NULL;
 			w->nforwarding--;
-			owner_upstream_done(req, UPSTREAM_TIMEOUT);
+			owner_upstream_done(req, unsent ? UPSTREAM_NOT_SENT : UPSTREAM_TIMEOUT);
 		}
 	}
 }

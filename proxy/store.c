@@ -17,7 +17,11 @@
  * from the event loop and never inside the call that queued it.
  * Statements are unnamed PQsendQueryParams (no prepared statements, no
  * session state) so the store works through pgbouncer in transaction mode;
- * results come back in binary format.
+ * batches answer in binary format, callers' own queries (store_query) in
+ * text. The connection is in pipeline mode: each statement goes out after
+ * a set_config of statement_timeout, then a sync, so both run in one
+ * implicit transaction and the server gives up on a statement when we do.
+ * The one piece of session state is LISTEN, asked for by store_listen.
  */
 #include <endian.h>
 #include <inttypes.h>
@@ -62,7 +66,7 @@
  * text, well under STORE_SQL_ROW_MAX.
  */
 #define STORE_SQL_FIXED_MAX 4096
-#define STORE_SQL_ROW_MAX   128
+#define STORE_SQL_ROW_MAX   192
 #define STORE_SQL_MAX	    (STORE_SQL_FIXED_MAX + STORE_BATCH_MAX * STORE_SQL_ROW_MAX)
 
 /* Type OIDs from pg_type, for the parameters we send. */
@@ -93,7 +97,8 @@ static const char store_sql_claim_head[] =
     " lease_owner, lease_expires_at, generation) VALUES ";
 
 static const char store_sql_claim_row[] =
-    "(?, ?, ?, ?, 'in_progress', $1, now() + ? * interval '1 millisecond', 1)";
+    "(?, ?, ?, ?, 'in_progress', $1, now() + ? * interval '1 millisecond', "
+    STORE_SQL_NEW_GENERATION ")";
 
 static const char store_sql_claim_tail[] =
     " ON CONFLICT (actor, operation, idem_key) DO NOTHING"
@@ -129,7 +134,7 @@ static const char store_sql_lookup_tail[] =
     " UPDATE idempotency_records r SET"
     "  fingerprint = v.fingerprint, state = 'in_progress',"
     "  lease_owner = $1, lease_expires_at = now() + v.lease_ms * interval '1 millisecond',"
-    "  generation = r.generation + 1, response_status = NULL, response_headers = NULL,"
+    "  generation = " STORE_SQL_NEW_GENERATION ", response_status = NULL, response_headers = NULL,"
     "  response_body = NULL, body_omitted = false, created_at = now(),"
     "  completed_at = NULL, expires_at = NULL"
     " FROM v"
@@ -425,8 +430,6 @@ struct store {
 static void store_io_event(evutil_socket_t fd, short what, void *arg);
 static void store_reset(struct store *st, const char *msg, const char *error);
 static void store_send(struct store *st);
-static struct store_op *store_op_new(enum store_op_kind kind, const struct scope *sc,
-				     int64_t generation, void *arg);
 
 /* Milliseconds on the monotonic clock. */
 static int64_t store_now_ms(void)
@@ -669,18 +672,11 @@ static void store_connect(struct store *st)
  */
 static void store_connected(struct store *st)
 {
-	static const struct scope none = {"", "", ""};
-	struct store_op *op;
+	static const struct store_stmt listen = {store_sql_listen, 0, NULL, NULL, NULL, NULL};
 
 	if (!st->notify_cb)
 		return;
-	op = store_op_new(STORE_OP_QUERY, &none, 0, NULL);
-	op->solo = 1;
-	op->stmt.sql = store_sql_listen;
-	op->deadline_ms = store_now_ms() + st->timeout_ms;
-	st->npending++;
-	store_queue_push(&st->queue, op);
-	store_send(st);
+	store_query(st, &listen, NULL, NULL);
 	st->notify_cb(st->notify_arg, NULL);
 }
 
@@ -1289,8 +1285,10 @@ static void store_op_params(struct store_op *op, const char **values, int *lengt
 		lengths[3] = FINGERPRINT_LEN;
 		snprintf(op->nums[0], STORE_NUM_MAX, "%" PRId64, op->lease_ms);
 		values[4] = op->nums[0];
-		values[5] = op->flags & STORE_RECOVER ? "true" : "false";
-		lengths[5] = 0;
+		if (op->kind == STORE_OP_LOOKUP) {
+			values[5] = op->flags & STORE_RECOVER ? "true" : "false";
+			lengths[5] = 0;
+		}
 		return;
 	}
 	snprintf(op->nums[0], STORE_NUM_MAX, "%" PRId64, op->generation);
@@ -1572,7 +1570,7 @@ void store_release(struct store *st, const struct scope *sc, int64_t generation,
 
 void store_query(struct store *st, const struct store_stmt *stmt, store_query_cb cb, void *arg)
 {
-	static const struct scope none = {"", "", ""};
+	static const struct scope none = {"", "", ""}; /* a query names no scope */
 	struct store_op *op = store_op_new(STORE_OP_QUERY, &none, 0, arg);
 
 	op->solo = 1;
@@ -1596,7 +1594,7 @@ void store_scope_token(const struct scope *sc, char token[STORE_TOKEN_SIZE])
 	unsigned int len = 0;
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
 
-	/* md5(actor || E'\n' || operation || E'\n' || idem_key), as STORE_SQL_FENCE. */
+	/* md5(actor || E'\n' || operation || E'\n' || idem_key), as STORE_SQL_NOTIFY. */
 	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_md5(), NULL) ||
 	    !EVP_DigestUpdate(ctx, sc->actor, strlen(sc->actor)) ||
 	    !EVP_DigestUpdate(ctx, "\n", 1) ||

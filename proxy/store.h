@@ -23,6 +23,8 @@
 #define STORE_CHANNEL "idemproxy_records"
 /* A scope's name in those notifications: hex MD5, plus NUL. */
 #define STORE_TOKEN_SIZE 33
+/* SQL for a new lease generation: never one a scope had before. */
+#define STORE_SQL_NEW_GENERATION "nextval('idempotency_records_generation_seq')"
 /* SQL that notifies STORE_CHANNEL for the record aliased r (store_scope_token's formula). */
 #define STORE_SQL_NOTIFY(r)                                                              \
 	"pg_notify('" STORE_CHANNEL "', md5(" r ".actor || E'\\n' || " r ".operation"     \
@@ -122,8 +124,8 @@ void store_claim(struct store *st, const struct scope *sc, const unsigned char *
  * Complete the record claimed with generation: status, headers ("Name:
  * value\r\n" lines, stored as bytes), body (NULL with omitted=1 when it
  * was too large), expires after retention_ms. STORE_FENCED if the
- * generation changed or the record is completed. On STORE_UNAVAILABLE the
- * caller may retry.
+ * generation changed, or the record is completed or gone. On
+ * STORE_UNAVAILABLE the caller may retry.
  */
 void store_finish(struct store *st, const struct scope *sc, int64_t generation, int status,
 		  const char *headers, size_t headers_len, const unsigned char *body,

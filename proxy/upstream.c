@@ -32,6 +32,7 @@
  * endless upstream body cannot take the worker's memory. */
 #define UPSTREAM_MAX_RESPONSE_BODY (64 * 1024 * 1024)
 #define UPSTREAM_READ_CHUNK (16 * 1024)
+#define UPSTREAM_LATE_READS 16 /* chunks a fired deadline still reads */
 
 struct upstream_conn {
 	TAILQ_ENTRY(upstream_conn) link;
@@ -235,7 +236,7 @@ static int conn_attach(struct upstream_req *ur, struct upstream_conn *uc, int co
 		return -1;
 	if (connected) {
 		/* A failed write leaves the bytes queued: the bufferevent then
-		 * reports the error, and req_unsent() sees nothing was sent. */
+		 * reports the error, and upstream_unsent() sees nothing was sent. */
 		if (io_write_now(uc->bev) == 0 && evbuffer_get_length(out) == 0)
 			return bufferevent_enable(uc->bev, reads);
 	}
@@ -243,7 +244,7 @@ static int conn_attach(struct upstream_req *ur, struct upstream_conn *uc, int co
 }
 
 /* Nothing of the request has left our buffer on this connection. */
-static int req_unsent(const struct upstream_req *ur)
+int upstream_unsent(const struct upstream_req *ur)
 {
 	return !ur->conn || evbuffer_get_length(bufferevent_get_output(ur->conn->bev)) == ur->len;
 }
@@ -277,7 +278,7 @@ static void req_complete(struct upstream_req *ur, enum upstream_result res,
  */
 static void req_fail(struct upstream_req *ur, enum upstream_result sent_result)
 {
-	int unsent = req_unsent(ur);
+	int unsent = upstream_unsent(ur);
 	int answered = ur->conn && http_parser_started(ur->conn->parser);
 	struct upstream_conn *uc;
 
@@ -383,14 +384,17 @@ static void req_timer_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	/* A loop that did not run for a while (the process was stopped or
 	 * starved) may find the whole response waiting: what arrived before
-	 * the deadline was noticed still counts. */
-	while (st == HTTP_MORE && uc->read_ev && io_read_now(uc->bev, UPSTREAM_READ_CHUNK) > 0)
+	 * the deadline was noticed still counts, read in a bounded number of
+	 * chunks. */
+	for (int i = 0; i < UPSTREAM_LATE_READS && st == HTTP_MORE && uc->read_ev &&
+			io_read_now(uc->bev, UPSTREAM_READ_CHUNK) > 0;
+	     i++)
 		st = http_parser_feed(uc->parser, bufferevent_get_input(uc->bev));
 	if (st == HTTP_DONE) {
 		req_complete(ur, UPSTREAM_OK, http_parser_take(uc->parser));
 		return;
 	}
-	req_complete(ur, req_unsent(ur) ? UPSTREAM_NOT_SENT : UPSTREAM_TIMEOUT, NULL);
+	req_complete(ur, upstream_unsent(ur) ? UPSTREAM_NOT_SENT : UPSTREAM_TIMEOUT, NULL);
 }
 
 struct upstream_req *upstream_forward(struct upstream_pool *pool, struct evbuffer *req,

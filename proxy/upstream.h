@@ -39,6 +39,9 @@ struct upstream_req *upstream_forward(struct upstream_pool *pool, struct evbuffe
 				      int no_body, int retry_safe, int64_t timeout_ms,
 				      upstream_cb cb, void *arg);
 
+/* 1 while not a byte of ur's request has been written to the upstream. */
+int upstream_unsent(const struct upstream_req *ur);
+
 /* Idle connections in the pool. */
 int upstream_pool_idle(const struct upstream_pool *pool);
 

@@ -22,7 +22,7 @@
 #define DRAIN_CHECK_MS 50
 #define TICK_MS 100
 /* How long a cached record may answer replays: completed records are
- * immutable, so this only bounds how long an operator's release of a record
+ * immutable, so this only bounds how long an operator's deletion of a record
  * can go unseen by a worker. */
 #define REPLAY_CACHE_MAX_AGE_US (5 * 1000000)
 #define REQUEST_ID_WORKER_SHIFT 48  /* request ids: worker id in the top bits */
@@ -77,7 +77,6 @@ void worker_conf_put(struct worker *w, struct conf_gen *gen)
 	}
 }
 
-/* Switch to the configuration a reload handed over (worker thread). */
 /* A store notification: an owner wrote its outcome somewhere. */
 static void notify_cb(void *arg, const char *token)
 {
@@ -98,6 +97,7 @@ static void worker_listen(struct worker *w, const struct conf *conf)
 	}
 }
 
+/* Switch to the configuration a reload handed over (worker thread). */
 static void reload_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct worker *w = arg;

@@ -173,9 +173,10 @@ def test_healthz_and_unknown_endpoints(proxy):
 
 
 def test_readyz_follows_the_store(proxy):
+    """Ready once every worker's store connection is up (a moment after
+    start) and the server takes writes; never while it cannot be reached."""
     p = admin_proxy(proxy)
-    r = admin(p, "GET", "/readyz")
-    assert r.status == 200, r
+    assert helpers.poll(lambda: admin(p, "GET", "/readyz").status == 200)
 
     down = admin_proxy(proxy, database="host=127.0.0.1 port=%d connect_timeout=1"
                        % helpers.free_port())
@@ -428,3 +429,18 @@ def test_sweeper_waits_for_the_advisory_lock(proxy, upstream, pg, ids):
     finally:
         holder.close()
 
+
+
+def test_records_refuse_browser_origin(proxy, upstream, pg, ids):
+    """A cross-site form post from a web page carries Origin: refused (403),
+    the record untouched; the same call from a tool works."""
+    p = admin_proxy(proxy)
+    key = ids.key()
+    make_unknown(p, ids, key)
+    r = admin(p, "POST", "/records/release", scope(ids.actor, key),
+              headers=[("Origin", "https://evil.example")])
+    assert admin_json(r, 403)["error"]
+    assert helpers.record_state(pg.records.one(ids.actor)) == "unknown"
+    admin_json(admin(p, "POST", "/records/release", scope(ids.actor, key)), 200)
+    assert pg.records.rows(ids.actor) == []
+    assert upstream.count(actor=ids.actor) == 1

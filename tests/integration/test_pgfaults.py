@@ -262,13 +262,25 @@ def set_read_only(cluster, on):
         conn.close()
 
 
+def readyz(p):
+    return helpers.request(p.admin, "GET", "/readyz").status
+
+
 def test_read_only_server(private_pg, proxy, upstream, ids):
+    """A read-only server: keyed requests 503, /readyz 503; writable again:
+    both recover without a restart."""
     pgx = private_pg()
-    p = proxy(dict(NO_CACHE, workers=str(WORKERS)), database=pgx.conninfo)
+    admin_port = helpers.free_port()
+    p = proxy(dict(NO_CACHE, workers=str(WORKERS), admin="127.0.0.1:%d" % admin_port),
+              database=pgx.conninfo)
+    p.admin = admin_port
+    assert helpers.wait_port(admin_port, p.proc)
     warm = p.post("/api/courses", key=ids.key(), actor=ids.actor, body=course())
     assert_owner(warm)
+    assert helpers.poll(lambda: readyz(p) == 200)
     set_read_only(pgx, True)
     terminate(pgx, client_backends(pgx))
+    assert helpers.poll(lambda: readyz(p) == 503)
     keys = [ids.key() for _ in range(4)]
     for key in keys:
         r = p.post("/api/courses", key=key, actor=ids.actor, body=course())
@@ -287,6 +299,7 @@ def test_read_only_server(private_pg, proxy, upstream, ids):
     assert_replay_of(replay(p, key, ids.actor), owner)
     assert upstream.count(key=key) == 1
     assert upstream.count(actor=ids.actor, method="POST") == 2
+    assert helpers.poll(lambda: readyz(p) == 200)
 
 
 class TcpCluster(Cluster):

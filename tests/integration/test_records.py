@@ -86,10 +86,11 @@ def test_release_lets_the_retry_run_again(binary, proxy, upstream, ids):
     assert upstream.count(actor=ids.actor) == 2
 
 
-def test_resolve_is_replayed(binary, proxy, upstream, ids, tmp_path):
+def test_resolve_is_replayed(binary, proxy, pg, upstream, ids, tmp_path):
     p = proxy()
     key = ids.key()
     make_unknown(p, ids, key)
+    before = pg.records.one(ids.actor)
     body = b'{"id": 42, "note": "resolved by hand \xc3\xa9"}'
     path = tmp_path / "body.json"
     path.write_bytes(body)
@@ -99,7 +100,7 @@ def test_resolve_is_replayed(binary, proxy, upstream, ids, tmp_path):
     assert r.returncode == 0, r
     rec = document(r)["resolved"]
     assert rec["state"] == "completed" and rec["status"] == 201, rec
-    assert rec["generation"] == 2 and rec["lease_owner"] is None, rec
+    assert rec["generation"] > before["generation"] and rec["lease_owner"] is None, rec
     assert rec["body"] == body.decode() and rec["body_encoding"] == "utf-8", rec
     assert rec["headers"] == "Content-Type: application/json\r\n", rec
 

@@ -633,6 +633,11 @@ int main(void)
 	conn = PQconnectdb(dsn);
 	CHECK(PQstatus(conn) == CONNECTION_OK);
 	if (PQstatus(conn) == CONNECTION_OK) {
+		/* insert() writes generation 3 by hand: keep the sequence past
+		 * it, as migration 004 keeps it past every stored generation. */
+		CHECK(sql("SELECT setval('idempotency_records_generation_seq',"
+			  " greatest(last_value, 3)) FROM idempotency_records_generation_seq",
+			  0, NULL));
 		test_list();
 		test_show();
 		test_release();

@@ -71,6 +71,17 @@ class Cluster:
     listen_addresses = "''"  # no TCP unless a subclass says so
 
     def __init__(self):
+        self.layout()
+        r = run_as_pg([PGBIN + "/initdb", "-D", self.data, "-A", "trust", "-U", PG_USER,
+                       "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"])
+        assert r.returncode == 0, r.stdout + r.stderr
+        self.start()
+        r = run_as_pg([PGBIN + "/createdb", "-h", self.dir, "-p", str(self.port),
+                       "-U", PG_USER, "idemproxy"])
+        assert r.returncode == 0, r.stderr
+
+    def layout(self):
+        """The cluster's directory (owned by postgres), port and conninfo."""
         self.dir = tempfile.mkdtemp(prefix="ipg", dir="/tmp")
         shutil.chown(self.dir, PG_USER, PG_USER)
         os.chmod(self.dir, 0o700)
@@ -79,13 +90,6 @@ class Cluster:
         self.conninfo = "host=%s port=%d dbname=idemproxy user=%s" % (
             self.dir, self.port, PG_USER)
         self.records = helpers.Records(self.conninfo)
-        r = run_as_pg([PGBIN + "/initdb", "-D", self.data, "-A", "trust", "-U", PG_USER,
-                       "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"])
-        assert r.returncode == 0, r.stdout + r.stderr
-        self.start()
-        r = run_as_pg([PGBIN + "/createdb", "-h", self.dir, "-p", str(self.port),
-                       "-U", PG_USER, "idemproxy"])
-        assert r.returncode == 0, r.stderr
 
     def start(self):
         r = run_as_pg([PGBIN + "/pg_ctl", "-D", self.data, "-l",

@@ -312,14 +312,7 @@ class Standby(TcpCluster):
     """A streaming standby of primary (pg_basebackup -R), started."""
 
     def __init__(self, primary):
-        self.dir = tempfile.mkdtemp(prefix="ipg", dir="/tmp")
-        shutil.chown(self.dir, PG_USER, PG_USER)
-        os.chmod(self.dir, 0o700)
-        self.data = os.path.join(self.dir, "data")
-        self.port = helpers.free_port()
-        self.conninfo = "host=%s port=%d dbname=idemproxy user=%s" % (
-            self.dir, self.port, PG_USER)
-        self.records = helpers.Records(self.conninfo)
+        self.layout()
         r = run_as_pg([PGBIN + "/pg_basebackup", "-h", primary.dir, "-p", str(primary.port),
                        "-U", PG_USER, "-D", self.data, "-R", "-X", "stream",
                        "--checkpoint=fast", "--no-sync"])

@@ -14,15 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/store.h"
+
 #define CACHE_BUCKETS_INITIAL 64
 /* An entry may use at most 1/CACHE_ENTRY_MAX_SHARE of the budget. */
 #define CACHE_ENTRY_MAX_SHARE 8
 /* Doubling at load 1 leaves at most two buckets per entry held at the peak. */
 #define CACHE_SLOTS_PER_ENTRY 2
 #define CACHE_TABLE_SHARE     (CACHE_SLOTS_PER_ENTRY * sizeof(struct cache_node *))
-#define CACHE_FNV_OFFSET      0xcbf29ce484222325ULL
-#define CACHE_FNV_PRIME	      0x100000001b3ULL
-#define CACHE_LEN_BYTES	      8
 
 struct cache_node {
 	struct cache_node *lru_prev; /* more recently used, NULL at the head */
@@ -53,20 +52,6 @@ struct cache_scope {
 	uint64_t hash;
 };
 
-/* FNV-1a over the length (so field boundaries count) and then the bytes. */
-static uint64_t cache_hash_field(uint64_t h, const char *s, size_t len)
-{
-	size_t i, n = len;
-
-	for (i = 0; i < CACHE_LEN_BYTES; i++) {
-		h = (h ^ (n & 0xff)) * CACHE_FNV_PRIME;
-		n >>= 8;
-	}
-	for (i = 0; i < len; i++)
-		h = (h ^ (unsigned char)s[i]) * CACHE_FNV_PRIME;
-	return h;
-}
-
 /* Fills s from the three borrowed NUL-terminated strings. */
 static void cache_scope_init(struct cache_scope *s, const char *actor, const char *operation,
 			     const char *key)
@@ -77,9 +62,7 @@ static void cache_scope_init(struct cache_scope *s, const char *actor, const cha
 	s->actor_len = strlen(actor);
 	s->operation_len = strlen(operation);
 	s->key_len = strlen(key);
-	s->hash = cache_hash_field(CACHE_FNV_OFFSET, actor, s->actor_len);
-	s->hash = cache_hash_field(s->hash, operation, s->operation_len);
-	s->hash = cache_hash_field(s->hash, key, s->key_len);
+	s->hash = store_scope_hash(&(struct scope){actor, operation, key});
 }
 
 /* Returns 1 when node n holds scope s. */

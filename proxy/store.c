@@ -1198,7 +1198,7 @@ static void store_io_event(evutil_socket_t fd, short what, void *arg)
 }
 
 /* 64-bit FNV-1a of the scope, its parts separated by a NUL. */
-static uint64_t store_scope_hash(const struct scope *sc)
+uint64_t store_scope_hash(const struct scope *sc)
 {
 	const char *parts[] = {sc->actor, sc->operation, sc->key};
 	uint64_t h = STORE_FNV_OFFSET;
@@ -1452,6 +1452,17 @@ static struct store_op *store_op_new(enum store_op_kind kind, const struct scope
 	return op;
 }
 
+/* An owner's write (finish, unknown, release) fenced by generation. */
+static struct store_op *store_write_new(enum store_op_kind kind, const struct scope *sc,
+					int64_t generation, int flags, store_done_cb cb, void *arg)
+{
+	struct store_op *op = store_op_new(kind, sc, generation, arg);
+
+	op->flags = flags;
+	op->done_cb = cb;
+	return op;
+}
+
 struct store *store_new(struct event_base *base, const char *conninfo, int64_t timeout_ms,
 			const char *owner_id)
 {
@@ -1528,9 +1539,8 @@ void store_finish(struct store *st, const struct scope *sc, int64_t generation, 
 		  size_t body_len, int omitted, int64_t retention_ms, int flags, store_done_cb cb,
 		  void *arg)
 {
-	struct store_op *op = store_op_new(STORE_OP_FINISH, sc, generation, arg);
+	struct store_op *op = store_write_new(STORE_OP_FINISH, sc, generation, flags, cb, arg);
 
-	op->flags = flags;
 	op->status = status;
 	op->headers = headers;
 	op->headers_len = headers_len;
@@ -1538,7 +1548,6 @@ void store_finish(struct store *st, const struct scope *sc, int64_t generation, 
 	op->body_len = body_len;
 	op->omitted = omitted;
 	op->retention_ms = retention_ms;
-	op->done_cb = cb;
 	if (headers_len > STORE_PARAM_MAX || body_len > STORE_PARAM_MAX) {
 		store_log(LOG_ERROR, "store finish: response too large to store", NULL);
 		st->npending++;
@@ -1551,21 +1560,13 @@ void store_finish(struct store *st, const struct scope *sc, int64_t generation, 
 void store_mark_unknown(struct store *st, const struct scope *sc, int64_t generation, int flags,
 			store_done_cb cb, void *arg)
 {
-	struct store_op *op = store_op_new(STORE_OP_UNKNOWN, sc, generation, arg);
-
-	op->flags = flags;
-	op->done_cb = cb;
-	store_submit(st, op);
+	store_submit(st, store_write_new(STORE_OP_UNKNOWN, sc, generation, flags, cb, arg));
 }
 
 void store_release(struct store *st, const struct scope *sc, int64_t generation, int flags,
 		   store_done_cb cb, void *arg)
 {
-	struct store_op *op = store_op_new(STORE_OP_RELEASE, sc, generation, arg);
-
-	op->flags = flags;
-	op->done_cb = cb;
-	store_submit(st, op);
+	store_submit(st, store_write_new(STORE_OP_RELEASE, sc, generation, flags, cb, arg));
 }
 
 void store_query(struct store *st, const struct store_stmt *stmt, store_query_cb cb, void *arg)

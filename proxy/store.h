@@ -151,6 +151,9 @@ void store_query(struct store *st, const struct store_stmt *stmt, store_query_cb
  */
 void store_listen(struct store *st, store_notify_cb cb, void *arg);
 
+/* A 64-bit hash of sc, for hash tables (the store's batches, the replay cache). */
+uint64_t store_scope_hash(const struct scope *sc);
+
 /* The token STORE_CHANNEL notifications name sc by. */
 void store_scope_token(const struct scope *sc, char token[STORE_TOKEN_SIZE]);
 

@@ -132,6 +132,17 @@ static void query_cb(void *arg, enum store_result res, const PGresult *result)
 		r->generation = strtoll(PQgetvalue(result, 0, 0), NULL, 10);
 }
 
+/*
+ * The end of a call made with in_call set: run the loop until its callback
+ * came, which must be once and not from inside the call.
+ */
+static void await_result(struct result *r)
+{
+	in_call = 0;
+	run_until(&r->called, TEST_WAIT_MS);
+	CHECK(r->called == 1 && !r->sync);
+}
+
 static struct result claim(struct store *st, const struct scope *sc, const unsigned char *fp,
 			   int64_t lease_ms)
 {
@@ -139,9 +150,7 @@ static struct result claim(struct store *st, const struct scope *sc, const unsig
 
 	in_call = 1;
 	store_claim(st, sc, fp, lease_ms, 0, claim_cb, &r);
-	in_call = 0;
-	run_until(&r.called, TEST_WAIT_MS);
-	CHECK(r.called == 1 && !r.sync);
+	await_result(&r);
 	return r;
 }
 
@@ -154,34 +163,33 @@ static enum store_result finish(struct store *st, const struct scope *sc, int64_
 	in_call = 1;
 	store_finish(st, sc, gen, status, headers, strlen(headers), (const unsigned char *)body,
 		     body ? strlen(body) : 0, omitted, retention_ms, 0, done_cb, &r);
-	in_call = 0;
-	run_until(&r.called, TEST_WAIT_MS);
-	CHECK(r.called == 1 && !r.sync);
+	await_result(&r);
+	return r.res;
+}
+
+/* store_release and store_mark_unknown take the same arguments. */
+typedef void (*fence_fn)(struct store *st, const struct scope *sc, int64_t generation, int flags,
+			 store_done_cb cb, void *arg);
+
+static enum store_result fenced(fence_fn fn, struct store *st, const struct scope *sc,
+				int64_t gen)
+{
+	struct result r = {0};
+
+	in_call = 1;
+	fn(st, sc, gen, 0, done_cb, &r);
+	await_result(&r);
 	return r.res;
 }
 
 static enum store_result release(struct store *st, const struct scope *sc, int64_t gen)
 {
-	struct result r = {0};
-
-	in_call = 1;
-	store_release(st, sc, gen, 0, done_cb, &r);
-	in_call = 0;
-	run_until(&r.called, TEST_WAIT_MS);
-	CHECK(r.called == 1 && !r.sync);
-	return r.res;
+	return fenced(store_release, st, sc, gen);
 }
 
 static enum store_result mark_unknown(struct store *st, const struct scope *sc, int64_t gen)
 {
-	struct result r = {0};
-
-	in_call = 1;
-	store_mark_unknown(st, sc, gen, 0, done_cb, &r);
-	in_call = 0;
-	run_until(&r.called, TEST_WAIT_MS);
-	CHECK(r.called == 1 && !r.sync);
-	return r.res;
+	return fenced(store_mark_unknown, st, sc, gen);
 }
 
 static void test_migrate(const char *dsn)

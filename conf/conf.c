@@ -2,18 +2,22 @@
  * Configuration file: lexer, directive table, parser and validation.
  *
  * Every directive is one row of conf_directives[]: where it may appear, how
- * many arguments it takes, the function that parses them, its default and
- * whether a reload may change it. Defaults are strings parsed by the same
- * function as the file, before the file, so the table is the one place that
- * states them. Route directives given at top level are collected in a route
- * of their own and inherited, after the whole file is read, by every route
- * that does not set them.
+ * many arguments it takes, the type of its value and the field it fills,
+ * its default and whether a reload may change it. A typed directive is
+ * parsed by its type's setter; the others name a setter of their own.
+ * Defaults are strings parsed by the same setter as the file, before the
+ * file, so the table is the one place that states them; the reload check
+ * compares the fields of the restart-only rows, so it cannot miss one.
+ * Route directives given at top level are collected in a route of their
+ * own and inherited, after the whole file is read, by every route that does
+ * not set them.
  */
 #include "conf/conf.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +48,27 @@ enum conf_flags {
 	CF_RESTART = 1, /* a reload keeps the running value; a restart applies it */
 	CF_REPEAT = 2,	/* may appear more than once in one scope */
 	CF_BLOCK = 4,	/* the line ends with "{" and opens a block */
+	CF_OFF = 8,	/* "off" sets the field's zero value (no address, 0 ms) */
+	CF_CLASSES = 16, /* CT_STATUSES: a class such as "4xx" counts as its hundred */
+};
+
+/* What a directive's field holds; its type's setter parses one argument. */
+enum conf_type {
+	CT_CUSTOM,   /* no field of its own: the row's setter does everything */
+	CT_STRING,   /* char *, any text */
+	CT_TOKEN,    /* char *, an HTTP token (a header name) */
+	CT_DURATION, /* int64_t milliseconds, greater than 0 */
+	CT_SIZE,     /* size_t bytes */
+	CT_INT,      /* int (the row's setter parses it) */
+	CT_ENUM,     /* int, one of the row's choices */
+	CT_ADDR,     /* struct conf_addr */
+	CT_STATUSES, /* struct status_set, one argument a status (CF_CLASSES: or a class) */
+};
+
+/* One word a CT_ENUM directive accepts, and the value it stands for. */
+struct conf_choice {
+	const char *word;
+	int value;
 };
 
 struct conf_parser;
@@ -58,9 +83,13 @@ struct conf_directive {
 	enum conf_where where;
 	int min_args;
 	int max_args; /* CONF_ARGS_ANY: no upper bound */
-	conf_setter set;
-	const char *def; /* parsed by set() before the file; NULL: none or computed */
+	enum conf_type type;
+	size_t offset;	 /* of the field: in struct conf at top level, else in struct route */
+	conf_setter set; /* NULL: the type's setter */
+	const char *def; /* parsed by the setter before the file; NULL: none or computed */
 	unsigned flags;
+	const struct conf_choice *choices; /* CT_ENUM: ends with a NULL word */
+	const char *what;		   /* CT_ENUM: the value's name in messages [name] */
 };
 
 struct conf_parser {
@@ -206,8 +235,7 @@ int conf_parse_size(const char *s, size_t *bytes)
 	return 0;
 }
 
-/* Parse S, only decimal digits, as an integer in [MIN, MAX]. Returns 0 or -1. */
-static int conf_parse_int(const char *s, int min, int max, int *out)
+int conf_parse_int(const char *s, int min, int max, int *out)
 {
 	long n = 0;
 
@@ -244,11 +272,11 @@ static int conf_is_token(const char *s)
 }
 
 /*
- * Parse a numeric listening address S, "a.b.c.d:port" or "[v6]:port", into a
- * new string in *host (without brackets; the old one is freed) and *port.
+ * Parse a numeric listening address S, "a.b.c.d:port" or "[v6]:port", into
+ * *a: a new host string (without brackets; the old one is freed) and port.
  * Returns 0, or -1 with the message written.
  */
-static int conf_parse_addr(struct conf_parser *p, const char *s, char **host, int *port)
+static int conf_parse_addr(struct conf_parser *p, const char *s, struct conf_addr *a)
 {
 	char addr[INET6_ADDRSTRLEN];
 	unsigned char bin[sizeof(struct in6_addr)];
@@ -272,8 +300,8 @@ static int conf_parse_addr(struct conf_parser *p, const char *s, char **host, in
 		goto bad;
 	if (conf_parse_int(colon + 1, 1, CONF_PORT_MAX, &n))
 		return conf_error(p, "invalid port in \"%s\" (1-65535)", s);
-	*port = n;
-	return conf_set_str(p, host, addr);
+	a->port = n;
+	return conf_set_str(p, &a->host, addr);
 bad:
 	return conf_error(p,
 			  "invalid address \"%s\" (expected numeric \"a.b.c.d:port\" or "
@@ -282,11 +310,6 @@ bad:
 }
 
 /* ---- top-level directives ---- */
-
-static int conf_set_listen(struct conf_parser *p, struct route *r, int argc, char **argv)
-{
-	return conf_parse_addr(p, argv[0], &p->conf->listen_host, &p->conf->listen_port);
-}
 
 static int conf_hostname_ok(const char *s, size_t len)
 {
@@ -370,18 +393,6 @@ bad_host:
 	return conf_error(p, "invalid host in upstream \"%s\"", url);
 }
 
-static int conf_set_database(struct conf_parser *p, struct route *r, int argc, char **argv)
-{
-	return conf_set_str(p, &p->conf->database, argv[0]);
-}
-
-static int conf_set_admin(struct conf_parser *p, struct route *r, int argc, char **argv)
-{
-	if (strcmp(argv[0], "off") == 0)
-		return conf_set_str(p, &p->conf->admin_host, NULL);
-	return conf_parse_addr(p, argv[0], &p->conf->admin_host, &p->conf->admin_port);
-}
-
 static int conf_set_workers(struct conf_parser *p, struct route *r, int argc, char **argv)
 {
 	long cpus;
@@ -401,24 +412,6 @@ static int conf_set_workers(struct conf_parser *p, struct route *r, int argc, ch
 	return 0;
 }
 
-static int conf_set_key_header(struct conf_parser *p, struct route *r, int argc, char **argv)
-{
-	if (!conf_is_token(argv[0]))
-		return conf_error(p, "invalid header name \"%s\"", argv[0]);
-	return conf_set_str(p, &p->conf->key_header, argv[0]);
-}
-
-static int conf_set_mismatch_status(struct conf_parser *p, struct route *r, int argc, char **argv)
-{
-	if (strcmp(argv[0], "422") == 0)
-		p->conf->mismatch_status = 422;
-	else if (strcmp(argv[0], "409") == 0)
-		p->conf->mismatch_status = 409;
-	else
-		return conf_error(p, "invalid mismatch_status \"%s\" (422 or 409)", argv[0]);
-	return 0;
-}
-
 /* Parse the duration S for the current directive into *MS; it must be > 0. */
 static int conf_duration_arg(struct conf_parser *p, const char *s, int64_t *ms)
 {
@@ -432,72 +425,10 @@ static int conf_duration_arg(struct conf_parser *p, const char *s, int64_t *ms)
 	return 0;
 }
 
-static int conf_set_upstream_timeout(struct conf_parser *p, struct route *r, int argc, char **argv)
-{
-	return conf_duration_arg(p, argv[0], &p->conf->upstream_timeout_ms);
-}
-
-static int conf_set_client_timeout(struct conf_parser *p, struct route *r, int argc, char **argv)
-{
-	return conf_duration_arg(p, argv[0], &p->conf->client_timeout_ms);
-}
-
-static int conf_set_store_timeout(struct conf_parser *p, struct route *r, int argc, char **argv)
-{
-	return conf_duration_arg(p, argv[0], &p->conf->store_timeout_ms);
-}
-
-static int conf_set_lease(struct conf_parser *p, struct route *r, int argc, char **argv)
-{
-	return conf_duration_arg(p, argv[0], &p->conf->lease_ms);
-}
-
-static int conf_set_shutdown_timeout(struct conf_parser *p, struct route *r, int argc, char **argv)
-{
-	return conf_duration_arg(p, argv[0], &p->conf->shutdown_timeout_ms);
-}
-
-/* "off": this instance leaves sweeping to others sharing the database. */
-static int conf_set_sweep_interval(struct conf_parser *p, struct route *r, int argc, char **argv)
-{
-	if (strcmp(argv[0], "off") == 0) {
-		p->conf->sweep_interval_ms = 0;
-		return 0;
-	}
-	return conf_duration_arg(p, argv[0], &p->conf->sweep_interval_ms);
-}
-
 static int conf_size_arg(struct conf_parser *p, const char *s, size_t *bytes)
 {
 	if (conf_parse_size(s, bytes))
 		return conf_error(p, "invalid size \"%s\"", s);
-	return 0;
-}
-
-static int conf_set_max_request_body(struct conf_parser *p, struct route *r, int argc, char **argv)
-{
-	return conf_size_arg(p, argv[0], &p->conf->max_request_body);
-}
-
-static int conf_set_replay_cache(struct conf_parser *p, struct route *r, int argc, char **argv)
-{
-	return conf_size_arg(p, argv[0], &p->conf->replay_cache);
-}
-
-static int conf_set_max_stored_body(struct conf_parser *p, struct route *r, int argc, char **argv)
-{
-	return conf_size_arg(p, argv[0], &p->conf->max_stored_body);
-}
-
-static int conf_set_store_unavailable(struct conf_parser *p, struct route *r, int argc, char **argv)
-{
-	if (strcmp(argv[0], "fail-closed") == 0)
-		p->conf->store_unavailable = STORE_FAIL_CLOSED;
-	else if (strcmp(argv[0], "fail-open") == 0)
-		p->conf->store_unavailable = STORE_FAIL_OPEN;
-	else
-		return conf_error(p, "invalid store_unavailable \"%s\" (fail-closed or fail-open)",
-				  argv[0]);
 	return 0;
 }
 
@@ -631,17 +562,6 @@ static int conf_set_actor(struct conf_parser *p, struct route *r, int argc, char
 	return conf_error(p, "unknown actor source \"%s\" (header or anonymous)", argv[0]);
 }
 
-static int conf_set_key(struct conf_parser *p, struct route *r, int argc, char **argv)
-{
-	if (strcmp(argv[0], "required") == 0)
-		r->key = KEY_REQUIRED;
-	else if (strcmp(argv[0], "optional") == 0)
-		r->key = KEY_OPTIONAL;
-	else
-		return conf_error(p, "invalid key mode \"%s\" (required or optional)", argv[0]);
-	return 0;
-}
-
 /*
  * Parse FIELD[:TRANSFORM] from S into F (F->path is a new string). FIELD is a
  * dot path of non-empty names.
@@ -712,11 +632,6 @@ static int conf_set_fingerprint(struct conf_parser *p, struct route *r, int argc
 	return 0;
 }
 
-static int conf_set_retention(struct conf_parser *p, struct route *r, int argc, char **argv)
-{
-	return conf_duration_arg(p, argv[0], &r->retention_ms);
-}
-
 /*
  * Fill SET from ARGV: each a status 100-599 or, when CLASSES, a class "4xx".
  */
@@ -744,16 +659,6 @@ static int conf_status_set(struct conf_parser *p, struct status_set *set, int ar
 			set->bits[st / 8] |= (uint8_t)(1u << (st % 8));
 	}
 	return 0;
-}
-
-static int conf_set_release_on(struct conf_parser *p, struct route *r, int argc, char **argv)
-{
-	return conf_status_set(p, &r->release_on, argc, argv, 1);
-}
-
-static int conf_set_unknown_on(struct conf_parser *p, struct route *r, int argc, char **argv)
-{
-	return conf_status_set(p, &r->unknown_on, argc, argv, 0);
 }
 
 /* Headers that carry credentials or belong to one hop are never stored. */
@@ -820,52 +725,141 @@ static int conf_set_in_progress(struct conf_parser *p, struct route *r, int argc
 	return 0;
 }
 
-static int conf_set_recovery(struct conf_parser *p, struct route *r, int argc, char **argv)
+/* ---- typed directives ---- */
+
+/* "choice1, choice2 or choice3" */
+static void conf_choice_list(const struct conf_choice *c, char *buf, size_t len)
 {
-	if (strcmp(argv[0], "forward") == 0)
-		r->recovery = RECOVERY_FORWARD;
-	else if (strcmp(argv[0], "hold") == 0)
-		r->recovery = RECOVERY_HOLD;
-	else
-		return conf_error(p, "invalid recovery \"%s\" (hold or forward)", argv[0]);
-	return 0;
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; c[i].word && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%s", i == 0 ? "" : c[i + 1].word ? ", " : " or ",
+				      c[i].word);
 }
 
+static int conf_enum_arg(struct conf_parser *p, const char *s, int *out)
+{
+	const struct conf_directive *d = p->dir;
+	char list[CONF_ERR_MAX / 2];
+
+	for (int i = 0; d->choices[i].word; i++) {
+		if (strcmp(s, d->choices[i].word) == 0) {
+			*out = d->choices[i].value;
+			return 0;
+		}
+	}
+	conf_choice_list(d->choices, list, sizeof(list));
+	return conf_error(p, "invalid %s \"%s\" (%s)", d->what ? d->what : d->name, s, list);
+}
+
+/* The field the current directive fills: in *p->conf at top level, else in r. */
+static void *conf_field(struct conf_parser *p, struct route *r)
+{
+	char *base = p->dir->where & CONF_ROUTE ? (char *)r : (char *)p->conf;
+
+	return base + p->dir->offset;
+}
+
+/* The setter of every directive whose type says how to read its value. */
+static int conf_set_typed(struct conf_parser *p, struct route *r, int argc, char **argv)
+{
+	const struct conf_directive *d = p->dir;
+	void *field = conf_field(p, r);
+
+	if ((d->flags & CF_OFF) && strcmp(argv[0], "off") == 0) {
+		if (d->type == CT_ADDR)
+			return conf_set_str(p, &((struct conf_addr *)field)->host, NULL);
+		*(int64_t *)field = 0;
+		return 0;
+	}
+	switch (d->type) {
+	case CT_STRING:
+		return conf_set_str(p, field, argv[0]);
+	case CT_TOKEN:
+		if (!conf_is_token(argv[0]))
+			return conf_error(p, "invalid header name \"%s\"", argv[0]);
+		return conf_set_str(p, field, argv[0]);
+	case CT_DURATION:
+		return conf_duration_arg(p, argv[0], field);
+	case CT_SIZE:
+		return conf_size_arg(p, argv[0], field);
+	case CT_ENUM:
+		return conf_enum_arg(p, argv[0], field);
+	case CT_ADDR:
+		return conf_parse_addr(p, argv[0], field);
+	case CT_STATUSES:
+		return conf_status_set(p, field, argc, argv, (d->flags & CF_CLASSES) != 0);
+	case CT_INT:
+	case CT_CUSTOM:
+		break;
+	}
+	return conf_error(p, "\"%s\" has no setter", d->name);
+}
+
+static const struct conf_choice conf_mismatch_statuses[] = {{"422", 422}, {"409", 409}, {NULL, 0}};
+static const struct conf_choice conf_store_modes[] = {
+    {"fail-closed", STORE_FAIL_CLOSED}, {"fail-open", STORE_FAIL_OPEN}, {NULL, 0}};
+static const struct conf_choice conf_key_modes[] = {
+    {"required", KEY_REQUIRED}, {"optional", KEY_OPTIONAL}, {NULL, 0}};
+static const struct conf_choice conf_recovery_modes[] = {
+    {"hold", RECOVERY_HOLD}, {"forward", RECOVERY_FORWARD}, {NULL, 0}};
+
+#define TOP(field)   offsetof(struct conf, field)
+#define ROUTE(field) offsetof(struct route, field)
+
+/* A row: name, where, arguments (min, max), type, field, setter (NULL: the type's), default, flags. */
+#define CONF_ROW(n, w, min, max, t, off, s, d, f)                                               \
+	{.name = (n), .where = (w), .min_args = (min), .max_args = (max), .type = (t),          \
+	 .offset = (off), .set = (s), .def = (d), .flags = (f)}
+/* A row of one word from choices; what names the value in messages (NULL: the name). */
+#define CONF_ENUM_ROW(n, w, off, d, c, wh)                                                      \
+	{.name = (n), .where = (w), .min_args = 1, .max_args = 1, .type = CT_ENUM,              \
+	 .offset = (off), .def = (d), .choices = (c), .what = (wh)}
+
 /*
- * The directives. Keep one entry per line starting with `{ "name",`:
- * scripts/check-conf-doc.sh reads the names from here.
+ * The directives. Keep one row per line starting with `CONF_ROW("name",` or
+ * `CONF_ENUM_ROW("name",`: scripts/check-conf-doc.sh reads the names from
+ * here.
  */
+/* clang-format off */
 static const struct conf_directive conf_directives[] = {
-    {"listen", CONF_TOP, 1, 1, conf_set_listen, "127.0.0.1:8080", CF_RESTART},
-    {"upstream", CONF_TOP, 1, 1, conf_set_upstream, NULL, CF_RESTART},
-    {"database", CONF_TOP, 1, 1, conf_set_database, NULL, CF_RESTART},
-    {"admin", CONF_TOP, 1, 1, conf_set_admin, "off", CF_RESTART},
-    {"workers", CONF_TOP, 1, 1, conf_set_workers, "auto", CF_RESTART},
-    {"key_header", CONF_TOP, 1, 1, conf_set_key_header, "Idempotency-Key", 0},
-    {"mismatch_status", CONF_TOP, 1, 1, conf_set_mismatch_status, "422", 0},
-    {"upstream_timeout", CONF_TOP, 1, 1, conf_set_upstream_timeout, "30s", 0},
-    {"client_timeout", CONF_TOP, 1, 1, conf_set_client_timeout, "60s", 0},
-    {"store_timeout", CONF_TOP, 1, 1, conf_set_store_timeout, "5s", CF_RESTART},
-    {"lease", CONF_TOP, 1, 1, conf_set_lease, NULL, 0}, /* upstream_timeout + 30s */
-    {"shutdown_timeout", CONF_TOP, 1, 1, conf_set_shutdown_timeout, "30s", 0},
-    {"sweep_interval", CONF_TOP, 1, 1, conf_set_sweep_interval, "10s", 0},
-    {"max_request_body", CONF_TOP, 1, 1, conf_set_max_request_body, "1m", 0},
-    {"max_stored_body", CONF_TOP, 1, 1, conf_set_max_stored_body, "1m", 0},
-    {"replay_cache", CONF_TOP, 1, 1, conf_set_replay_cache, "4m", CF_RESTART},
-    {"store_unavailable", CONF_TOP, 1, 1, conf_set_store_unavailable, "fail-closed", 0},
-    {"problem_base", CONF_TOP, 1, 1, conf_set_problem_base, CONF_PROBLEM_BASE_DEFAULT, 0},
-    {"route", CONF_TOP, 1, 1, conf_open_route, NULL, CF_BLOCK | CF_REPEAT},
-    {"match", CONF_ROUTE, 2, 2, conf_set_match, NULL, CF_REPEAT},
-    {"actor", CONF_BOTH, 1, CONF_ARGS_ANY, conf_set_actor, NULL, 0},
-    {"key", CONF_BOTH, 1, 1, conf_set_key, "required", 0},
-    {"fingerprint", CONF_BOTH, 1, CONF_ARGS_ANY, conf_set_fingerprint, "json", 0},
-    {"retention", CONF_BOTH, 1, 1, conf_set_retention, "24h", 0},
-    {"release_on", CONF_BOTH, 1, CONF_ARGS_ANY, conf_set_release_on, "4xx 503", 0},
-    {"unknown_on", CONF_BOTH, 1, CONF_ARGS_ANY, conf_set_unknown_on, "502 504", 0},
-    {"store_headers", CONF_BOTH, 1, CONF_ARGS_ANY, conf_set_store_headers, NULL, 0},
-    {"in_progress", CONF_BOTH, 1, 2, conf_set_in_progress, "reject", 0},
-    {"recovery", CONF_BOTH, 1, 1, conf_set_recovery, "hold", 0},
+    CONF_ROW("listen", CONF_TOP, 1, 1, CT_ADDR, TOP(listen), NULL, "127.0.0.1:8080", CF_RESTART),
+    CONF_ROW("upstream", CONF_TOP, 1, 1, CT_STRING, TOP(upstream_url), conf_set_upstream, NULL, CF_RESTART),
+    CONF_ROW("database", CONF_TOP, 1, 1, CT_STRING, TOP(database), NULL, NULL, CF_RESTART),
+    CONF_ROW("admin", CONF_TOP, 1, 1, CT_ADDR, TOP(admin), NULL, "off", CF_RESTART | CF_OFF),
+    CONF_ROW("workers", CONF_TOP, 1, 1, CT_INT, TOP(workers), conf_set_workers, "auto", CF_RESTART),
+    CONF_ROW("key_header", CONF_TOP, 1, 1, CT_TOKEN, TOP(key_header), NULL, "Idempotency-Key", 0),
+    CONF_ENUM_ROW("mismatch_status", CONF_TOP, TOP(mismatch_status), "422", conf_mismatch_statuses, NULL),
+    CONF_ROW("upstream_timeout", CONF_TOP, 1, 1, CT_DURATION, TOP(upstream_timeout_ms), NULL, "30s", 0),
+    CONF_ROW("client_timeout", CONF_TOP, 1, 1, CT_DURATION, TOP(client_timeout_ms), NULL, "60s", 0),
+    CONF_ROW("store_timeout", CONF_TOP, 1, 1, CT_DURATION, TOP(store_timeout_ms), NULL, "5s", CF_RESTART),
+    CONF_ROW("lease", CONF_TOP, 1, 1, CT_DURATION, TOP(lease_ms), NULL, NULL, 0), /* upstream_timeout + 30s */
+    CONF_ROW("shutdown_timeout", CONF_TOP, 1, 1, CT_DURATION, TOP(shutdown_timeout_ms), NULL, "30s", 0),
+    CONF_ROW("sweep_interval", CONF_TOP, 1, 1, CT_DURATION, TOP(sweep_interval_ms), NULL, "10s", CF_OFF),
+    CONF_ROW("max_request_body", CONF_TOP, 1, 1, CT_SIZE, TOP(max_request_body), NULL, "1m", 0),
+    CONF_ROW("max_stored_body", CONF_TOP, 1, 1, CT_SIZE, TOP(max_stored_body), NULL, "1m", 0),
+    CONF_ROW("replay_cache", CONF_TOP, 1, 1, CT_SIZE, TOP(replay_cache), NULL, "4m", CF_RESTART),
+    CONF_ENUM_ROW("store_unavailable", CONF_TOP, TOP(store_unavailable), "fail-closed", conf_store_modes, NULL),
+    CONF_ROW("problem_base", CONF_TOP, 1, 1, CT_STRING, TOP(problem_base), conf_set_problem_base, CONF_PROBLEM_BASE_DEFAULT, 0),
+    CONF_ROW("route", CONF_TOP, 1, 1, CT_CUSTOM, 0, conf_open_route, NULL, CF_BLOCK | CF_REPEAT),
+    CONF_ROW("match", CONF_ROUTE, 2, 2, CT_CUSTOM, 0, conf_set_match, NULL, CF_REPEAT),
+    CONF_ROW("actor", CONF_BOTH, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_actor, NULL, 0),
+    CONF_ENUM_ROW("key", CONF_BOTH, ROUTE(key), "required", conf_key_modes, "key mode"),
+    CONF_ROW("fingerprint", CONF_BOTH, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_fingerprint, "json", 0),
+    CONF_ROW("retention", CONF_BOTH, 1, 1, CT_DURATION, ROUTE(retention_ms), NULL, "24h", 0),
+    CONF_ROW("release_on", CONF_BOTH, 1, CONF_ARGS_ANY, CT_STATUSES, ROUTE(release_on), NULL, "4xx 503", CF_CLASSES),
+    CONF_ROW("unknown_on", CONF_BOTH, 1, CONF_ARGS_ANY, CT_STATUSES, ROUTE(unknown_on), NULL, "502 504", 0),
+    CONF_ROW("store_headers", CONF_BOTH, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_store_headers, NULL, 0),
+    CONF_ROW("in_progress", CONF_BOTH, 1, 2, CT_CUSTOM, 0, conf_set_in_progress, "reject", 0),
+    CONF_ENUM_ROW("recovery", CONF_BOTH, ROUTE(recovery), "hold", conf_recovery_modes, NULL),
 };
+/* clang-format on */
+
+#undef TOP
+#undef ROUTE
+#undef CONF_ROW
+#undef CONF_ENUM_ROW
 
 #define CONF_NDIRECTIVES ((int)(sizeof(conf_directives) / sizeof(conf_directives[0])))
 
@@ -1067,7 +1061,8 @@ static int conf_dispatch(struct conf_parser *p)
 	if (!seen[idx])
 		seen[idx] = p->line;
 	p->dir = d;
-	return d->set(p, p->route ? p->route : &p->defaults, argc - 1, argv + 1);
+	return (d->set ? d->set : conf_set_typed)(p, p->route ? p->route : &p->defaults, argc - 1,
+						  argv + 1);
 }
 
 /* Parse every directive's default: top-level ones into the conf, route ones
@@ -1084,7 +1079,7 @@ static int conf_apply_defaults(struct conf_parser *p)
 		if (conf_tokenize(p, d->def, strlen(d->def)))
 			return -1;
 		p->dir = d;
-		if (d->set(p, &p->builtin, p->argc, p->argv))
+		if ((d->set ? d->set : conf_set_typed)(p, &p->builtin, p->argc, p->argv))
 			return -1;
 	}
 	return 0;
@@ -1198,13 +1193,35 @@ static int conf_finish(struct conf_parser *p)
 				     "\"lease\" (%lldms) must be longer than \"upstream_timeout\" "
 				     "(%lldms)",
 				     (long long)c->lease_ms, (long long)c->upstream_timeout_ms);
-	if (c->admin_host && c->admin_port == c->listen_port &&
-	    strcmp(c->admin_host, c->listen_host) == 0)
+	if (c->admin.host && c->admin.port == c->listen.port &&
+	    strcmp(c->admin.host, c->listen.host) == 0)
 		return conf_error_at(p, conf_top_line(p, "admin"),
 				     "\"admin\" and \"listen\" use the same address");
 	for (i = 0; i < c->nroutes; i++) {
 		if (conf_finish_route(p, &c->routes[i]))
 			return -1;
+	}
+	return 0;
+}
+
+/*
+ * The table's own rules, checked before every parse so that a row that
+ * breaks them fails every test at once: a restart-only directive has a
+ * top-level field the reload check can compare, a typed row without a
+ * setter has a type with a setter, and an enum has its choices.
+ */
+static int conf_table_check(struct conf_parser *p)
+{
+	for (int i = 0; i < CONF_NDIRECTIVES; i++) {
+		const struct conf_directive *d = &conf_directives[i];
+
+		if ((d->flags & CF_RESTART) && (d->where != CONF_TOP || d->type == CT_CUSTOM))
+			return conf_error(p, "directive table: \"%s\" is restart-only without a field",
+					  d->name);
+		if (!d->set && (d->type == CT_CUSTOM || d->type == CT_INT))
+			return conf_error(p, "directive table: \"%s\" has no setter", d->name);
+		if (d->type == CT_ENUM && !d->choices)
+			return conf_error(p, "directive table: \"%s\" has no choices", d->name);
 	}
 	return 0;
 }
@@ -1224,7 +1241,7 @@ int conf_parse(const char *name, const char *text, size_t len, struct conf **out
 		conf_error(&p, "out of memory");
 		goto out;
 	}
-	if (conf_set_str(&p, &p.conf->file, name) || conf_apply_defaults(&p) ||
+	if (conf_table_check(&p) || conf_set_str(&p, &p.conf->file, name) || conf_apply_defaults(&p) ||
 	    conf_read_lines(&p, text, len) || conf_finish(&p))
 		goto out;
 	*out = p.conf;
@@ -1281,12 +1298,12 @@ void conf_free(struct conf *conf)
 	if (!conf)
 		return;
 	free(conf->file);
-	free(conf->listen_host);
+	free(conf->listen.host);
 	free(conf->upstream_url);
 	free(conf->upstream_host);
 	free(conf->upstream_hostport);
 	free(conf->database);
-	free(conf->admin_host);
+	free(conf->admin.host);
 	free(conf->key_header);
 	free(conf->problem_base);
 	for (i = 0; i < conf->nroutes; i++)
@@ -1302,22 +1319,61 @@ static int conf_str_differs(const char *a, const char *b)
 	return strcmp(a, b) != 0;
 }
 
+/* 1 when the top-level field of d differs between a and b. */
+static int conf_field_differs(const struct conf_directive *d, const struct conf *a,
+			      const struct conf *b)
+{
+	const char *x = (const char *)a + d->offset, *y = (const char *)b + d->offset;
+	const struct conf_addr *ax = (const void *)x, *ay = (const void *)y;
+
+	switch (d->type) {
+	case CT_STRING:
+	case CT_TOKEN:
+		return conf_str_differs(*(char *const *)x, *(char *const *)y);
+	case CT_DURATION:
+		return *(const int64_t *)x != *(const int64_t *)y;
+	case CT_SIZE:
+		return *(const size_t *)x != *(const size_t *)y;
+	case CT_INT:
+	case CT_ENUM:
+		return *(const int *)x != *(const int *)y;
+	case CT_ADDR:
+		return conf_str_differs(ax->host, ay->host) || ax->port != ay->port;
+	case CT_STATUSES:
+		return memcmp(x, y, sizeof(struct status_set)) != 0;
+	case CT_CUSTOM:
+		break;
+	}
+	return 1; /* conf_table_check() keeps restart-only rows off this path */
+}
+
 const char *conf_restart_only_change(const struct conf *old, const struct conf *new)
 {
-	if (conf_str_differs(old->listen_host, new->listen_host) ||
-	    old->listen_port != new->listen_port)
-		return "listen";
-	if (old->workers != new->workers)
-		return "workers";
-	if (conf_str_differs(old->admin_host, new->admin_host) || old->admin_port != new->admin_port)
-		return "admin";
-	if (conf_str_differs(old->upstream_url, new->upstream_url))
-		return "upstream";
-	if (conf_str_differs(old->database, new->database))
-		return "database";
-	if (old->store_timeout_ms != new->store_timeout_ms)
-		return "store_timeout";
-	if (old->replay_cache != new->replay_cache)
-		return "replay_cache";
+	for (int i = 0; i < CONF_NDIRECTIVES; i++) {
+		const struct conf_directive *d = &conf_directives[i];
+
+		if ((d->flags & CF_RESTART) && conf_field_differs(d, old, new))
+			return d->name;
+	}
+	return NULL;
+}
+
+/* The first route whose match accepts method and path (path only, no query). */
+const struct route *conf_find_route(const struct conf *conf, const char *method, const char *path,
+				    size_t path_len)
+{
+	const struct route *r;
+	const struct route_match *m;
+	int i, j;
+
+	for (i = 0; i < conf->nroutes; i++) {
+		r = &conf->routes[i];
+		for (j = 0; j < r->nmatches; j++) {
+			m = &r->matches[j];
+			if (strcmp(m->method, method) == 0 &&
+			    route_template_match(m->segs, m->nsegs, path, path_len))
+				return r;
+		}
+	}
 	return NULL;
 }

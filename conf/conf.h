@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "conf/route.h"
+
 #define CONF_ERR_MAX 512
 
 enum actor_source {
@@ -75,18 +77,6 @@ static inline int status_set_has(const struct status_set *s, int status)
 	return status >= 0 && status < 600 && (s->bits[status / 8] >> (status % 8)) & 1;
 }
 
-enum path_seg_kind {
-	SEG_LITERAL,
-	SEG_PARAM,  /* {name}: exactly one non-empty segment */
-	SEG_REST,   /* final *: zero or more remaining segments */
-};
-
-struct path_seg {
-	enum path_seg_kind kind;
-	char *text;   /* literal text or parameter name; NULL for SEG_REST */
-	size_t len;
-};
-
 struct route_match {
 	char *method;          /* upper case, e.g. "POST" */
 	struct path_seg *segs;
@@ -120,11 +110,16 @@ struct route {
 	enum recovery_mode recovery;
 };
 
+/* A numeric listening address; host NULL: off. */
+struct conf_addr {
+	char *host;                    /* without brackets */
+	int port;
+};
+
 struct conf {
 	char *file;                    /* as given on the command line */
 
-	char *listen_host;             /* numeric address */
-	int listen_port;
+	struct conf_addr listen;
 
 	char *upstream_url;
 	char *upstream_host;           /* host part of the URL */
@@ -133,8 +128,7 @@ struct conf {
 
 	char *database;                /* NULL: libpq defaults and PG* env */
 
-	char *admin_host;              /* NULL: off */
-	int admin_port;
+	struct conf_addr admin;        /* host NULL: off */
 
 	int workers;
 
@@ -175,8 +169,9 @@ void conf_free(struct conf *conf);
 
 /*
  * The first directive whose value differs between old and new and that
- * only a restart can apply (listen, workers, admin, upstream, database,
- * store_timeout, replay_cache), or NULL when a reload may apply new.
+ * only a restart can apply (the directive table's restart-only ones:
+ * listen, workers, admin, upstream, database, store_timeout, replay_cache),
+ * or NULL when a reload may apply new.
  */
 const char *conf_restart_only_change(const struct conf *old, const struct conf *new);
 
@@ -187,15 +182,11 @@ const char *conf_restart_only_change(const struct conf *old, const struct conf *
 const struct route *conf_find_route(const struct conf *conf, const char *method,
 				    const char *path, size_t path_len);
 
-/* Parse helpers shared with tests. Return 0 on success, -1 on bad input. */
+/* Value parsers, shared with the command line and tests. Return 0 on
+ * success, -1 on bad input. */
 int conf_parse_duration(const char *s, int64_t *ms);
 int conf_parse_size(const char *s, size_t *bytes);
-
-/* Path templates (route.c). */
-int route_template_parse(const char *tmpl, struct path_seg **segs, int *nsegs,
-			 char *err, size_t errlen);
-int route_template_match(const struct path_seg *segs, int nsegs, const char *path,
-			 size_t path_len);
-void route_template_free(struct path_seg *segs, int nsegs);
+/* Decimal digits only, in [min, max]. */
+int conf_parse_int(const char *s, int min, int max, int *out);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * Route path templates and route lookup.
+ * Route path templates.
  *
  * A template is "/" followed by segments separated by "/": literal text,
  * "{name}" for exactly one non-empty segment, or a final "*" for zero or more
@@ -7,7 +7,7 @@
  * each segment but "*" consumes a "/" and its text from the request path, so
  * a trailing slash ("/a/") is an empty last segment and stays significant.
  */
-#include "conf/conf.h"
+#include "conf/route.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,23 +200,4 @@ int route_template_match(const struct path_seg *segs, int nsegs, const char *pat
 		pos += len;
 	}
 	return pos == path_len;
-}
-
-const struct route *conf_find_route(const struct conf *conf, const char *method, const char *path,
-				    size_t path_len)
-{
-	const struct route *r;
-	const struct route_match *m;
-	int i, j;
-
-	for (i = 0; i < conf->nroutes; i++) {
-		r = &conf->routes[i];
-		for (j = 0; j < r->nmatches; j++) {
-			m = &r->matches[j];
-			if (strcmp(m->method, method) == 0 &&
-			    route_template_match(m->segs, m->nsegs, path, path_len))
-				return r;
-		}
-	}
-	return NULL;
 }

@@ -258,7 +258,9 @@ static void admin_metrics(struct admin *a, struct evhttp_request *req)
 		admin_error(req, 500, "out of memory");
 		return;
 	}
-	stats_render(out, a->each, a->nworkers, a->sweeper ? sweeper_stats(a->sweeper) : NULL);
+	stats_render(out, a->each, a->nworkers);
+	if (a->sweeper)
+		sweeper_render(a->sweeper, out);
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
 			  "text/plain; version=0.0.4");
 	evhttp_send_reply(req, 200, NULL, out);
@@ -324,11 +326,11 @@ struct admin *admin_new(struct event_base *base, const struct conf *conf, struct
 	evhttp_set_max_body_size(a->http, (ev_ssize_t)conf->max_stored_body);
 	evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
 	evhttp_set_gencb(a->http, admin_request, a);
-	if (evhttp_bind_socket(a->http, conf->admin_host, (ev_uint16_t)conf->admin_port) < 0) {
-		log_error(NULL, "admin: cannot listen on %s:%d", conf->admin_host, conf->admin_port);
+	if (evhttp_bind_socket(a->http, conf->admin.host, (ev_uint16_t)conf->admin.port) < 0) {
+		log_error(NULL, "admin: cannot listen on %s:%d", conf->admin.host, conf->admin.port);
 		goto fail;
 	}
-	log_info(NULL, "admin listening on %s:%d", conf->admin_host, conf->admin_port);
+	log_info(NULL, "admin listening on %s:%d", conf->admin.host, conf->admin.port);
 	return a;
 fail:
 	admin_free(a);

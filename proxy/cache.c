@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/store.h"
 
 #define CACHE_BUCKETS_INITIAL 64
 /* An entry may use at most 1/CACHE_ENTRY_MAX_SHARE of the budget. */
@@ -31,7 +30,7 @@ struct cache_node {
 	int64_t expires_us;
 	size_t cost;
 	size_t actor_len, operation_len, key_len;
-	struct cache_entry entry;
+	struct record entry;
 	char data[]; /* actor NUL operation NUL key NUL headers NUL body */
 };
 
@@ -52,17 +51,16 @@ struct cache_scope {
 	uint64_t hash;
 };
 
-/* Fills s from the three borrowed NUL-terminated strings. */
-static void cache_scope_init(struct cache_scope *s, const char *actor, const char *operation,
-			     const char *key)
+/* Fills s from the borrowed scope sc. */
+static void cache_scope_init(struct cache_scope *s, const struct scope *sc)
 {
-	s->actor = actor;
-	s->operation = operation;
-	s->key = key;
-	s->actor_len = strlen(actor);
-	s->operation_len = strlen(operation);
-	s->key_len = strlen(key);
-	s->hash = store_scope_hash(&(struct scope){actor, operation, key});
+	s->actor = sc->actor;
+	s->operation = sc->operation;
+	s->key = sc->key;
+	s->actor_len = strlen(sc->actor);
+	s->operation_len = strlen(sc->operation);
+	s->key_len = strlen(sc->key);
+	s->hash = scope_hash(sc);
 }
 
 /* Returns 1 when node n holds scope s. */
@@ -175,7 +173,7 @@ static int cache_table_reserve(struct cache *c)
  * Size of the single allocation holding scope s and record e, written to
  * *size. Returns 0, or -1 when the size does not fit in a size_t.
  */
-static int cache_node_size(const struct cache_scope *s, const struct cache_entry *e, size_t *size)
+static int cache_node_size(const struct cache_scope *s, const struct record *e, size_t *size)
 {
 	size_t n = sizeof(struct cache_node);
 
@@ -193,7 +191,7 @@ static int cache_node_size(const struct cache_scope *s, const struct cache_entry
  * Allocates a node of size bytes holding copies of scope s and record e;
  * it is linked nowhere yet. Returns NULL when out of memory.
  */
-static struct cache_node *cache_node_new(const struct cache_scope *s, const struct cache_entry *e,
+static struct cache_node *cache_node_new(const struct cache_scope *s, const struct record *e,
 					 size_t size)
 {
 	struct cache_node *n = malloc(size);
@@ -208,7 +206,13 @@ static struct cache_node *cache_node_new(const struct cache_scope *s, const stru
 	n->actor_len = s->actor_len;
 	n->operation_len = s->operation_len;
 	n->key_len = s->key_len;
-	n->entry = *e;
+	memset(&n->entry, 0, sizeof(n->entry));
+	memcpy(n->entry.fingerprint, e->fingerprint, RECORD_FINGERPRINT_LEN);
+	n->entry.state = RECORD_COMPLETED;
+	n->entry.status = e->status;
+	n->entry.headers_len = e->headers_len;
+	n->entry.body_len = e->body_len;
+	n->entry.body_omitted = e->body_omitted;
 
 	p = n->data;
 	memcpy(p, s->actor, s->actor_len + 1);
@@ -256,9 +260,8 @@ void cache_free(struct cache *c)
 	free(c);
 }
 
-/* See cache.h; the returned entry belongs to the cache. */
-const struct cache_entry *cache_get(struct cache *c, const char *actor, const char *operation,
-				    const char *key, int64_t now_us)
+/* See cache.h; the returned record belongs to the cache. */
+const struct record *cache_get(struct cache *c, const struct scope *sc, int64_t now_us)
 {
 	struct cache_scope s;
 	struct cache_node *n;
@@ -267,7 +270,7 @@ const struct cache_entry *cache_get(struct cache *c, const char *actor, const ch
 		c->misses++;
 		return NULL;
 	}
-	cache_scope_init(&s, actor, operation, key);
+	cache_scope_init(&s, sc);
 	n = cache_find(c, &s);
 	if (!n) {
 		c->misses++;
@@ -284,9 +287,9 @@ const struct cache_entry *cache_get(struct cache *c, const char *actor, const ch
 	return &n->entry;
 }
 
-/* See cache.h; e and the strings stay owned by the caller. */
-void cache_put(struct cache *c, const char *actor, const char *operation, const char *key,
-	       const struct cache_entry *e, int64_t ttl_us, int64_t now_us)
+/* See cache.h; e and the scope's strings stay owned by the caller. */
+void cache_put(struct cache *c, const struct scope *sc, const struct record *e, int64_t ttl_us,
+	       int64_t now_us)
 {
 	struct cache_scope s;
 	struct cache_node *n;
@@ -295,7 +298,7 @@ void cache_put(struct cache *c, const char *actor, const char *operation, const 
 
 	if (c->budget == 0)
 		return;
-	cache_scope_init(&s, actor, operation, key);
+	cache_scope_init(&s, sc);
 	n = cache_find(c, &s);
 	if (n)
 		cache_drop(c, n);
@@ -325,14 +328,14 @@ void cache_put(struct cache *c, const char *actor, const char *operation, const 
 	c->count++;
 }
 
-void cache_remove(struct cache *c, const char *actor, const char *operation, const char *key)
+void cache_remove(struct cache *c, const struct scope *sc)
 {
 	struct cache_scope s;
 	struct cache_node *n;
 
 	if (c->count == 0)
 		return;
-	cache_scope_init(&s, actor, operation, key);
+	cache_scope_init(&s, sc);
 	n = cache_find(c, &s);
 	if (n)
 		cache_drop(c, n);

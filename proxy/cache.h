@@ -13,28 +13,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Same length as FINGERPRINT_LEN (SHA-256); kept here so the cache stands alone. */
-#define CACHE_FINGERPRINT_LEN 32
+#include "proxy/record.h"
+#include "proxy/scope.h"
 
 struct cache;
 
 /*
- * A completed record. As an argument to cache_put() every pointer is
- * borrowed and copied (headers and body may be NULL when their length is 0).
- * As returned by cache_get() it is owned by the cache: headers is never NULL
- * and is NUL-terminated after headers_len bytes, body is never NULL; both
- * stay valid until the next cache_put(), cache_remove(), cache_get() or
- * cache_free() on the same cache.
+ * What the cache keeps of a completed record: fingerprint, status,
+ * headers, body and body_omitted. As an argument to cache_put() every
+ * pointer is borrowed and copied (headers and body may be NULL when their
+ * length is 0). As returned by cache_get() the record is owned by the
+ * cache, its state is RECORD_COMPLETED, headers is never NULL and is
+ * NUL-terminated after headers_len bytes, body is never NULL; both stay
+ * valid until the next cache_put(), cache_remove(), cache_get() or
+ * cache_free() on the same cache. The other members are zero.
  */
-struct cache_entry {
-	unsigned char fingerprint[CACHE_FINGERPRINT_LEN];
-	int status;
-	const char *headers;
-	size_t headers_len;
-	const unsigned char *body;
-	size_t body_len;
-	int body_omitted;
-};
 
 /*
  * A cache holding at most budget_bytes of entries, each kept no longer than
@@ -48,27 +41,25 @@ struct cache *cache_new(size_t budget_bytes, int64_t max_age_us)
 void cache_free(struct cache *c);
 
 /*
- * Looks up the scope (actor, operation, key: NUL-terminated, compared
- * exactly and separately). Returns the entry and marks it most recently
- * used, or NULL on a miss; an entry expired at now_us counts as a miss and
- * is removed. Never allocates.
+ * Looks up the scope (its three strings compared exactly and separately).
+ * Returns the record and marks it most recently used, or NULL on a miss; an
+ * entry expired at now_us counts as a miss and is removed. Never allocates.
  */
-const struct cache_entry *cache_get(struct cache *c, const char *actor, const char *operation,
-				    const char *key, int64_t now_us);
+const struct record *cache_get(struct cache *c, const struct scope *sc, int64_t now_us);
 
 /*
- * Inserts or replaces the completed record of the scope, copying everything.
+ * Inserts or replaces the completed record of the scope sc, copying everything.
  * It expires at now_us + min(ttl_us, max_age_us). Any entry already held for
  * the scope is dropped first, even when the new one is not kept: a new one
  * is not kept when its lifetime is not positive, when it costs more than
  * 1/8 of the budget, or when memory runs out. Least recently used entries
  * are evicted to keep cache_bytes() within the budget.
  */
-void cache_put(struct cache *c, const char *actor, const char *operation, const char *key,
-	       const struct cache_entry *e, int64_t ttl_us, int64_t now_us);
+void cache_put(struct cache *c, const struct scope *sc, const struct record *rec, int64_t ttl_us,
+	       int64_t now_us);
 
 /* Drops the scope's entry if there is one. */
-void cache_remove(struct cache *c, const char *actor, const char *operation, const char *key);
+void cache_remove(struct cache *c, const struct scope *sc);
 
 /*
  * Bytes charged for the entries held: each entry's node, scope strings,

@@ -925,3 +925,68 @@ int http_msg_is_hop_header(const struct http_msg *m, const char *name)
 	}
 	return 0;
 }
+
+int http_method_is_safe(const char *m)
+{
+	return !strcmp(m, "GET") || !strcmp(m, "HEAD") || !strcmp(m, "OPTIONS") ||
+	       !strcmp(m, "TRACE");
+}
+
+int http_status_bodiless(int status)
+{
+	return status < 200 || status == 204 || status == 304;
+}
+
+const char *http_status_reason(int status)
+{
+	switch (status) {
+	case 200: return "OK";
+	case 201: return "Created";
+	case 202: return "Accepted";
+	case 204: return "No Content";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 404: return "Not Found";
+	case 408: return "Request Timeout";
+	case 409: return "Conflict";
+	case 413: return "Content Too Large";
+	case 422: return "Unprocessable Content";
+	case 431: return "Request Header Fields Too Large";
+	case 500: return "Internal Server Error";
+	case 501: return "Not Implemented";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
+	default: return status < 400 ? "OK" : "Error";
+	}
+}
+
+void http_add_str(struct evbuffer *out, const char *s)
+{
+	evbuffer_add(out, s, strlen(s));
+}
+
+void http_add_header(struct evbuffer *out, const char *name, const char *value)
+{
+	http_add_str(out, name);
+	http_add_lit(out, ": ");
+	http_add_str(out, value);
+	http_add_lit(out, "\r\n");
+}
+
+void http_add_status_line(struct evbuffer *out, int status, const char *reason)
+{
+	char line[sizeof("HTTP/1.1 999 ")] = "HTTP/1.1 ";
+
+	if (status < 100 || status > 999) {
+		evbuffer_add_printf(out, "HTTP/1.1 %d ", status);
+	} else {
+		line[9] = (char)('0' + status / 100);
+		line[10] = (char)('0' + status / 10 % 10);
+		line[11] = (char)('0' + status % 10);
+		line[12] = ' ';
+		evbuffer_add(out, line, 13);
+	}
+	http_add_str(out, reason && *reason ? reason : http_status_reason(status));
+	http_add_lit(out, "\r\n");
+}

@@ -123,4 +123,21 @@ int http_msg_header_count(const struct http_msg *m, const char *name);
  */
 int http_msg_is_hop_header(const struct http_msg *m, const char *name);
 
+/* 1 for the safe methods (RFC 9110 9.2.1): GET, HEAD, OPTIONS, TRACE. */
+int http_method_is_safe(const char *method);
+
+/* 1 when a response with this status has no body nor Content-Length: 1xx, 204, 304. */
+int http_status_bodiless(int status);
+
+/* The standard reason phrase of status ("Created"), or a generic one. */
+const char *http_status_reason(int status);
+
+/* Writers of message heads, appending to out without printf. */
+#define http_add_lit(out, lit) evbuffer_add(out, lit, sizeof(lit) - 1)
+void http_add_str(struct evbuffer *out, const char *s);
+/* "Name: value\r\n" */
+void http_add_header(struct evbuffer *out, const char *name, const char *value);
+/* "HTTP/1.1 STATUS REASON\r\n"; reason NULL or "" gives the standard phrase. */
+void http_add_status_line(struct evbuffer *out, int status, const char *reason);
+
 #endif

@@ -14,6 +14,8 @@
 #include "conf/conf.h"
 #include "proxy/fingerprint.h"
 #include "proxy/idemkey.h"
+#include "proxy/log.h"
+#include "proxy/outcome.h"
 #include "proxy/problem.h"
 #include "proxy/stats.h"
 #include "proxy/store.h"
@@ -82,7 +84,7 @@ struct worker {
 	LIST_HEAD(, client_conn) conns;
 	LIST_HEAD(, request) requests;
 	LIST_HEAD(, request) waiters;  /* duplicates waiting for an owner */
-	char wake_ring[WAKE_RING_SIZE][STORE_TOKEN_SIZE]; /* "" for a wake-all */
+	char wake_ring[WAKE_RING_SIZE][SCOPE_TOKEN_SIZE]; /* "" for a wake-all */
 	uint64_t wakes;                /* wake-ups so far; the ring holds the last ones */
 	int nconns, nrequests, nforwarding;
 	struct stats stats;            /* written here, read by the admin listener */
@@ -117,21 +119,6 @@ enum request_state {
 	REQ_DONE,
 };
 
-enum request_outcome {
-	OUT_NONE,
-	OUT_PASS,          /* not subject to idempotency */
-	OUT_OWNER,         /* claimed and executed */
-	OUT_REPLAY,
-	OUT_CONFLICT,
-	OUT_IN_PROGRESS,
-	OUT_UNKNOWN,       /* outcome-unknown answered, or recorded unknown */
-	OUT_RELEASED,
-	OUT_REJECTED,      /* rejected before any claim */
-	OUT_UNENFORCED,    /* fail-open: forwarded without idempotency */
-	OUT_STORE_DOWN,
-	OUT_COUNT,
-};
-
 enum record_write {
 	WRITE_NONE,
 	WRITE_FINISH,
@@ -149,7 +136,8 @@ struct request {
 	const struct route *route;
 	struct http_msg *msg;
 	enum request_state state;
-	enum request_outcome outcome;
+	enum outcome outcome;
+	struct log_tag tag;         /* what its log lines say about it */
 	uint64_t id;
 	int64_t started_us;
 	int64_t upstream_us;        /* time spent waiting for the upstream */
@@ -166,7 +154,7 @@ struct request {
 	LIST_ENTRY(request) wait_link;
 	struct event *wait_timer;
 	int64_t wait_deadline_us;   /* in_progress wait: when to stop waiting */
-	char token[STORE_TOKEN_SIZE]; /* the scope in store notifications */
+	char token[SCOPE_TOKEN_SIZE]; /* the scope in store notifications */
 	uint64_t wakes_seen;        /* w->wakes when the last claim was sent */
 
 	struct upstream_req *up;
@@ -235,8 +223,5 @@ void request_deadline_all(struct worker *w);
 /* The owner of the scope named by token (NULL: of any scope) wrote its
  * outcome: the duplicates waiting for it claim again. */
 void request_wake(struct worker *w, const char *token);
-
-/* clock */
-int64_t now_us(void);
 
 #endif

@@ -296,10 +296,10 @@ int listener_start(struct worker *w)
 	char addr[300];
 	const struct conf *conf = w->conf;
 
-	if (strchr(conf->listen_host, ':'))
-		snprintf(addr, sizeof(addr), "[%s]:%d", conf->listen_host, conf->listen_port);
+	if (strchr(conf->listen.host, ':'))
+		snprintf(addr, sizeof(addr), "[%s]:%d", conf->listen.host, conf->listen.port);
 	else
-		snprintf(addr, sizeof(addr), "%s:%d", conf->listen_host, conf->listen_port);
+		snprintf(addr, sizeof(addr), "%s:%d", conf->listen.host, conf->listen.port);
 	if (evutil_parse_sockaddr_port(addr, (struct sockaddr *)&ss, &sslen) < 0) {
 		log_error(NULL, "invalid listen address %s", addr);
 		return -1;

@@ -13,8 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "proxy/http.h"
-#include "proxy/idemproxy.h"
 #include "proxy/log.h"
 
 #define LOG_LINE_MAX 2048
@@ -35,20 +33,6 @@ static __thread struct {
 enum log_level log_min_level = LOG_INFO;
 
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
-
-static const char *const outcome_names[] = {
-	[OUT_NONE] = "none",           [OUT_PASS] = "pass",
-	[OUT_OWNER] = "owner",         [OUT_REPLAY] = "replay",
-	[OUT_CONFLICT] = "conflict",   [OUT_IN_PROGRESS] = "in_progress",
-	[OUT_UNKNOWN] = "unknown",     [OUT_RELEASED] = "released",
-	[OUT_REJECTED] = "rejected",   [OUT_UNENFORCED] = "unenforced",
-	[OUT_STORE_DOWN] = "store_unavailable",
-};
-
-const char *log_outcome_name(int outcome)
-{
-	return outcome_names[outcome];
-}
 
 struct line {
 	char buf[LOG_LINE_MAX];
@@ -126,16 +110,16 @@ static void line_start(struct line *l, enum log_level level)
 	line_str(l, "level", level_names[level]);
 }
 
-static void line_request(struct line *l, const struct request *req)
+static void line_tag(struct line *l, const struct log_tag *tag)
 {
 	unsigned char md[SHA256_DIGEST_LENGTH];
 	char hex[LOG_KEY_HASH_BYTES * 2 + 1];
 
-	line_num(l, "request_id", (long long)req->id);
-	if (req->route)
-		line_str(l, "route", req->route->operation);
-	if (req->key_len) {
-		SHA256((const unsigned char *)req->key, req->key_len, md);
+	line_num(l, "request_id", (long long)tag->request_id);
+	if (tag->route)
+		line_str(l, "route", tag->route);
+	if (tag->key_len) {
+		SHA256((const unsigned char *)tag->key, tag->key_len, md);
 		for (int i = 0; i < LOG_KEY_HASH_BYTES; i++)
 			snprintf(hex + 2 * i, 3, "%02x", md[i]);
 		line_str(l, "key_hash", hex);
@@ -181,7 +165,7 @@ static void line_emit_batched(struct line *l)
 	log_batch.len += l->len;
 }
 
-void log_write(enum log_level level, const struct request *req, const char *fmt, ...)
+void log_write(enum log_level level, const struct log_tag *tag, const char *fmt, ...)
 {
 	struct line l;
 	char msg[LOG_LINE_MAX / 2];
@@ -193,27 +177,27 @@ void log_write(enum log_level level, const struct request *req, const char *fmt,
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	line_start(&l, level);
-	if (req)
-		line_request(&l, req);
+	if (tag)
+		line_tag(&l, tag);
 	line_str(&l, "msg", msg);
 	line_emit(&l);
 }
 
-void log_request_done(const struct request *req)
+void log_access(const struct log_tag *tag, const struct log_access *a)
 {
 	struct line l;
 
 	if (log_min_level > LOG_INFO)
 		return;
 	line_start(&l, LOG_INFO);
-	line_request(&l, req);
+	line_tag(&l, tag);
 	line_str(&l, "msg", "request");
-	line_str(&l, "method", req->msg->method);
-	line_str(&l, "path", req->msg->path);
-	line_num(&l, "status", req->status);
-	line_str(&l, "outcome", outcome_names[req->outcome]);
-	line_num(&l, "duration_us", (long long)(now_us() - req->started_us));
-	line_num(&l, "upstream_us", (long long)req->upstream_us);
-	line_num(&l, "store_us", (long long)req->store_us);
+	line_str(&l, "method", a->method);
+	line_str(&l, "path", a->path);
+	line_num(&l, "status", a->status);
+	line_str(&l, "outcome", a->outcome);
+	line_num(&l, "duration_us", (long long)a->duration_us);
+	line_num(&l, "upstream_us", (long long)a->upstream_us);
+	line_num(&l, "store_us", (long long)a->store_us);
 	line_emit_batched(&l);
 }

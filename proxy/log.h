@@ -6,7 +6,8 @@
 #ifndef IDEMPROXY_LOG_H
 #define IDEMPROXY_LOG_H
 
-struct request;
+#include <stddef.h>
+#include <stdint.h>
 
 enum log_level {
 	LOG_DEBUG,
@@ -17,22 +18,42 @@ enum log_level {
 
 extern enum log_level log_min_level;
 
-void log_write(enum log_level level, const struct request *req, const char *fmt, ...)
+/*
+ * What a line says about the request it concerns: its id, its route's
+ * operation (NULL: none matched) and its key (key_len 0: none yet), which
+ * only its hash leaves the process as. The strings are borrowed.
+ */
+struct log_tag {
+	uint64_t request_id;
+	const char *route;
+	const char *key;
+	size_t key_len;
+};
+
+/* A line at level; tag NULL for lines about no request. */
+void log_write(enum log_level level, const struct log_tag *tag, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* The access line of a finished request: outcome, status and durations.
- * Batched per thread; written by the next log_flush() or other log line. */
-void log_request_done(const struct request *req);
+/* The access line of a finished request. */
+struct log_access {
+	const char *method;
+	const char *path;
+	int status;                 /* what the client was sent (0: nothing) */
+	const char *outcome;        /* outcome_name() */
+	int64_t duration_us;        /* whole request */
+	int64_t upstream_us;        /* waiting for the upstream */
+	int64_t store_us;           /* waiting for the store */
+};
 
-/* "owner", "replay", ...: the name logs and metrics give an outcome. */
-const char *log_outcome_name(int outcome);
+/* Batched per thread; written by the next log_flush() or other log line. */
+void log_access(const struct log_tag *tag, const struct log_access *a);
 
 /* Write this thread's batched access lines. */
 void log_flush(void);
 
-#define log_debug(req, ...) do { if (log_min_level <= LOG_DEBUG) log_write(LOG_DEBUG, req, __VA_ARGS__); } while (0)
-#define log_info(req, ...)  do { if (log_min_level <= LOG_INFO) log_write(LOG_INFO, req, __VA_ARGS__); } while (0)
-#define log_warn(req, ...)  do { if (log_min_level <= LOG_WARN) log_write(LOG_WARN, req, __VA_ARGS__); } while (0)
-#define log_error(req, ...) log_write(LOG_ERROR, req, __VA_ARGS__)
+#define log_debug(tag, ...) do { if (log_min_level <= LOG_DEBUG) log_write(LOG_DEBUG, tag, __VA_ARGS__); } while (0)
+#define log_info(tag, ...)  do { if (log_min_level <= LOG_INFO) log_write(LOG_INFO, tag, __VA_ARGS__); } while (0)
+#define log_warn(tag, ...)  do { if (log_min_level <= LOG_WARN) log_write(LOG_WARN, tag, __VA_ARGS__); } while (0)
+#define log_error(tag, ...) log_write(LOG_ERROR, tag, __VA_ARGS__)
 
 #endif

@@ -36,6 +36,13 @@ static void usage(FILE *f)
 		   "       idemproxy --version\n");
 }
 
+/* Give each route of conf its counters' row, before any worker sees it. */
+static void register_routes(struct conf *conf)
+{
+	for (int i = 0; i < conf->nroutes; i++)
+		conf->routes[i].stats_id = stats_route_id(conf->routes[i].operation);
+}
+
 struct supervisor {
 	struct event_base *base;
 	struct conf_gen *gen;       /* the running configuration */
@@ -90,7 +97,7 @@ static void signal_hup_cb(evutil_socket_t sig, short what, void *arg)
 		conf_free(conf);
 		return;
 	}
-	stats_register_routes(conf);
+	register_routes(conf);
 	gen = conf_gen_new(conf);
 	if (!gen) {
 		log_error(NULL, "reload failed: out of memory");
@@ -130,7 +137,7 @@ static int run(struct conf *conf)
 	if (evthread_use_pthreads() < 0)
 		return 1;
 	sv.nworkers = nworkers;
-	stats_register_routes(conf);
+	register_routes(conf);
 	sv.gen = conf_gen_new(conf);
 	if (!sv.gen) {
 		conf_free(conf);
@@ -157,7 +164,7 @@ static int run(struct conf *conf)
 	sv.sweeper = sv.store ? sweeper_new(sv.base, sv.store, conf->sweep_interval_ms) : NULL;
 	if (!sv.sweeper)
 		goto out;
-	if (conf->admin_host) {
+	if (conf->admin.host) {
 		sv.admin = admin_new(sv.base, conf, sv.store, sv.workers, nworkers, sv.sweeper);
 		if (!sv.admin)
 			goto out;
@@ -166,7 +173,7 @@ static int run(struct conf *conf)
 		if (worker_start(&sv.workers[started]) < 0)
 			goto out;
 	log_info(NULL, "idemproxy %s listening on %s:%d with %d workers, upstream %s",
-		 IDEMPROXY_VERSION, conf->listen_host, conf->listen_port, sv.nworkers,
+		 IDEMPROXY_VERSION, conf->listen.host, conf->listen.port, sv.nworkers,
 		 conf->upstream_url);
 	sv.nworkers = started;
 	if (pthread_create(&joiner, NULL, joiner_main, &sv) != 0)

@@ -26,7 +26,9 @@
 #include <yajl/yajl_gen.h>
 
 #include "conf/conf.h"
+#include "proxy/base64.h"
 #include "proxy/store.h"
+#include "proxy/utf8.h"
 
 #define RECORDS_CONTENT_TYPE_MAX 1024
 #define RECORDS_MSG_MAX		 1024
@@ -341,89 +343,6 @@ static int records_gen_cstr(yajl_gen g, const char *s)
 }
 
 /*
- * The length of the UTF-8 sequence that starts s (n bytes available), or 0
- * when it is not one: a stray or truncated byte, an overlong form, a
- * surrogate, or a code point past U+10FFFF.
- */
-static size_t records_utf8_seq(const unsigned char *s, size_t n)
-{
-	uint32_t cp;
-	size_t len;
-
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] >= 0xc2 && s[0] <= 0xdf) {
-		len = 2;
-		cp = s[0] & 0x1f;
-	} else if (s[0] >= 0xe0 && s[0] <= 0xef) {
-		len = 3;
-		cp = s[0] & 0x0f;
-	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-		len = 4;
-		cp = s[0] & 0x07;
-	} else {
-		return 0;
-	}
-	if (n < len)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	if (len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff)))
-		return 0;
-	if (len == 4 && (cp < 0x10000 || cp > 0x10ffff))
-		return 0;
-	return len;
-}
-
-static int records_utf8_valid(const unsigned char *s, size_t n)
-{
-	size_t k;
-
-	while (n) {
-		k = records_utf8_seq(s, n);
-		if (!k)
-			return 0;
-		s += k;
-		n -= k;
-	}
-	return 1;
-}
-
-/* s (n bytes) in base64 with padding, malloc'ed and NUL-terminated; NULL
- * when out of memory. */
-static char *records_base64(const unsigned char *s, size_t n, size_t *outlen)
-{
-	static const char digits[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	char *out = malloc((n + 2) / 3 * 4 + 1), *o = out;
-	uint32_t v;
-	size_t i;
-
-	if (!out)
-		return NULL;
-	for (i = 0; i + 2 < n; i += 3) {
-		v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
-		*o++ = digits[v >> 18];
-		*o++ = digits[(v >> 12) & 0x3f];
-		*o++ = digits[(v >> 6) & 0x3f];
-		*o++ = digits[v & 0x3f];
-	}
-	if (i < n) {
-		v = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0);
-		*o++ = digits[v >> 18];
-		*o++ = digits[(v >> 12) & 0x3f];
-		*o++ = i + 1 < n ? digits[(v >> 6) & 0x3f] : '=';
-		*o++ = '=';
-	}
-	*o = '\0';
-	*outlen = (size_t)(o - out);
-	return out;
-}
-
-/*
  * Header lines as a JSON string. They are bytes: a value may hold obs-text
  * that is not UTF-8, and then every byte is taken as ISO-8859-1 (what
  * obs-text historically meant), so the string stays readable and every byte
@@ -434,7 +353,7 @@ static int records_gen_headers(yajl_gen g, const unsigned char *s, size_t n)
 	unsigned char *latin, *o;
 	int rc;
 
-	if (records_utf8_valid(s, n))
+	if (utf8_valid(s, n))
 		return records_gen_str(g, (const char *)s, n);
 	latin = malloc(2 * n);
 	if (!latin)
@@ -461,12 +380,12 @@ static int records_gen_body(yajl_gen g, const unsigned char *s, size_t n)
 	size_t b64len;
 	int rc = -1;
 
-	if (records_utf8_valid(s, n)) {
+	if (utf8_valid(s, n)) {
 		if (records_gen_str(g, (const char *)s, n) < 0 ||
 		    records_gen_cstr(g, "body_encoding") < 0 || records_gen_cstr(g, "utf-8") < 0)
 			goto out;
 	} else {
-		b64 = records_base64(s, n, &b64len);
+		b64 = base64_encode(s, n, &b64len);
 		if (!b64 || records_gen_str(g, b64, b64len) < 0 ||
 		    records_gen_cstr(g, "body_encoding") < 0 || records_gen_cstr(g, "base64") < 0)
 			goto out;

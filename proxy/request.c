@@ -22,9 +22,11 @@
 #include <time.h>
 
 #include "proxy/cache.h"
+#include "proxy/clock.h"
 #include "proxy/http.h"
 #include "proxy/idemproxy.h"
 #include "proxy/log.h"
+#include "proxy/record.h"
 #include "proxy/upstream.h"
 
 #define RETRY_AFTER_S 1
@@ -33,7 +35,7 @@
 #define ACTOR_HEADER_PREFIX "h:"
 #define ANONYMOUS_ACTOR_ID "anonymous"
 
-_Static_assert(CACHE_FINGERPRINT_LEN == FINGERPRINT_LEN, "cache and fingerprint sizes differ");
+_Static_assert(RECORD_FINGERPRINT_LEN == FINGERPRINT_LEN, "record and fingerprint sizes differ");
 _Static_assert((WAKE_RING_SIZE & (WAKE_RING_SIZE - 1)) == 0, "WAKE_RING_SIZE: a power of two");
 
 static const char *const state_names[] = {
@@ -43,96 +45,14 @@ static const char *const state_names[] = {
 	[REQ_DONE] = "done",
 };
 
-/* Response headers a record keeps (plus the route's store_headers). */
-static const char *const stored_header_names[] = {
-	"Content-Type", "Content-Location", "Location", "ETag", "Last-Modified",
-};
-
-/* Never stored, whatever store_headers says: credentials and cookies. */
-static const char *const never_stored_names[] = {
-	"Set-Cookie", "Set-Cookie2", "Authorization", "Proxy-Authorization", "Cookie",
-	"WWW-Authenticate", "Proxy-Authenticate", "Content-Length",
-};
-
 static void request_forward(struct request *req);
 static void request_record(struct request *req);
 static void request_claim_send(struct request *req);
 
-int64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static int name_in(const char *name, const char *const *names, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (strcasecmp(name, names[i]) == 0)
-			return 1;
-	return 0;
-}
-
-#define NAME_IN(name, arr) name_in(name, arr, sizeof(arr) / sizeof(arr[0]))
-
-static int method_is_safe(const char *m)
-{
-	return !strcmp(m, "GET") || !strcmp(m, "HEAD") || !strcmp(m, "OPTIONS") ||
-	       !strcmp(m, "TRACE");
-}
-
-static const char *status_reason(int status)
-{
-	switch (status) {
-	case 200: return "OK";
-	case 201: return "Created";
-	case 202: return "Accepted";
-	case 204: return "No Content";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 404: return "Not Found";
-	case 408: return "Request Timeout";
-	case 409: return "Conflict";
-	case 413: return "Content Too Large";
-	case 422: return "Unprocessable Content";
-	case 431: return "Request Header Fields Too Large";
-	case 500: return "Internal Server Error";
-	case 501: return "Not Implemented";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	case 504: return "Gateway Timeout";
-	default: return status < 400 ? "OK" : "Error";
-	}
-}
-
-/* 1xx, 204 and 304 responses never have a body nor a Content-Length. */
-static int status_has_no_body(int status)
-{
-	return status < 200 || status == 204 || status == 304;
-}
-
-/* Append a string literal or a C string without printf. */
-#define ADD_LIT(out, lit) evbuffer_add(out, lit, sizeof(lit) - 1)
-
-static void add_str(struct evbuffer *out, const char *s)
-{
-	evbuffer_add(out, s, strlen(s));
-}
-
-/* "Name: value\r\n" */
-static void add_header(struct evbuffer *out, const char *name, const char *value)
-{
-	add_str(out, name);
-	ADD_LIT(out, ": ");
-	add_str(out, value);
-	ADD_LIT(out, "\r\n");
-}
-
 /* Move the request to state, logging the transition at debug level. */
 static void request_set_state(struct request *req, enum request_state state)
 {
-	log_debug(req, "state %s -> %s", state_names[req->state], state_names[state]);
+	log_debug(&req->tag, "state %s -> %s", state_names[req->state], state_names[state]);
 	req->state = state;
 }
 
@@ -165,7 +85,15 @@ static void request_done(struct request *req)
 					[req->outcome],
 		  1);
 	request_set_state(req, REQ_DONE);
-	log_request_done(req);
+	log_access(&req->tag, &(struct log_access){
+				      .method = req->msg->method,
+				      .path = req->msg->path,
+				      .status = req->status,
+				      .outcome = outcome_name(req->outcome),
+				      .duration_us = clock_now_us() - req->started_us,
+				      .upstream_us = req->upstream_us,
+				      .store_us = req->store_us,
+			      });
 	request_free(req);
 }
 
@@ -190,7 +118,7 @@ void respond_problem(struct client_conn *c, const struct conf *conf, enum proble
 		status = problem_default_status(kind);
 	json = problem_render(kind, status, conf->problem_base, detail, &len);
 	out = conn_respond_start(c);
-	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", status, status_reason(status));
+	http_add_status_line(out, status, NULL);
 	evbuffer_add_printf(out, "Content-Type: application/problem+json\r\n"
 				 "Cache-Control: no-store\r\n");
 	if (kind == PROBLEM_IN_PROGRESS || kind == PROBLEM_STORE_UNAVAILABLE)
@@ -228,26 +156,24 @@ static void request_relay(struct request *req)
 	struct http_msg *resp = req->resp;
 	struct evbuffer *out;
 	int flags = respond_flags(req);
-	int no_body = (flags & RESPOND_HEAD) || status_has_no_body(resp->status);
+	int no_body = (flags & RESPOND_HEAD) || http_status_bodiless(resp->status);
 
 	req->status = resp->status;
 	request_set_state(req, REQ_RESPONDING);
 	if (!req->conn)
 		return;
 	out = conn_respond_start(req->conn);
-	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", resp->status,
-			    resp->reason && *resp->reason ? resp->reason
-							  : status_reason(resp->status));
+	http_add_status_line(out, resp->status, resp->reason);
 	for (int i = 0; i < resp->nheaders; i++) {
 		const struct http_header *h = &resp->headers[i];
 		if (http_msg_is_hop_header(resp, h->name))
 			continue;
 		if (!no_body && !strcasecmp(h->name, "Content-Length"))
 			continue;
-		add_header(out, h->name, h->value);
+		http_add_header(out, h->name, h->value);
 	}
 	if (req->unenforced)
-		ADD_LIT(out, "Idempotency-Enforced: false\r\n");
+		http_add_lit(out, "Idempotency-Enforced: false\r\n");
 	if (no_body) {
 		conn_respond_frame(req->conn, 0, flags | RESPOND_NO_LENGTH);
 	} else {
@@ -263,10 +189,10 @@ static void request_relay(struct request *req)
 }
 
 /* Serve a completed record (from the store or the replay cache). */
-static void request_replay(struct request *req, const struct cache_entry *rec)
+static void request_replay(struct request *req, const struct record *rec)
 {
 	struct evbuffer *out;
-	int no_body = status_has_no_body(rec->status);
+	int no_body = http_status_bodiless(rec->status);
 	size_t body_len = rec->body_omitted || no_body ? 0 : rec->body_len;
 
 	req->outcome = OUT_REPLAY;
@@ -274,12 +200,11 @@ static void request_replay(struct request *req, const struct cache_entry *rec)
 	request_set_state(req, REQ_RESPONDING);
 	if (req->conn) {
 		out = conn_respond_start(req->conn);
-		evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", rec->status,
-				    status_reason(rec->status));
+		http_add_status_line(out, rec->status, NULL);
 		evbuffer_add(out, rec->headers, rec->headers_len);
-		ADD_LIT(out, "Idempotent-Replayed: true\r\n");
+		http_add_lit(out, "Idempotent-Replayed: true\r\n");
 		if (rec->body_omitted)
-			ADD_LIT(out, "Idempotency-Body-Omitted: true\r\n");
+			http_add_lit(out, "Idempotency-Body-Omitted: true\r\n");
 		conn_respond_frame(req->conn, body_len,
 				   respond_flags(req) | (no_body ? RESPOND_NO_LENGTH : 0));
 		if (body_len)
@@ -291,10 +216,9 @@ static void request_replay(struct request *req, const struct cache_entry *rec)
 }
 
 /* Remember a completed record for replays without a round trip. */
-static void request_cache_put(struct request *req, const struct cache_entry *e, int64_t ttl_ms)
+static void request_cache_put(struct request *req, const struct record *e, int64_t ttl_ms)
 {
-	cache_put(req->w->cache, req->scope.actor, req->scope.operation, req->scope.key, e,
-		  ttl_ms * 1000, now_us());
+	cache_put(req->w->cache, &req->scope, e, ttl_ms * 1000, clock_now_us());
 }
 
 /* The answer of an owner after its outcome was recorded (or given up on). */
@@ -333,13 +257,14 @@ static void request_owner_respond(struct request *req)
  */
 static void request_cache_finished(struct request *req)
 {
-	struct cache_entry e = {
+	struct record e = {
+		.state = RECORD_COMPLETED,
 		.status = req->resp->status,
 		.headers = req->stored_headers,
 		.headers_len = req->stored_headers_len,
 		.body_omitted = req->body_omitted,
 	};
-	int64_t ttl_ms = req->route->retention_ms - (now_us() - req->finish_sent_us) / 1000;
+	int64_t ttl_ms = req->route->retention_ms - (clock_now_us() - req->finish_sent_us) / 1000;
 
 	memcpy(e.fingerprint, req->fp, FINGERPRINT_LEN);
 	if (!req->body_omitted) {
@@ -364,7 +289,7 @@ static void record_retry_cb(evutil_socket_t fd, short what, void *arg)
 /* A store operation of req was answered: count its round trip. */
 static void request_store_answered(struct request *req)
 {
-	int64_t us = now_us() - req->store_sent_us;
+	int64_t us = clock_now_us() - req->store_sent_us;
 
 	req->store_us += us;
 	stats_observe(&req->w->stats, STATS_STORE_SECONDS, us);
@@ -383,21 +308,21 @@ static void record_done_cb(void *arg, enum store_result res)
 			request_cache_finished(req);
 		/* Local waiters need not wait for the notification's trip. */
 		if (request_write_flags(req)) {
-			store_scope_token(&req->scope, req->token);
+			scope_token(&req->scope, req->token);
 			request_wake(req->w, req->token);
 		}
 		break;
 	case STORE_FENCED:
 		STATS_ADD(req->w->stats.fenced, 1);
-		log_warn(req, "record write refused: the lease generation changed");
+		log_warn(&req->tag, "record write refused: the lease generation changed");
 		break;
 	case STORE_EXISTS:
 	case STORE_UNAVAILABLE:
 		/* The response goes out anyway; the write is retried while the
 		 * lease lasts, and retries meanwhile see operation-in-progress. */
 		request_owner_respond(req);
-		if (now_us() >= req->lease_deadline_us) {
-			log_error(req, "record write abandoned: store unavailable until the lease ended");
+		if (clock_now_us() >= req->lease_deadline_us) {
+			log_error(&req->tag, "record write abandoned: store unavailable until the lease ended");
 			break;
 		}
 		if (!req->retry_timer)
@@ -428,10 +353,10 @@ static void request_record(struct request *req)
 
 	if (req->state != REQ_RETRYING)
 		request_set_state(req, REQ_RECORDING);
-	req->store_sent_us = now_us();
+	req->store_sent_us = clock_now_us();
 	switch (req->write) {
 	case WRITE_FINISH:
-		req->finish_sent_us = now_us();
+		req->finish_sent_us = clock_now_us();
 		if (!req->body_omitted) {
 			body_len = evbuffer_get_length(req->resp->body);
 			body = body_len ? evbuffer_pullup(req->resp->body, -1) : (const unsigned char *)"";
@@ -448,39 +373,6 @@ static void request_record(struct request *req)
 		store_mark_unknown(st, &req->scope, req->generation, flags, record_done_cb, req);
 		break;
 	}
-}
-
-/* The response headers a record keeps, as "Name: value\r\n" lines. */
-static int collect_stored_headers(struct request *req)
-{
-	const struct route *r = req->route;
-	struct evbuffer *b = evbuffer_new();
-	size_t len;
-	int rc = -1;
-
-	if (!b)
-		return -1;
-	for (int i = 0; i < req->resp->nheaders; i++) {
-		const struct http_header *h = &req->resp->headers[i];
-		if (NAME_IN(h->name, never_stored_names) ||
-		    http_msg_is_hop_header(req->resp, h->name))
-			continue;
-		if (!NAME_IN(h->name, stored_header_names) &&
-		    !name_in(h->name, (const char *const *)r->store_headers,
-			     (size_t)r->nstore_headers))
-			continue;
-		add_header(b, h->name, h->value);
-	}
-	len = evbuffer_get_length(b);
-	req->stored_headers = malloc(len + 1);
-	if (req->stored_headers) {
-		evbuffer_remove(b, req->stored_headers, len);
-		req->stored_headers[len] = '\0';
-		req->stored_headers_len = len;
-		rc = 0;
-	}
-	evbuffer_free(b);
-	return rc;
 }
 
 /* The owner's upstream result decides what the record becomes. */
@@ -500,7 +392,9 @@ static void owner_upstream_done(struct request *req, enum upstream_result res)
 		} else {
 			req->write = WRITE_FINISH;
 			req->body_omitted = evbuffer_get_length(req->resp->body) > req->conf->max_stored_body;
-			if (collect_stored_headers(req) < 0)
+			req->stored_headers = record_headers(req->resp, r->store_headers,
+							     r->nstore_headers, &req->stored_headers_len);
+			if (!req->stored_headers)
 				req->write = WRITE_UNKNOWN;
 		}
 		break;
@@ -530,7 +424,7 @@ static void upstream_done_cb(void *arg, enum upstream_result res, struct http_ms
 	req->up = NULL;
 	req->w->nforwarding--;
 	req->resp = resp;
-	req->upstream_us = now_us() - req->upstream_us;
+	req->upstream_us = clock_now_us() - req->upstream_us;
 	stats_observe(&req->w->stats, STATS_UPSTREAM_SECONDS, req->upstream_us);
 	if (req->outcome == OUT_OWNER) {
 		owner_upstream_done(req, res);
@@ -558,16 +452,16 @@ static void upstream_done_cb(void *arg, enum upstream_result res, struct http_ms
 static void add_joined_header(struct evbuffer *out, const struct http_msg *m, const char *name,
 			      const char *ours)
 {
-	add_str(out, name);
-	ADD_LIT(out, ": ");
+	http_add_str(out, name);
+	http_add_lit(out, ": ");
 	for (int i = 0; i < m->nheaders; i++) {
 		if (!strcasecmp(m->headers[i].name, name) && *m->headers[i].value) {
-			add_str(out, m->headers[i].value);
-			ADD_LIT(out, ", ");
+			http_add_str(out, m->headers[i].value);
+			http_add_lit(out, ", ");
 		}
 	}
-	add_str(out, ours);
-	ADD_LIT(out, "\r\n");
+	http_add_str(out, ours);
+	http_add_lit(out, "\r\n");
 }
 
 /*
@@ -581,10 +475,10 @@ static void build_upstream_request(struct request *req, struct evbuffer *out)
 	int has_host = 0;
 	size_t body_len = evbuffer_get_length(m->body);
 
-	add_str(out, m->method);
-	ADD_LIT(out, " ");
-	add_str(out, m->target);
-	ADD_LIT(out, " HTTP/1.1\r\n");
+	http_add_str(out, m->method);
+	http_add_lit(out, " ");
+	http_add_str(out, m->target);
+	http_add_lit(out, " HTTP/1.1\r\n");
 	for (int i = 0; i < m->nheaders; i++) {
 		const struct http_header *h = &m->headers[i];
 		if (http_msg_is_hop_header(m, h->name) || !strcasecmp(h->name, "Content-Length") ||
@@ -593,12 +487,12 @@ static void build_upstream_request(struct request *req, struct evbuffer *out)
 			continue;
 		if (!strcasecmp(h->name, "Host"))
 			has_host = 1;
-		add_header(out, h->name, h->value);
+		http_add_header(out, h->name, h->value);
 	}
 	if (!has_host)
-		add_header(out, "Host", req->conf->upstream_hostport);
+		http_add_header(out, "Host", req->conf->upstream_hostport);
 	add_joined_header(out, m, "X-Forwarded-For", peer);
-	ADD_LIT(out, "X-Forwarded-Proto: http\r\n");
+	http_add_lit(out, "X-Forwarded-Proto: http\r\n");
 	add_joined_header(out, m, "Via", m->version_minor ? "1.1 idemproxy" : "1.0 idemproxy");
 	if (body_len || (strcmp(m->method, "GET") && strcmp(m->method, "HEAD") &&
 			 strcmp(m->method, "OPTIONS") && strcmp(m->method, "TRACE")))
@@ -615,9 +509,9 @@ static void request_forward(struct request *req)
 	request_set_state(req, REQ_FORWARDING);
 	if (out) {
 		build_upstream_request(req, out);
-		req->upstream_us = now_us();
+		req->upstream_us = clock_now_us();
 		req->up = upstream_forward(req->w->pool, out, is_head,
-					   req->outcome != OUT_OWNER && method_is_safe(req->msg->method),
+					   req->outcome != OUT_OWNER && http_method_is_safe(req->msg->method),
 					   req->conf->upstream_timeout_ms, upstream_done_cb, req);
 		evbuffer_free(out);
 	}
@@ -645,7 +539,7 @@ static void request_claim_send(struct request *req)
 	request_set_state(req, REQ_CLAIMING);
 	req->wakes_seen = req->w->wakes;
 	/* The lease runs from the moment the claim was sent, not answered. */
-	req->store_sent_us = now_us();
+	req->store_sent_us = clock_now_us();
 	req->lease_deadline_us = req->store_sent_us + req->conf->lease_ms * 1000;
 	store_claim(req->w->store, &req->scope, req->fp, req->conf->lease_ms, flags, claim_done_cb,
 		    req);
@@ -695,12 +589,12 @@ static int request_woken_since_claim(const struct request *req)
  */
 static int request_wait(struct request *req)
 {
-	int64_t now = now_us(), left;
+	int64_t now = clock_now_us(), left;
 	struct timeval tv;
 
 	if (!req->wait_deadline_us) {
 		req->wait_deadline_us = now + req->route->in_progress_wait_ms * 1000;
-		store_scope_token(&req->scope, req->token);
+		scope_token(&req->scope, req->token);
 		STATS_ADD(req->w->stats.waits, 1);
 	}
 	left = req->wait_deadline_us - now;
@@ -726,7 +620,7 @@ void request_wake(struct worker *w, const char *token)
 {
 	struct request *req = LIST_FIRST(&w->waiters), *next;
 
-	snprintf(w->wake_ring[w->wakes++ & (WAKE_RING_SIZE - 1)], STORE_TOKEN_SIZE, "%s",
+	snprintf(w->wake_ring[w->wakes++ & (WAKE_RING_SIZE - 1)], SCOPE_TOKEN_SIZE, "%s",
 		 token ? token : "");
 	for (; req; req = next) {
 		next = LIST_NEXT(req, wait_link);
@@ -758,14 +652,8 @@ static void claim_done_cb(void *arg, enum store_result res, int64_t generation,
 			request_problem(req, PROBLEM_CONFLICT,
 					"this Idempotency-Key was used with a different request");
 		} else if (rec->state == RECORD_COMPLETED) {
-			struct cache_entry e = {
-				.status = rec->status, .headers = rec->headers,
-				.headers_len = rec->headers_len, .body = rec->body,
-				.body_len = rec->body_len, .body_omitted = rec->body_omitted,
-			};
-			memcpy(e.fingerprint, rec->fingerprint, FINGERPRINT_LEN);
-			request_cache_put(req, &e, rec->expires_in_ms);
-			request_replay(req, &e);
+			request_cache_put(req, rec, rec->expires_in_ms);
+			request_replay(req, rec);
 			return;
 		} else if (rec->state == RECORD_UNKNOWN || rec->lease_expired) {
 			req->outcome = OUT_UNKNOWN;
@@ -802,7 +690,7 @@ static void request_claim(struct request *req)
 {
 	const struct route *r = req->route;
 	struct http_msg *m = req->msg;
-	const struct cache_entry *cached;
+	const struct record *cached;
 	const char *value, *actor;
 	size_t len;
 
@@ -823,6 +711,8 @@ static void request_claim(struct request *req)
 			       "an Idempotency-Key is 1 to 255 visible ASCII characters");
 		return;
 	}
+	req->tag.key = req->key;
+	req->tag.key_len = req->key_len;
 
 	if (r->actor == ACTOR_ANONYMOUS) {
 		req->actor = strdup(ANONYMOUS_ACTOR_ID);
@@ -852,7 +742,7 @@ static void request_claim(struct request *req)
 
 	/* Completed records never change until they expire: a cached one
 	 * answers a retry, or a conflicting one, with no round trip. */
-	cached = cache_get(req->w->cache, req->actor, r->operation, req->key, now_us());
+	cached = cache_get(req->w->cache, &req->scope, clock_now_us());
 	if (cached) {
 		if (memcmp(cached->fingerprint, req->fp, FINGERPRINT_LEN) != 0) {
 			req->outcome = OUT_CONFLICT;
@@ -868,7 +758,7 @@ static void request_claim(struct request *req)
 	request_claim_send(req);
 	return;
 fail:
-	log_error(req, "out of memory");
+	log_error(&req->tag, "out of memory");
 	request_reject(req, PROBLEM_STORE_UNAVAILABLE, "the request could not be processed");
 }
 
@@ -889,14 +779,17 @@ void request_start(struct client_conn *c, struct http_msg *msg)
 	req->conf = req->gen->conf;
 	req->msg = msg;
 	req->id = ++w->next_request_id;
-	req->started_us = now_us();
+	req->started_us = clock_now_us();
 	req->state = REQ_NEW;
 	c->req = req;
 	LIST_INSERT_HEAD(&w->requests, req, link);
 	w->nrequests++;
 
-	if (!method_is_safe(msg->method))
+	req->tag.request_id = req->id;
+	if (!http_method_is_safe(msg->method))
 		req->route = conf_find_route(req->conf, msg->method, msg->path, msg->path_len);
+	if (req->route)
+		req->tag.route = req->route->operation;
 	if (!req->route) {
 		req->outcome = OUT_PASS;
 		request_forward(req);
@@ -943,7 +836,7 @@ void request_deadline_all(struct worker *w)
 		} else if (req->state == REQ_FORWARDING && req->outcome == OUT_OWNER) {
 			int unsent = upstream_unsent(req->up);
 
-			log_warn(req, "shutdown_timeout passed with the request at the upstream: %s",
+			log_warn(&req->tag, "shutdown_timeout passed with the request at the upstream: %s",
 				 unsent ? "nothing was sent, releasing its record"
 					: "recording its outcome as unknown");
 			upstream_cancel(req->up);
@@ -960,7 +853,7 @@ void request_free_all(struct worker *w)
 	struct request *req;
 
 	while ((req = LIST_FIRST(&w->requests))) {
-		log_warn(req, "request abandoned at shutdown in state %s", state_names[req->state]);
+		log_warn(&req->tag, "request abandoned at shutdown in state %s", state_names[req->state]);
 		request_free(req);
 	}
 }

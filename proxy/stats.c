@@ -5,13 +5,7 @@
 #include <event2/buffer.h>
 #include <string.h>
 
-#include "conf/conf.h"
-#include "proxy/idemproxy.h"
-#include "proxy/log.h"
 #include "proxy/stats.h"
-#include "proxy/sweeper.h"
-
-_Static_assert(OUT_COUNT == STATS_OUTCOMES, "STATS_OUTCOMES must match enum request_outcome");
 
 /* Upper bounds of the latency buckets, in microseconds; the last is +Inf. */
 static const int64_t stats_bounds_us[STATS_BUCKETS - 1] = {
@@ -44,23 +38,16 @@ void stats_observe(struct stats *s, enum stats_hist h, int64_t us)
 	STATS_ADD(hist->sum_us, us);
 }
 
-/*
- * Rows are found by operation name, so a route keeps its counters across
- * reloads; past STATS_ROUTES_MAX names, new routes share STATS_NO_ROUTE.
- */
-void stats_register_routes(struct conf *conf)
+int stats_route_id(const char *operation)
 {
-	for (int i = 0; i < conf->nroutes; i++) {
-		struct route *r = &conf->routes[i];
-		int id = 1;
+	int id = 1;
 
-		while (id < stats_nroutes && strcmp(stats_route_names[id], r->operation) != 0)
-			id++;
-		if (id == stats_nroutes && id <= STATS_ROUTES_MAX &&
-		    (stats_route_names[id] = strdup(r->operation)))
-			stats_nroutes++;
-		r->stats_id = id < stats_nroutes ? id : STATS_NO_ROUTE;
-	}
+	while (id < stats_nroutes && strcmp(stats_route_names[id], operation) != 0)
+		id++;
+	if (id == stats_nroutes && id <= STATS_ROUTES_MAX &&
+	    (stats_route_names[id] = strdup(operation)))
+		stats_nroutes++;
+	return id < stats_nroutes ? id : STATS_NO_ROUTE;
 }
 
 static int64_t stats_sum(struct stats *const *each, int n, size_t offset)
@@ -82,8 +69,8 @@ static void stats_head(struct evbuffer *out, const char *name, const char *type,
 	evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void stats_one(struct evbuffer *out, const char *name, const char *type, const char *help,
-		      int64_t v)
+void stats_metric(struct evbuffer *out, const char *name, const char *type, const char *help,
+		  int64_t v)
 {
 	stats_head(out, name, type, help);
 	evbuffer_add_printf(out, "%s %lld\n", name, (long long)v);
@@ -103,7 +90,7 @@ static void stats_requests(struct evbuffer *out, struct stats *const *each, int 
 						    "idemproxy_requests_total{route=\"%s\","
 						    "outcome=\"%s\"} %lld\n",
 						    r == STATS_NO_ROUTE ? "" : stats_route_names[r],
-						    log_outcome_name(o), (long long)v);
+						    outcome_name(o), (long long)v);
 		}
 	}
 }
@@ -128,21 +115,20 @@ static void stats_histogram(struct evbuffer *out, struct stats *const *each, int
 			    (double)STATS_SUM(each, n, hist[h].sum_us) / 1e6, name, (long long)cum);
 }
 
-void stats_render(struct evbuffer *out, struct stats *const *each, int n,
-		  const struct sweeper_stats *sw)
+void stats_render(struct evbuffer *out, struct stats *const *each, int n)
 {
 	stats_requests(out, each, n);
 	for (int h = 0; h < STATS_HISTS; h++)
 		stats_histogram(out, each, n, h);
-	stats_one(out, "idemproxy_record_writes_fenced_total", "counter",
+	stats_metric(out, "idemproxy_record_writes_fenced_total", "counter",
 		  "Outcome writes refused because the record was taken over.",
 		  STATS_SUM(each, n, fenced));
-	stats_one(out, "idemproxy_waits_total", "counter",
+	stats_metric(out, "idemproxy_waits_total", "counter",
 		  "Duplicates that waited for a running owner (in_progress wait).",
 		  STATS_SUM(each, n, waits));
-	stats_one(out, "idemproxy_client_connections", "gauge", "Open client connections.",
+	stats_metric(out, "idemproxy_client_connections", "gauge", "Open client connections.",
 		  STATS_SUM(each, n, client_conns));
-	stats_one(out, "idemproxy_requests_active", "gauge", "Requests being handled.",
+	stats_metric(out, "idemproxy_requests_active", "gauge", "Requests being handled.",
 		  STATS_SUM(each, n, requests_active));
 	stats_head(out, "idemproxy_upstream_connections", "gauge",
 		   "Upstream connections: idle in the pools, or carrying a request.");
@@ -150,25 +136,13 @@ void stats_render(struct evbuffer *out, struct stats *const *each, int n,
 			    (long long)STATS_SUM(each, n, upstream_idle));
 	evbuffer_add_printf(out, "idemproxy_upstream_connections{state=\"active\"} %lld\n",
 			    (long long)STATS_SUM(each, n, upstream_active));
-	stats_one(out, "idemproxy_store_connections", "gauge",
+	stats_metric(out, "idemproxy_store_connections", "gauge",
 		  "Workers whose store connection is up.", STATS_SUM(each, n, store_connected));
-	stats_one(out, "idemproxy_store_pending", "gauge", "Store operations queued or in flight.",
+	stats_metric(out, "idemproxy_store_pending", "gauge", "Store operations queued or in flight.",
 		  STATS_SUM(each, n, store_pending));
-	stats_one(out, "idemproxy_store_statements_total", "counter",
+	stats_metric(out, "idemproxy_store_statements_total", "counter",
 		  "Store statements sent (each a batch of operations).",
 		  STATS_SUM(each, n, store_statements));
-	stats_one(out, "idemproxy_store_operations_total", "counter",
+	stats_metric(out, "idemproxy_store_operations_total", "counter",
 		  "Store operations those statements carried.", STATS_SUM(each, n, store_operations));
-	if (!sw)
-		return;
-	stats_one(out, "idemproxy_sweeper_runs_total", "counter", "Sweeps that held the lock.",
-		  sw->runs);
-	stats_one(out, "idemproxy_sweeper_skipped_total", "counter",
-		  "Sweeps skipped: another instance held the lock.", sw->skipped);
-	stats_one(out, "idemproxy_sweeper_errors_total", "counter", "Sweeps the store failed.",
-		  sw->errors);
-	stats_one(out, "idemproxy_sweeper_deleted_total", "counter",
-		  "Expired completed records deleted.", sw->deleted);
-	stats_one(out, "idemproxy_sweeper_marked_unknown_total", "counter",
-		  "In-progress records whose lease ran out, marked unknown.", sw->marked_unknown);
 }

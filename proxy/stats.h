@@ -9,16 +9,13 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-struct conf;
+#include "proxy/outcome.h"
+
 struct evbuffer;
-struct sweeper_stats;
 
 #define STATS_ROUTES_MAX 256 /* distinct operation names over all reloads */
 #define STATS_NO_ROUTE	 0   /* requests no route matched */
 #define STATS_BUCKETS	 15  /* latency histogram buckets, +Inf included */
-
-/* Outcomes are enum request_outcome (idemproxy.h), OUT_COUNT of them. */
-#define STATS_OUTCOMES 11
 
 enum stats_hist {
 	STATS_STORE_SECONDS,	/* a claim's or an outcome write's round trip */
@@ -32,7 +29,7 @@ struct stats_histogram {
 };
 
 struct stats {
-	_Atomic int64_t requests[STATS_ROUTES_MAX + 1][STATS_OUTCOMES];
+	_Atomic int64_t requests[STATS_ROUTES_MAX + 1][OUT_COUNT];
 	struct stats_histogram hist[STATS_HISTS];
 	_Atomic int64_t fenced;	       /* outcome writes refused by fencing */
 	_Atomic int64_t waits;	       /* duplicates that waited (in_progress wait) */
@@ -56,11 +53,19 @@ struct stats {
 
 void stats_observe(struct stats *s, enum stats_hist h, int64_t us);
 
-/* Give each route of conf its counter row (main thread, before workers see conf). */
-void stats_register_routes(struct conf *conf);
+/*
+ * The counter row of the route named operation (main thread, before any
+ * worker sees the route). Rows are found by name, so a route keeps its
+ * counters across reloads; past STATS_ROUTES_MAX names, new routes share
+ * STATS_NO_ROUTE.
+ */
+int stats_route_id(const char *operation);
 
-/* Prometheus text for the n workers' stats and the sweeper's counts. */
-void stats_render(struct evbuffer *out, struct stats *const *each, int n,
-		  const struct sweeper_stats *sw);
+/* Prometheus text for the n workers' stats. */
+void stats_render(struct evbuffer *out, struct stats *const *each, int n);
+
+/* One metric without labels: its HELP and TYPE lines, then its value. */
+void stats_metric(struct evbuffer *out, const char *name, const char *type, const char *help,
+		  int64_t v);
 
 #endif

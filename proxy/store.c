@@ -29,12 +29,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <event2/event.h>
 #include <libpq-fe.h>
-#include <openssl/evp.h>
 
+#include "proxy/clock.h"
+#include "proxy/evfree.h"
 #include "proxy/log.h"
 #include "proxy/store.h"
 
@@ -68,20 +68,6 @@
 #define STORE_SQL_FIXED_MAX 4096
 #define STORE_SQL_ROW_MAX   192
 #define STORE_SQL_MAX	    (STORE_SQL_FIXED_MAX + STORE_BATCH_MAX * STORE_SQL_ROW_MAX)
-
-/* Type OIDs from pg_type, for the parameters we send. */
-#define STORE_OID_BOOL	16
-#define STORE_OID_BYTEA 17
-#define STORE_OID_INT8	20
-#define STORE_OID_INT4	23
-#define STORE_OID_TEXT	25
-
-#define STORE_FORMAT_TEXT   0
-#define STORE_FORMAT_BINARY 1
-
-/* FNV-1a, for telling scopes apart cheaply while a batch is formed. */
-#define STORE_FNV_OFFSET 14695981039346656037ULL
-#define STORE_FNV_PRIME	 1099511628211ULL
 
 /*
  * The claim's first step, one statement for the whole batch: insert a new
@@ -431,26 +417,6 @@ static void store_io_event(evutil_socket_t fd, short what, void *arg);
 static void store_reset(struct store *st, const char *msg, const char *error);
 static void store_send(struct store *st);
 
-/* Milliseconds on the monotonic clock. */
-static int64_t store_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static struct timeval store_tv(int64_t ms)
-{
-	struct timeval tv;
-
-	if (ms < 0)
-		ms = 0;
-	tv.tv_sec = ms / 1000;
-	tv.tv_usec = (ms % 1000) * 1000;
-	return tv;
-}
-
 /* A store event for the project log; error is libpq's text, or NULL. */
 static void store_log(enum log_level level, const char *msg, const char *error)
 {
@@ -543,12 +509,9 @@ static void store_destroy(struct store *st)
 		store_op_free(op);
 	while ((op = store_queue_pop(&st->done)))
 		store_op_free(op);
-	if (st->io_ev)
-		event_free(st->io_ev);
-	if (st->timer_ev)
-		event_free(st->timer_ev);
-	if (st->done_ev)
-		event_free(st->done_ev);
+	evfree_event(&st->io_ev);
+	evfree_event(&st->timer_ev);
+	evfree_event(&st->done_ev);
 	PQclear(st->batch_res);
 	PQfinish(st->conn);
 	free(st->conninfo);
@@ -602,8 +565,7 @@ static int store_watch(struct store *st, short what, int force)
 		return -1;
 	if (!force && st->io_ev && st->io_fd == fd && st->io_what == what)
 		return 0;
-	if (st->io_ev)
-		event_free(st->io_ev);
+	evfree_event(&st->io_ev);
 	st->io_fd = fd;
 	st->io_what = what;
 	st->io_ev = event_new(st->base, fd, what | EV_PERSIST, store_io_event, st);
@@ -615,9 +577,7 @@ static int store_watch(struct store *st, short what, int force)
 /* Close the connection, if any, and forget its socket event. */
 static void store_close(struct store *st)
 {
-	if (st->io_ev)
-		event_free(st->io_ev);
-	st->io_ev = NULL;
+	evfree_event(&st->io_ev);
 	st->io_fd = -1;
 	st->io_what = 0;
 	PQfinish(st->conn);
@@ -634,7 +594,7 @@ static void store_arm_deadline(struct store *st)
 		event_del(st->timer_ev);
 		return;
 	}
-	tv = store_tv(st->batch_deadline_ms - store_now_ms());
+	tv = clock_tv(st->batch_deadline_ms - clock_now_ms());
 	event_add(st->timer_ev, &tv);
 }
 
@@ -662,7 +622,7 @@ static void store_connect(struct store *st)
 		store_reset(st, "store connect failed", "cannot watch the socket");
 		return;
 	}
-	tv = store_tv(st->timeout_ms);
+	tv = clock_tv(st->timeout_ms);
 	event_add(st->timer_ev, &tv);
 }
 
@@ -735,7 +695,7 @@ static void store_reset(struct store *st, const char *msg, const char *error)
 		store_complete(st, op, STORE_UNAVAILABLE);
 	store_close(st);
 	st->state = STORE_DISCONNECTED;
-	tv = store_tv(st->backoff_ms);
+	tv = clock_tv(st->backoff_ms);
 	event_add(st->timer_ev, &tv);
 	st->backoff_ms *= 2;
 	if (st->backoff_ms > STORE_BACKOFF_MAX_MS)
@@ -755,7 +715,7 @@ static void store_timer_event(evutil_socket_t fd, short what, void *arg)
 		store_reset(st, "store connect timed out", NULL);
 		break;
 	case STORE_CONNECTED:
-		if (st->nbatch && st->batch_deadline_ms <= store_now_ms())
+		if (st->nbatch && st->batch_deadline_ms <= clock_now_ms())
 			store_reset(st, "store round trip timed out", NULL);
 		else
 			store_arm_deadline(st);
@@ -823,7 +783,7 @@ static int store_parse_claim(struct store_op *op, const PGresult *res, int row)
 		return 0;
 	}
 	if (PQgetisnull(res, row, STORE_COL_STATE) ||
-	    !store_has(res, row, STORE_COL_FINGERPRINT, FINGERPRINT_LEN) ||
+	    !store_has(res, row, STORE_COL_FINGERPRINT, RECORD_FINGERPRINT_LEN) ||
 	    !store_has(res, row, STORE_COL_OMITTED, 1) ||
 	    !store_has(res, row, STORE_COL_LEASE_EXPIRED, 1) ||
 	    !store_has(res, row, STORE_COL_LEASE_REMAINING, sizeof(int64_t)) ||
@@ -839,7 +799,7 @@ static int store_parse_claim(struct store_op *op, const PGresult *res, int row)
 		rec->state = RECORD_UNKNOWN;
 	else
 		return -1;
-	memcpy(rec->fingerprint, PQgetvalue(res, row, STORE_COL_FINGERPRINT), FINGERPRINT_LEN);
+	memcpy(rec->fingerprint, PQgetvalue(res, row, STORE_COL_FINGERPRINT), RECORD_FINGERPRINT_LEN);
 	rec->generation = store_int8(res, row, STORE_COL_GENERATION);
 	rec->lease_expired = store_bool(res, row, STORE_COL_LEASE_EXPIRED);
 	rec->lease_remaining_ms = store_int8(res, row, STORE_COL_LEASE_REMAINING);
@@ -1197,25 +1157,9 @@ static void store_io_event(evutil_socket_t fd, short what, void *arg)
 	store_read_notifies(st);
 }
 
-/* 64-bit FNV-1a of the scope, its parts separated by a NUL. */
-uint64_t store_scope_hash(const struct scope *sc)
-{
-	const char *parts[] = {sc->actor, sc->operation, sc->key};
-	uint64_t h = STORE_FNV_OFFSET;
-
-	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
-		for (const unsigned char *p = (const unsigned char *)parts[i]; *p; p++)
-			h = (h ^ *p) * STORE_FNV_PRIME;
-		h *= STORE_FNV_PRIME;
-	}
-	return h;
-}
-
 static int store_same_scope(const struct store_op *a, const struct store_op *b)
 {
-	return a->hash == b->hash && strcmp(a->sc.key, b->sc.key) == 0 &&
-	       strcmp(a->sc.operation, b->sc.operation) == 0 &&
-	       strcmp(a->sc.actor, b->sc.actor) == 0;
+	return a->hash == b->hash && scope_equal(&a->sc, &b->sc);
 }
 
 /*
@@ -1282,7 +1226,7 @@ static void store_op_params(struct store_op *op, const char **values, int *lengt
 	lengths[0] = lengths[1] = lengths[2] = lengths[4] = 0;
 	if (op->kind == STORE_OP_CLAIM || op->kind == STORE_OP_LOOKUP) {
 		values[3] = (const char *)op->fp;
-		lengths[3] = FINGERPRINT_LEN;
+		lengths[3] = RECORD_FINGERPRINT_LEN;
 		snprintf(op->nums[0], STORE_NUM_MAX, "%" PRId64, op->lease_ms);
 		values[4] = op->nums[0];
 		if (op->kind == STORE_OP_LOOKUP) {
@@ -1371,13 +1315,8 @@ static int store_scope_cmp(const void *a, const void *b)
 {
 	const struct store_op *x = *(struct store_op *const *)a;
 	const struct store_op *y = *(struct store_op *const *)b;
-	int c = strcmp(x->sc.actor, y->sc.actor);
 
-	if (!c)
-		c = strcmp(x->sc.operation, y->sc.operation);
-	if (!c)
-		c = strcmp(x->sc.key, y->sc.key);
-	return c;
+	return scope_cmp(&x->sc, &y->sc);
 }
 
 /* Send the next batch unless one is already in flight. */
@@ -1428,7 +1367,7 @@ static void store_send(struct store *st)
 /* Queue op (or fail it at once, asynchronously, when not connected). */
 static void store_submit(struct store *st, struct store_op *op)
 {
-	op->deadline_ms = store_now_ms() + st->timeout_ms;
+	op->deadline_ms = clock_now_ms() + st->timeout_ms;
 	st->npending++;
 	if (st->state != STORE_CONNECTED) {
 		store_complete(st, op, STORE_UNAVAILABLE);
@@ -1446,7 +1385,7 @@ static struct store_op *store_op_new(enum store_op_kind kind, const struct scope
 
 	op->kind = kind;
 	op->sc = *sc;
-	op->hash = store_scope_hash(sc);
+	op->hash = scope_hash(sc);
 	op->generation = generation;
 	op->arg = arg;
 	return op;
@@ -1586,27 +1525,4 @@ void store_listen(struct store *st, store_notify_cb cb, void *arg)
 	st->notify_arg = arg;
 	if (st->state == STORE_CONNECTED)
 		store_connected(st);
-}
-
-void store_scope_token(const struct scope *sc, char token[STORE_TOKEN_SIZE])
-{
-	static const char hex[] = "0123456789abcdef";
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int len = 0;
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-
-	/* md5(actor || E'\n' || operation || E'\n' || idem_key), as STORE_SQL_NOTIFY. */
-	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_md5(), NULL) ||
-	    !EVP_DigestUpdate(ctx, sc->actor, strlen(sc->actor)) ||
-	    !EVP_DigestUpdate(ctx, "\n", 1) ||
-	    !EVP_DigestUpdate(ctx, sc->operation, strlen(sc->operation)) ||
-	    !EVP_DigestUpdate(ctx, "\n", 1) || !EVP_DigestUpdate(ctx, sc->key, strlen(sc->key)) ||
-	    !EVP_DigestFinal_ex(ctx, md, &len))
-		len = 0;
-	EVP_MD_CTX_free(ctx);
-	for (unsigned int i = 0; i < len && 2 * i + 1 < STORE_TOKEN_SIZE; i++) {
-		token[2 * i] = hex[md[i] >> 4];
-		token[2 * i + 1] = hex[md[i] & 15];
-	}
-	token[len ? 2 * len : 0] = '\0';
 }

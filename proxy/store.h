@@ -15,54 +15,32 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <libpq-fe.h>
+#include <postgres_ext.h>
 
-#include "proxy/fingerprint.h"
+#include "proxy/record.h"
+#include "proxy/scope.h"
 
 /* The channel owners' writes notify (see STORE_NOTIFY) and stores LISTEN on. */
 #define STORE_CHANNEL "idemproxy_records"
-/* A scope's name in those notifications: hex MD5, plus NUL. */
-#define STORE_TOKEN_SIZE 33
 /* SQL for a new lease generation: never one a scope had before. */
 #define STORE_SQL_NEW_GENERATION "nextval('idempotency_records_generation_seq')"
-/* SQL that notifies STORE_CHANNEL for the record aliased r (store_scope_token's formula). */
-#define STORE_SQL_NOTIFY(r)                                                              \
-	"pg_notify('" STORE_CHANNEL "', md5(" r ".actor || E'\\n' || " r ".operation"     \
-	" || E'\\n' || " r ".idem_key))"
+/* SQL that notifies STORE_CHANNEL, naming the record aliased r by its scope's token. */
+#define STORE_SQL_NOTIFY(r) "pg_notify('" STORE_CHANNEL "', " SCOPE_SQL_TOKEN(r) ")"
+
+/* Type OIDs from pg_type, for the parameters statements send. */
+#define STORE_OID_BOOL	16
+#define STORE_OID_BYTEA 17
+#define STORE_OID_INT8	20
+#define STORE_OID_INT4	23
+#define STORE_OID_TEXT	25
+
+/* Parameter and result formats. */
+#define STORE_FORMAT_TEXT   0
+#define STORE_FORMAT_BINARY 1
 
 struct event_base;
-struct conf;
+struct pg_result; /* libpq's PGresult */
 struct store;
-
-struct scope {
-	const char *actor;
-	const char *operation;
-	const char *key;
-};
-
-enum record_state {
-	RECORD_IN_PROGRESS,
-	RECORD_COMPLETED,
-	RECORD_UNKNOWN,
-};
-
-/* An existing record as read from the store; owned by the store, valid only
- * during the callback (copy what you keep). */
-struct record {
-	enum record_state state;
-	unsigned char fingerprint[FINGERPRINT_LEN];
-	int64_t generation;
-	int lease_expired;	    /* in_progress and lease_expires_at <= now() */
-	int64_t lease_remaining_ms; /* in_progress: time left on the lease, >= 0 */
-	int64_t expires_in_ms;	    /* completed: time left until expires_at, >= 0 */
-	int status;		    /* completed only */
-	const char *headers;	    /* completed: "Name: value\r\n" lines, may be "";
-				     * any bytes (obs-text), NUL-terminated past headers_len */
-	size_t headers_len;
-	const unsigned char *body;
-	size_t body_len;
-	int body_omitted;
-};
 
 enum store_result {
 	STORE_OK,	   /* claim: we own the slot; others: row written */
@@ -71,14 +49,15 @@ enum store_result {
 	STORE_UNAVAILABLE, /* not connected, timed out, read-only, or error */
 };
 
-/* claim: STORE_OK with generation, STORE_EXISTS with rec, or STORE_UNAVAILABLE. */
+/* claim: STORE_OK with generation, STORE_EXISTS with rec (owned by the
+ * store, valid only during the callback), or STORE_UNAVAILABLE. */
 typedef void (*store_claim_cb)(void *arg, enum store_result res, int64_t generation,
 			       const struct record *rec);
 typedef void (*store_done_cb)(void *arg, enum store_result res);
 /* query: STORE_OK with the statement's result (text format), or
  * STORE_UNAVAILABLE with the error result or NULL; valid during the call. */
-typedef void (*store_query_cb)(void *arg, enum store_result res, const PGresult *result);
-/* A notification on STORE_CHANNEL: token names the scope whose owner wrote
+typedef void (*store_query_cb)(void *arg, enum store_result res, const struct pg_result *result);
+/* A notification on STORE_CHANNEL: token (scope_token) names the scope whose owner wrote
  * its outcome; NULL after a reconnect, when some may have been missed. */
 typedef void (*store_notify_cb)(void *arg, const char *token);
 
@@ -150,12 +129,6 @@ void store_query(struct store *st, const struct store_stmt *stmt, store_query_cb
  * own deadline.
  */
 void store_listen(struct store *st, store_notify_cb cb, void *arg);
-
-/* A 64-bit hash of sc, for hash tables (the store's batches, the replay cache). */
-uint64_t store_scope_hash(const struct scope *sc);
-
-/* The token STORE_CHANNEL notifications name sc by. */
-void store_scope_token(const struct scope *sc, char token[STORE_TOKEN_SIZE]);
 
 /* Pending operations, for shutdown: 0 when idle. */
 int store_pending(const struct store *st);

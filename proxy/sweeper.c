@@ -16,7 +16,12 @@
 
 #include <event2/event.h>
 
+#include <libpq-fe.h>
+
+#include "proxy/clock.h"
 #include "proxy/log.h"
+#include "proxy/stats.h"
+#include "proxy/store.h"
 #include "proxy/sweeper.h"
 
 #define SWEEP_BATCH	   500
@@ -53,6 +58,15 @@ static const char sweep_sql[] =
     " RETURNING " STORE_SQL_NOTIFY("r") ")"
     " SELECT (SELECT ok FROM lock), (SELECT count(*) FROM expired), (SELECT count(*) FROM stale)";
 
+/* What the sweeper did since it started. */
+struct sweeper_stats {
+	int64_t runs;           /* sweeps that held the lock */
+	int64_t skipped;        /* another instance held it */
+	int64_t errors;         /* the store failed the sweep */
+	int64_t deleted;        /* expired completed records deleted */
+	int64_t marked_unknown; /* in_progress records whose lease ran out */
+};
+
 struct sweeper {
 	struct store *store;
 	struct event *timer;
@@ -64,7 +78,7 @@ struct sweeper {
 
 static void sweeper_arm(struct sweeper *sw, int64_t ms)
 {
-	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+	struct timeval tv = clock_tv(ms);
 
 	if (ms > 0)
 		evtimer_add(sw->timer, &tv);
@@ -137,9 +151,21 @@ void sweeper_set_interval(struct sweeper *sw, int64_t interval_ms)
 		sweeper_arm(sw, interval_ms);
 }
 
-const struct sweeper_stats *sweeper_stats(const struct sweeper *sw)
+void sweeper_render(const struct sweeper *sw, struct evbuffer *out)
 {
-	return &sw->stats;
+	const struct sweeper_stats *st = &sw->stats;
+
+	stats_metric(out, "idemproxy_sweeper_runs_total", "counter", "Sweeps that held the lock.",
+		     st->runs);
+	stats_metric(out, "idemproxy_sweeper_skipped_total", "counter",
+		     "Sweeps skipped: another instance held the lock.", st->skipped);
+	stats_metric(out, "idemproxy_sweeper_errors_total", "counter", "Sweeps the store failed.",
+		     st->errors);
+	stats_metric(out, "idemproxy_sweeper_deleted_total", "counter",
+		     "Expired completed records deleted.", st->deleted);
+	stats_metric(out, "idemproxy_sweeper_marked_unknown_total", "counter",
+		     "In-progress records whose lease ran out, marked unknown.",
+		     st->marked_unknown);
 }
 
 /* A sweep in flight calls back: free the store (which drops it) first. */

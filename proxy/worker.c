@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "proxy/cache.h"
+#include "proxy/clock.h"
 #include "proxy/idemproxy.h"
 #include "proxy/log.h"
 #include "proxy/store.h"
@@ -142,14 +143,14 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
 		event_base_loopbreak(w->base);
 		return;
 	}
-	if (now_us() >= w->drain_deadline_us) {
+	if (clock_now_us() >= w->drain_deadline_us) {
 		if (w->past_deadline || LIST_EMPTY(&w->requests)) {
 			event_base_loopbreak(w->base);
 			return;
 		}
 		/* One more store_timeout for the records of what is left. */
 		w->past_deadline = 1;
-		w->drain_deadline_us = now_us() + w->conf->store_timeout_ms * 1000;
+		w->drain_deadline_us = clock_now_us() + w->conf->store_timeout_ms * 1000;
 		request_deadline_all(w);
 	}
 	evtimer_add(w->drain_timer, &tv);
@@ -182,7 +183,7 @@ static void stop_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	w->draining = 1;
-	w->drain_deadline_us = now_us() + w->conf->shutdown_timeout_ms * 1000;
+	w->drain_deadline_us = clock_now_us() + w->conf->shutdown_timeout_ms * 1000;
 	listener_stop(w);
 	drain_cb(-1, 0, w);
 }

@@ -8,7 +8,7 @@ set -eu
 table=conf/conf.c
 example=idemproxy.conf.example
 
-names=$(sed -n '/conf_directives\[\] = {/,/^};/s/^[[:space:]]*{[[:space:]]*"\([a-z_]*\)",.*/\1/p' \
+names=$(sed -n '/conf_directives\[\] = {/,/^};/s/^[[:space:]]*CONF_[A-Z_]*ROW("\([a-z_]*\)",.*/\1/p' \
 	"$table")
 if [ -z "$names" ]; then
 	echo "check-conf-doc: no directives found in $table" >&2

@@ -92,14 +92,14 @@ static void test_defaults(void)
 	if (!c)
 		return;
 	CHECK_STR(c->file, "t.conf");
-	CHECK_STR(c->listen_host, "127.0.0.1");
-	CHECK(c->listen_port == 8080);
+	CHECK_STR(c->listen.host, "127.0.0.1");
+	CHECK(c->listen.port == 8080);
 	CHECK_STR(c->upstream_url, "http://127.0.0.1:3000");
 	CHECK_STR(c->upstream_host, "127.0.0.1");
 	CHECK(c->upstream_port == 3000);
 	CHECK_STR(c->upstream_hostport, "127.0.0.1:3000");
 	CHECK(c->database == NULL);
-	CHECK(c->admin_host == NULL);
+	CHECK(c->admin.host == NULL);
 	CHECK(c->workers == (cpus < 1 ? 1 : cpus > 256 ? 256 : cpus));
 	CHECK_STR(c->key_header, "Idempotency-Key");
 	CHECK(c->mismatch_status == 422);
@@ -147,14 +147,14 @@ static void test_top_level(void)
 		fprintf(stderr, "%s\n", err);
 		return;
 	}
-	CHECK_STR(c->listen_host, "0.0.0.0");
-	CHECK(c->listen_port == 80);
+	CHECK_STR(c->listen.host, "0.0.0.0");
+	CHECK(c->listen.port == 80);
 	CHECK_STR(c->upstream_host, "api.internal");
 	CHECK(c->upstream_port == 8000);
 	CHECK_STR(c->upstream_hostport, "api.internal:8000");
 	CHECK_STR(c->database, "host=/var/run/postgresql dbname=idem");
-	CHECK_STR(c->admin_host, "::1");
-	CHECK(c->admin_port == 9901);
+	CHECK_STR(c->admin.host, "::1");
+	CHECK(c->admin.port == 9901);
 	CHECK(c->workers == 3);
 	CHECK_STR(c->key_header, "X-Idem-Key");
 	CHECK(c->mismatch_status == 409);
@@ -171,13 +171,13 @@ static void test_top_level(void)
 
 	c = parse("upstream http://example.com\nadmin off\nworkers auto\n");
 	CHECK(c && c->upstream_port == 80 && strcmp(c->upstream_hostport, "example.com") == 0);
-	CHECK(c && c->admin_host == NULL && c->workers >= 1);
+	CHECK(c && c->admin.host == NULL && c->workers >= 1);
 	conf_free(c);
 
 	c = parse("upstream HTTP://[::1]:3000\nlisten [::]:8080\n");
 	CHECK(c && strcmp(c->upstream_host, "::1") == 0 && c->upstream_port == 3000);
 	CHECK(c && strcmp(c->upstream_hostport, "[::1]:3000") == 0);
-	CHECK(c && strcmp(c->listen_host, "::") == 0 && c->listen_port == 8080);
+	CHECK(c && strcmp(c->listen.host, "::") == 0 && c->listen.port == 8080);
 	conf_free(c);
 }
 
@@ -329,8 +329,8 @@ static void test_lexer(void)
 	CHECK_STR(c->database, "a \"quoted\" \\ value # not a comment");
 	CHECK_STR(c->problem_base, "x#y");
 	CHECK_STR(c->key_header, "X-K");
-	CHECK(c->listen_port == 1);
-	CHECK(c->admin_port == 2);
+	CHECK(c->listen.port == 1);
+	CHECK(c->admin.port == 2);
 	conf_free(c);
 
 	c = parse(UPSTREAM "database \"\"\n");
@@ -564,8 +564,8 @@ static void test_load(void)
 	if (!c) {
 		fprintf(stderr, "%s\n", err);
 	} else {
-		CHECK_STR(c->listen_host, "127.0.0.1");
-		CHECK(c->listen_port == 8080);
+		CHECK_STR(c->listen.host, "127.0.0.1");
+		CHECK(c->listen.port == 8080);
 		CHECK_STR(c->upstream_hostport, "127.0.0.1:3000");
 		CHECK(c->database == NULL);
 		CHECK(c->nroutes == 1);

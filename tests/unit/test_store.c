@@ -13,6 +13,7 @@
 #include <event2/event.h>
 #include <libpq-fe.h>
 
+#include "proxy/fingerprint.h"
 #include "proxy/migrate.h"
 #include "proxy/store.h"
 #include "tests/unit/unit.h"
@@ -814,7 +815,7 @@ static void race_round(struct store **st, const struct scope *sc, const unsigned
 /* What a listening store heard: the tokens and the reconnect marks. */
 struct heard {
 	int tokens, reconnects;
-	char last[STORE_TOKEN_SIZE];
+	char last[SCOPE_TOKEN_SIZE];
 };
 
 static void heard_cb(void *arg, const char *token)
@@ -831,7 +832,7 @@ static void heard_cb(void *arg, const char *token)
 
 /*
  * A store that LISTENs hears another store's notifying writes, named by
- * the token store_scope_token gives the scope; writes without
+ * the token scope_token gives the scope; writes without
  * STORE_NOTIFY and claims stay silent. A query runs alone with text
  * results.
  */
@@ -842,7 +843,7 @@ static void test_notify(const char *dsn, struct store *st, const unsigned char *
 	struct store *ear = store_new(base, dsn, TEST_TIMEOUT_MS, "ear");
 	struct heard h = {0};
 	struct result q = {0}, n = {0}, c;
-	char token[STORE_TOKEN_SIZE];
+	char token[SCOPE_TOKEN_SIZE];
 	struct store_stmt one = {"SELECT 41 + 1", 0, NULL, NULL, NULL, NULL};
 
 	store_listen(ear, heard_cb, &h);
@@ -860,8 +861,8 @@ static void test_notify(const char *dsn, struct store *st, const unsigned char *
 		     done_cb, &q);
 	run_until(&h.tokens, TEST_WAIT_MS);
 	CHECK(q.called == 1 && q.res == STORE_OK);
-	store_scope_token(&sc, token);
-	CHECK(strlen(token) == STORE_TOKEN_SIZE - 1);
+	scope_token(&sc, token);
+	CHECK(strlen(token) == SCOPE_TOKEN_SIZE - 1);
 	CHECK(h.tokens == 1);
 	CHECK_STR(h.last, token);
 

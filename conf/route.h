@@ -1,0 +1,36 @@
+/*
+ * Route path templates: "/" followed by segments separated by "/", each
+ * literal text, "{name}" for exactly one non-empty segment, or a final "*"
+ * for zero or more remaining segments.
+ */
+#ifndef IDEMPROXY_ROUTE_H
+#define IDEMPROXY_ROUTE_H
+
+#include <stddef.h>
+
+enum path_seg_kind {
+	SEG_LITERAL,
+	SEG_PARAM,  /* {name}: exactly one non-empty segment */
+	SEG_REST,   /* final *: zero or more remaining segments */
+};
+
+struct path_seg {
+	enum path_seg_kind kind;
+	char *text;   /* literal text or parameter name; NULL for SEG_REST */
+	size_t len;
+};
+
+/*
+ * Parse tmpl into a new array *segs of *nsegs segments (free it with
+ * route_template_free). Returns 0, or -1 with the reason in err.
+ */
+int route_template_parse(const char *tmpl, struct path_seg **segs, int *nsegs,
+			 char *err, size_t errlen);
+
+/* 1 when path (path_len bytes, no query) matches the template. */
+int route_template_match(const struct path_seg *segs, int nsegs, const char *path,
+			 size_t path_len);
+
+void route_template_free(struct path_seg *segs, int nsegs);
+
+#endif

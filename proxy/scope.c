@@ -1,0 +1,61 @@
+/* Scopes: equality, order, hash and notification token. */
+#include "proxy/scope.h"
+
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#define SCOPE_FNV_OFFSET 14695981039346656037ULL
+#define SCOPE_FNV_PRIME	 1099511628211ULL
+
+uint64_t scope_hash(const struct scope *sc)
+{
+	const char *parts[] = {sc->actor, sc->operation, sc->key};
+	uint64_t h = SCOPE_FNV_OFFSET;
+
+	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+		for (const unsigned char *p = (const unsigned char *)parts[i]; *p; p++)
+			h = (h ^ *p) * SCOPE_FNV_PRIME;
+		h *= SCOPE_FNV_PRIME;
+	}
+	return h;
+}
+
+int scope_equal(const struct scope *a, const struct scope *b)
+{
+	return strcmp(a->key, b->key) == 0 && strcmp(a->operation, b->operation) == 0 &&
+	       strcmp(a->actor, b->actor) == 0;
+}
+
+int scope_cmp(const struct scope *a, const struct scope *b)
+{
+	int c = strcmp(a->actor, b->actor);
+
+	if (!c)
+		c = strcmp(a->operation, b->operation);
+	if (!c)
+		c = strcmp(a->key, b->key);
+	return c;
+}
+
+void scope_token(const struct scope *sc, char token[SCOPE_TOKEN_SIZE])
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int len = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+
+	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_md5(), NULL) ||
+	    !EVP_DigestUpdate(ctx, sc->actor, strlen(sc->actor)) ||
+	    !EVP_DigestUpdate(ctx, "\n", 1) ||
+	    !EVP_DigestUpdate(ctx, sc->operation, strlen(sc->operation)) ||
+	    !EVP_DigestUpdate(ctx, "\n", 1) || !EVP_DigestUpdate(ctx, sc->key, strlen(sc->key)) ||
+	    !EVP_DigestFinal_ex(ctx, md, &len))
+		len = 0;
+	EVP_MD_CTX_free(ctx);
+	for (unsigned int i = 0; i < len && 2 * i + 1 < SCOPE_TOKEN_SIZE; i++) {
+		token[2 * i] = hex[md[i] >> 4];
+		token[2 * i + 1] = hex[md[i] & 15];
+	}
+	token[len ? 2 * len : 0] = '\0';
+}

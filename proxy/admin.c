@@ -23,6 +23,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <libpq-fe.h>
 
 #include "proxy/admin.h"
 #include "proxy/idemproxy.h"
@@ -166,7 +167,7 @@ static int admin_call_args(struct admin *a, struct admin_call *call, char *err, 
 
 	if (call->cmd == RECORDS_LIST) {
 		s = evhttp_find_header(&call->query, "limit");
-		if (s && records_parse_int(s, 1, RECORDS_LIST_MAX, &call->args.limit) < 0) {
+		if (s && conf_parse_int(s, 1, RECORDS_LIST_MAX, &call->args.limit) < 0) {
 			snprintf(err, errlen, "limit must be 1..%d", RECORDS_LIST_MAX);
 			return -1;
 		}
@@ -178,7 +179,7 @@ static int admin_call_args(struct admin *a, struct admin_call *call, char *err, 
 	if (call->cmd != RECORDS_RESOLVE)
 		return 0;
 	s = evhttp_find_header(&call->query, "status");
-	if (!s || records_parse_int(s, RECORDS_STATUS_MIN, RECORDS_STATUS_MAX, &call->args.status) < 0) {
+	if (!s || conf_parse_int(s, RECORDS_STATUS_MIN, RECORDS_STATUS_MAX, &call->args.status) < 0) {
 		snprintf(err, errlen, "resolve needs status=%d..%d", RECORDS_STATUS_MIN,
 			 RECORDS_STATUS_MAX);
 		return -1;
@@ -195,7 +196,6 @@ static void admin_records(struct admin *a, struct evhttp_request *req, enum reco
 	struct admin_call *call = calloc(1, sizeof(*call));
 	const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
 	char err[ADMIN_ERR_MAX];
-	struct store_stmt stmt;
 
 	if (!call) {
 		admin_error(req, 500, "out of memory");
@@ -214,11 +214,7 @@ static void admin_records(struct admin *a, struct evhttp_request *req, enum reco
 		admin_error(req, 400, err);
 		goto fail;
 	}
-	stmt = (struct store_stmt){
-		call->stmt.sql,	   call->stmt.nparams, call->stmt.types,
-		call->stmt.values, call->stmt.lengths, call->stmt.formats,
-	};
-	store_query(a->store, &stmt, admin_records_done, call);
+	store_query(a->store, &call->stmt.query, admin_records_done, call);
 	return;
 fail:
 	admin_call_free(call);

@@ -21,7 +21,7 @@
 #include "proxy/idemproxy.h"
 #include "proxy/log.h"
 #include "proxy/migrate.h"
-#include "proxy/records.h"
+#include "proxy/records_cli.h"
 #include "proxy/sweeper.h"
 
 #define DEFAULT_CONF "idemproxy.conf"

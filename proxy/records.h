@@ -2,12 +2,11 @@
  * Record operations for operators: list the records that need one, show a
  * scope's record, release or resolve a stuck one.
  *
- * Two front ends share this module: the `idemproxy records` command (blocking
- * libpq, outside any event loop) and the admin HTTP API (the proxy's
- * asynchronous store). So building a statement, rendering its result and the
- * blocking command line are separate: each statement is one round trip with
- * text results, and records_render turns that result into the JSON document
- * both front ends answer with.
+ * Two front ends share this module: the `idemproxy records` command
+ * (records_cli.c: blocking libpq, outside any event loop) and the admin HTTP
+ * API (the proxy's asynchronous store). Each operation is one statement, one
+ * round trip with text results, and records_render turns that result into
+ * the JSON document both front ends answer with.
  */
 #ifndef IDEMPROXY_RECORDS_H
 #define IDEMPROXY_RECORDS_H
@@ -15,7 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <libpq-fe.h>
+#include "proxy/store.h"
+
+struct conf;
+struct pg_result; /* libpq's PGresult */
 
 #define RECORDS_LIST_DEFAULT 100
 #define RECORDS_LIST_MAX     1000
@@ -23,6 +25,11 @@
 #define RECORDS_STATUS_MAX   599
 #define RECORDS_PARAMS_MAX   7
 #define RECORDS_NUM_MAX	     32
+
+/* What a rendered document is, as an HTTP status (see records_render). */
+#define RECORDS_HTTP_OK	       200
+#define RECORDS_HTTP_NOT_FOUND 404
+#define RECORDS_HTTP_CONFLICT  409
 
 enum records_cmd {
 	RECORDS_LIST,
@@ -42,11 +49,11 @@ struct records_args {
 	int64_t retention_ms; /* RESOLVE: expires this long after now, > 0 */
 };
 
-/* A statement with its parameters, ready for PQsendQueryParams or
- * PQexecParams (with resultFormat 0: records_render reads text results). */
+/* A statement with its parameters: query, for store_query() or
+ * PQexecParams (with resultFormat 0: records_render reads text results),
+ * points into the arrays below. */
 struct records_stmt {
-	const char *sql;
-	int nparams;
+	struct store_stmt query;
 	const char *values[RECORDS_PARAMS_MAX];
 	int lengths[RECORDS_PARAMS_MAX];
 	int formats[RECORDS_PARAMS_MAX];
@@ -75,21 +82,11 @@ void records_stmt_clear(struct records_stmt *st);
  * Returns NULL when out of memory or when res is not shaped like the
  * statement's result.
  */
-char *records_render(enum records_cmd cmd, const PGresult *res, int *http_status, size_t *len);
+char *records_render(enum records_cmd cmd, const struct pg_result *res, int *http_status,
+		     size_t *len);
 
-struct conf;
-
-/* Decimal digits only, min..max, into *out: 0, or -1 when s is not that. */
-int records_parse_int(const char *s, int min, int max, int *out);
-
-/* The retention of conf's route named operation, or 0 when it has none. */
+/* The retention of conf's route named operation, or 0 when it has none:
+ * what a resolve defaults to, from the command line and the admin API. */
 int64_t records_retention(const struct conf *conf, const char *operation);
-
-/*
- * `idemproxy records [-c FILE] list|show|release|resolve ...`; argv[0] is
- * "records". Prints the JSON document on stdout and returns the exit code:
- * 0 done, 1 no such record, not stuck or an error, 2 bad usage.
- */
-int records_main(int argc, char **argv);
 
 #endif

@@ -61,7 +61,7 @@ static void test_build(void)
 
 	CHECK(records_stmt_build(RECORDS_LIST, &(struct records_args){0}, &st, err, sizeof(err)) ==
 	      0);
-	CHECK(st.nparams == 1);
+	CHECK(st.query.nparams == 1);
 	CHECK_STR(st.values[0], "100");
 	records_stmt_clear(&st);
 
@@ -107,7 +107,7 @@ static void test_build(void)
 	a.body = (const unsigned char *)"hi";
 	a.body_len = 2;
 	CHECK(records_stmt_build(RECORDS_RESOLVE, &a, &st, err, sizeof(err)) == 0);
-	CHECK(st.nparams == 7);
+	CHECK(st.query.nparams == 7);
 	CHECK_STR(st.headers, "Content-Type: text/plain; charset=utf-8\r\n");
 	CHECK(st.values[4] == st.headers && st.formats[4] == 1);
 	CHECK(st.lengths[4] == (int)strlen(st.headers));
@@ -115,7 +115,7 @@ static void test_build(void)
 	CHECK_STR(st.values[3], "201");
 	CHECK_STR(st.values[6], "1000");
 	records_stmt_clear(&st);
-	CHECK(st.headers == NULL && st.sql == NULL);
+	CHECK(st.headers == NULL && st.query.sql == NULL);
 
 	a.content_type = NULL;
 	a.body = NULL;
@@ -199,7 +199,8 @@ static yajl_val run(enum records_cmd cmd, const struct records_args *a, int *sta
 		return NULL;
 	}
 	res =
-	    PQexecParams(conn, st.sql, st.nparams, st.types, st.values, st.lengths, st.formats, 0);
+	    PQexecParams(conn, st.query.sql, st.query.nparams, st.query.types, st.query.values,
+			 st.query.lengths, st.query.formats, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		fprintf(stderr, "statement failed: %s", PQerrorMessage(conn));
 	text = records_render(cmd, res, status, &len);

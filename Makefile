@@ -15,7 +15,10 @@ endif
 ifeq ($(SANITIZE),1)
 BUILD   := build/asan
 BIN     := idemproxy-asan
-CFLAGS  += -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+# IDEMPROXY_CHECKS: a broken invariant (a state move the request state
+# machine does not allow) aborts instead of being logged.
+CFLAGS  += -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+           -DIDEMPROXY_CHECKS
 LDFLAGS += -fsanitize=address,undefined
 else
 BUILD   := build/release
@@ -36,7 +39,7 @@ FUZZ_SECONDS ?= 20
 FUZZ_CFLAGS  := -std=gnu11 -O1 -g -I. -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined
 FUZZERS      := build/fuzz/fuzz_http build/fuzz/fuzz_fingerprint build/fuzz/fuzz_conf
 
-.PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc fuzz chaos
+.PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc check-modules lint fuzz chaos
 
 all: $(BIN)
 
@@ -83,6 +86,12 @@ chaos: deps
 
 check-conf-doc: $(BIN)
 	@sh scripts/check-conf-doc.sh
+
+# The module graph: no include circle, no function defined in two files.
+check-modules:
+	@sh scripts/check-modules.sh -q
+
+lint: check-modules check-conf-doc
 
 # Each parser's fuzzer, FUZZ_SECONDS each (libFuzzer from clang).
 fuzz: $(FUZZERS)

@@ -25,8 +25,9 @@
 #include <event2/keyvalq_struct.h>
 #include <libpq-fe.h>
 
+#include "conf/conf.h"
 #include "proxy/admin.h"
-#include "proxy/idemproxy.h"
+#include "proxy/evfree.h"
 #include "proxy/log.h"
 #include "proxy/records.h"
 #include "proxy/stats.h"
@@ -41,10 +42,9 @@ struct admin {
 	struct evhttp *http;
 	const struct conf *conf;
 	struct store *store;
-	struct worker *workers;
+	struct stats *const *each; /* the workers' counters */
 	int nworkers;
 	struct sweeper *sweeper;
-	struct stats **each; /* the workers' stats, for stats_render */
 	LIST_HEAD(, admin_call) calls;
 };
 
@@ -69,8 +69,7 @@ static void admin_reply(struct evhttp_request *req, int status, const char *type
 	if (out)
 		evbuffer_add(out, text, len);
 	evhttp_send_reply(req, status, NULL, out);
-	if (out)
-		evbuffer_free(out);
+	evfree_evbuffer(&out);
 }
 
 /* {"error": msg} with status; msg is escaped for JSON, control bytes dropped. */
@@ -298,7 +297,7 @@ static void admin_request(struct evhttp_request *req, void *arg)
 }
 
 struct admin *admin_new(struct event_base *base, const struct conf *conf, struct store *st,
-			struct worker *workers, int nworkers, struct sweeper *sw)
+			struct stats *const *each, int n, struct sweeper *sw)
 {
 	struct admin *a = calloc(1, sizeof(*a));
 
@@ -306,16 +305,13 @@ struct admin *admin_new(struct event_base *base, const struct conf *conf, struct
 		return NULL;
 	a->conf = conf;
 	a->store = st;
-	a->workers = workers;
-	a->nworkers = nworkers;
+	a->each = each;
+	a->nworkers = n;
 	a->sweeper = sw;
 	LIST_INIT(&a->calls);
-	a->each = calloc((size_t)nworkers, sizeof(*a->each));
 	a->http = evhttp_new(base);
-	if (!a->each || !a->http)
+	if (!a->http)
 		goto fail;
-	for (int i = 0; i < nworkers; i++)
-		a->each[i] = &workers[i].stats;
 	evhttp_set_timeout(a->http, ADMIN_TIMEOUT_S);
 	evhttp_set_max_headers_size(a->http, ADMIN_HEADERS_MAX);
 	/* A resolve's body becomes a stored body: the same limit. */
@@ -346,8 +342,6 @@ void admin_free(struct admin *a)
 		return;
 	while (!LIST_EMPTY(&a->calls))
 		admin_call_free(LIST_FIRST(&a->calls));
-	if (a->http)
-		evhttp_free(a->http);
-	free(a->each);
+	evfree_http(&a->http);
 	free(a);
 }

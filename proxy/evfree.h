@@ -10,6 +10,8 @@
 #include <event2/bufferevent.h>
 #include <event2/dns.h>
 #include <event2/event.h>
+#include <event2/http.h>
+#include <event2/listener.h>
 
 static inline void evfree_event(struct event **ev)
 {
@@ -37,6 +39,20 @@ static inline void evfree_dns(struct evdns_base **dns)
 	if (*dns)
 		evdns_base_free(*dns, 0);
 	*dns = NULL;
+}
+
+static inline void evfree_http(struct evhttp **http)
+{
+	if (*http)
+		evhttp_free(*http);
+	*http = NULL;
+}
+
+static inline void evfree_listener(struct evconnlistener **l)
+{
+	if (*l)
+		evconnlistener_free(*l);
+	*l = NULL;
 }
 
 static inline void evfree_base(struct event_base **base)

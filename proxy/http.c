@@ -26,6 +26,8 @@
 
 #include <event2/buffer.h>
 
+#include "proxy/evfree.h"
+
 #define HTTP_MAX_CONTENT_LENGTH (INT64_C(1) << 62) /* also caps a decoded body */
 #define HTTP_MAX_CHUNK_DIGITS	15
 #define HTTP_MAX_EMPTY_LINES	8  /* CRLFs tolerated before a request-line */
@@ -871,8 +873,7 @@ void http_msg_free(struct http_msg *m)
 {
 	if (!m)
 		return;
-	if (m->body)
-		evbuffer_free(m->body);
+	evfree_evbuffer(&m->body);
 	free(m);
 }
 

@@ -1,13 +1,15 @@
 /*
  * Downstream HTTP: accepts client connections, reads one request at a time
- * with the strict parser, hands each complete request to request.c and
- * writes the response it gets back. Pipelined requests wait in the input
- * buffer until the previous response is queued.
+ * with the strict parser, hands each complete request to request.c and goes
+ * on with the next once the response is written (conn.c). Pipelined
+ * requests wait in the input buffer until the previous response is queued.
  *
  * client_timeout is one deadline per request: it starts when the connection
  * is accepted or the previous response was written, and it is not reset by
  * arriving bytes, so a slow client cannot hold a connection forever.
  */
+#include "proxy/listener.h"
+
 #include <arpa/inet.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -15,14 +17,21 @@
 #include <event2/listener.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
+#include "conf/conf.h"
+#include "proxy/clock.h"
+#include "proxy/conf_gen.h"
+#include "proxy/conn.h"
+#include "proxy/evfree.h"
 #include "proxy/http.h"
-#include "proxy/idemproxy.h"
-#include "proxy/log.h"
 #include "proxy/io.h"
+#include "proxy/log.h"
+#include "proxy/request.h"
+#include "proxy/respond.h"
 
 #define LINGER_TIMEOUT_MS 2000
 #define LISTEN_BACKLOG 1024
@@ -30,33 +39,48 @@
 #define CLIENT_READ_HIGH_WATERMARK (256 * 1024)
 #define CLIENT_READ_CHUNK (16 * 1024)
 
+struct listener {
+	struct event_base *base;
+	struct evconnlistener *evl;
+	const struct conf_gens *gens; /* the configuration new requests get */
+	struct request_ctx *reqs;
+	LIST_HEAD(, client_conn) conns;
+	int nconns;
+	int draining;                 /* shutdown: close after each response */
+};
+
 static const char continue_line[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
-static void conn_process(struct client_conn *c);
+static void listener_process(struct client_conn *c);
 
-static void set_timer_ms(struct event *ev, int64_t ms)
+static const struct conf *listener_conf(const struct client_conn *c)
 {
-	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	return conf_gens_conf(c->l->gens);
+}
+
+static void listener_timer_add(struct event *ev, int64_t ms)
+{
+	struct timeval tv = clock_tv(ms);
 
 	evtimer_add(ev, &tv);
 }
 
-static void conn_free(struct client_conn *c)
+static void listener_conn_free(struct client_conn *c)
 {
 	if (c->req)
 		request_conn_gone(c->req);
 	LIST_REMOVE(c, link);
-	c->w->nconns--;
-	event_free(c->read_ev);
-	event_free(c->timer);
-	event_free(c->next_ev);
-	bufferevent_free(c->bev);
+	c->l->nconns--;
+	evfree_event(&c->read_ev);
+	evfree_event(&c->timer);
+	evfree_event(&c->next_ev);
+	evfree_bufferevent(&c->bev);
 	http_parser_free(c->parser);
 	free(c);
 }
 
 /* Reading was paused while the input buffer was full: go on. */
-static void conn_read_resume(struct client_conn *c)
+static void listener_read_resume(struct client_conn *c)
 {
 	if (c->read_paused) {
 		c->read_paused = 0;
@@ -70,13 +94,15 @@ static void conn_read_resume(struct client_conn *c)
  * a moment, so its unread body does not turn our close into a reset that
  * destroys the answer (nginx's lingering close).
  */
-static void conn_linger(struct client_conn *c)
+static void listener_linger(struct client_conn *c)
 {
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+
 	c->lingering = 1;
 	shutdown(bufferevent_getfd(c->bev), SHUT_WR);
-	evbuffer_drain(bufferevent_get_input(c->bev), evbuffer_get_length(bufferevent_get_input(c->bev)));
-	conn_read_resume(c);
-	set_timer_ms(c->timer, LINGER_TIMEOUT_MS);
+	evbuffer_drain(in, evbuffer_get_length(in));
+	listener_read_resume(c);
+	listener_timer_add(c->timer, LINGER_TIMEOUT_MS);
 }
 
 /*
@@ -84,101 +110,85 @@ static void conn_linger(struct client_conn *c)
  * input buffer is bounded: reading pauses at CLIENT_READ_HIGH_WATERMARK
  * until the request being served is answered.
  */
-static void conn_read_event(evutil_socket_t fd, short what, void *arg)
+static void listener_read_event(evutil_socket_t fd, short what, void *arg)
 {
 	struct client_conn *c = arg;
-	struct bufferevent *bev = c->bev;
+	struct evbuffer *in = bufferevent_get_input(c->bev);
 	int n;
 
-	if (evbuffer_get_length(bufferevent_get_input(bev)) >= CLIENT_READ_HIGH_WATERMARK) {
+	if (evbuffer_get_length(in) >= CLIENT_READ_HIGH_WATERMARK) {
 		c->read_paused = 1;
 		event_del(c->read_ev);
 		return;
 	}
-	n = io_read_now(bev, CLIENT_READ_CHUNK);
+	n = io_read_now(c->bev, CLIENT_READ_CHUNK);
 	if (n == -2)
 		return;
 	if (n <= 0) {
-		conn_free(c);
+		listener_conn_free(c);
 		return;
 	}
 	if (c->lingering) {
-		evbuffer_drain(bufferevent_get_input(bev), evbuffer_get_length(bufferevent_get_input(bev)));
+		evbuffer_drain(in, evbuffer_get_length(in));
 		return;
 	}
 	/* Bytes that arrive while a request is served wait in the input
 	 * buffer (bounded by the read watermark) for the next turn. */
 	if (c->req || c->writing)
 		return;
-	conn_process(c);
-}
-
-/*
- * Write what the output buffer holds now, with no change to what epoll
- * watches: most responses leave in this one writev(2). What the socket does
- * not take is left to the bufferevent (EV_WRITE, which also applies the
- * write deadline and reports a dead peer).
- */
-void conn_respond_send(struct client_conn *c)
-{
-	struct evbuffer *out = bufferevent_get_output(c->bev);
-
-	if (io_write_now(c->bev) < 0 || evbuffer_get_length(out) > 0)
-		bufferevent_enable(c->bev, EV_WRITE);
-	else if (c->writing)
-		event_active(c->next_ev, EV_WRITE, 0);
+	listener_process(c);
 }
 
 /* The response is out: read the next request, or close. */
-static void conn_written(struct client_conn *c)
+static void listener_written(struct client_conn *c)
 {
 	if (!c->writing || c->lingering)
 		return;
 	c->writing = 0;
-	conn_read_resume(c);
-	if (c->close_after || c->w->draining) {
-		conn_linger(c);
+	listener_read_resume(c);
+	if (c->close_after || c->l->draining) {
+		listener_linger(c);
 		return;
 	}
-	set_timer_ms(c->timer, c->w->conf->client_timeout_ms);
-	conn_process(c);
+	listener_timer_add(c->timer, listener_conf(c)->client_timeout_ms);
+	listener_process(c);
 }
 
 /* The bufferevent finished a write that conn_respond_send could not complete. */
-static void conn_write_cb(struct bufferevent *bev, void *arg)
+static void listener_write_cb(struct bufferevent *bev, void *arg)
 {
 	bufferevent_disable(bev, EV_WRITE);
-	conn_written(arg);
+	listener_written(arg);
 }
 
 /* conn_respond_send wrote everything: go on from the loop, not from inside the
  * response (a pipelined request would otherwise recurse). */
-static void conn_next_cb(evutil_socket_t fd, short what, void *arg)
+static void listener_next_cb(evutil_socket_t fd, short what, void *arg)
 {
-	conn_written(arg);
+	listener_written(arg);
 }
 
-static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
+static void listener_event_cb(struct bufferevent *bev, short what, void *arg)
 {
-	conn_free(arg);
+	listener_conn_free(arg);
 }
 
-static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
+static void listener_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct client_conn *c = arg;
 
 	if (c->lingering || !http_parser_started(c->parser)) {
-		conn_free(c);
+		listener_conn_free(c);
 		return;
 	}
-	respond_problem(c, c->w->conf, PROBLEM_REQUEST_TIMEOUT, 0,
+	respond_problem(c, listener_conf(c), PROBLEM_REQUEST_TIMEOUT,
 			"the request was not received within client_timeout", RESPOND_CLOSE);
 }
 
 /* Parse what has arrived; start a request when one is complete. */
-static void conn_process(struct client_conn *c)
+static void listener_process(struct client_conn *c)
 {
-	const struct conf *conf = c->w->conf;
+	const struct conf *conf = listener_conf(c);
 	const struct http_msg *m;
 	struct http_msg *msg;
 
@@ -195,158 +205,166 @@ static void conn_process(struct client_conn *c)
 		msg = http_parser_take(c->parser);
 		c->continued = 0;
 		evtimer_del(c->timer);
-		request_start(c, msg);
+		request_start(c->l->reqs, c, msg);
 		return;
 	case HTTP_ERR_HEAD_TOO_LARGE:
-		respond_problem(c, conf, PROBLEM_HEADERS_TOO_LARGE, 0,
+		respond_problem(c, conf, PROBLEM_HEADERS_TOO_LARGE,
 				"the request head exceeds the size limit", RESPOND_CLOSE);
 		return;
 	case HTTP_ERR_BODY_TOO_LARGE:
-		respond_problem(c, conf, PROBLEM_TOO_LARGE, 0,
+		respond_problem(c, conf, PROBLEM_TOO_LARGE,
 				"the request body exceeds max_request_body", RESPOND_CLOSE);
 		return;
 	case HTTP_ERR_BAD:
 	default:
-		respond_problem(c, conf, PROBLEM_BAD_REQUEST, 0,
+		respond_problem(c, conf, PROBLEM_BAD_REQUEST,
 				"the request is malformed or its framing is ambiguous", RESPOND_CLOSE);
 		return;
 	}
 }
 
-struct evbuffer *conn_respond_start(struct client_conn *c)
+/* A new connection on fd from sa, or NULL (fd closed) when out of memory. */
+static struct client_conn *listener_conn_new(struct listener *l, evutil_socket_t fd,
+					     const struct sockaddr *sa)
 {
-	c->req = NULL;
-	c->writing = 1;
-	evtimer_del(c->timer);
-	return bufferevent_get_output(c->bev);
-}
-
-void conn_respond_frame(struct client_conn *c, size_t body_len, int flags)
-{
-	struct evbuffer *out = bufferevent_get_output(c->bev);
-
-	if ((flags & RESPOND_CLOSE) || c->w->draining)
-		c->close_after = 1;
-	if (!(flags & RESPOND_NO_LENGTH))
-		evbuffer_add_printf(out, "Content-Length: %zu\r\n", body_len);
-	if (c->close_after)
-		evbuffer_add(out, "Connection: close\r\n", 19);
-	else if (flags & RESPOND_KEEP_ALIVE)
-		evbuffer_add(out, "Connection: keep-alive\r\n", 24);
-	evbuffer_add(out, "\r\n", 2);
-}
-
-static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
-		      int socklen, void *arg)
-{
-	struct worker *w = arg;
+	const struct conf *conf = conf_gens_conf(l->gens);
 	struct client_conn *c = calloc(1, sizeof(*c));
-	struct timeval write_tv;
-	int one = 1;
 
 	if (!c) {
 		evutil_closesocket(fd);
-		return;
+		return NULL;
 	}
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	c->w = w;
-	c->bev = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	c->parser = http_parser_new(HTTP_REQUEST, w->conf->max_request_body);
-	c->timer = evtimer_new(w->base, conn_timer_cb, c);
-	c->next_ev = event_new(w->base, -1, 0, conn_next_cb, c);
-	c->read_ev = event_new(w->base, fd, EV_READ | EV_PERSIST, conn_read_event, c);
+	c->l = l;
+	c->bev = bufferevent_socket_new(l->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	c->parser = http_parser_new(HTTP_REQUEST, conf->max_request_body);
+	c->timer = evtimer_new(l->base, listener_timer_cb, c);
+	c->next_ev = event_new(l->base, -1, 0, listener_next_cb, c);
+	c->read_ev = event_new(l->base, fd, EV_READ | EV_PERSIST, listener_read_event, c);
 	if (!c->bev || !c->parser || !c->timer || !c->next_ev || !c->read_ev) {
-		if (c->bev)
-			bufferevent_free(c->bev);
-		else
+		if (!c->bev)
 			evutil_closesocket(fd);
-		if (c->timer)
-			event_free(c->timer);
-		if (c->next_ev)
-			event_free(c->next_ev);
-		if (c->read_ev)
-			event_free(c->read_ev);
+		evfree_bufferevent(&c->bev);
+		evfree_event(&c->timer);
+		evfree_event(&c->next_ev);
+		evfree_event(&c->read_ev);
 		http_parser_free(c->parser);
 		free(c);
-		return;
+		return NULL;
 	}
 	if (sa->sa_family == AF_INET)
-		inet_ntop(AF_INET, &((struct sockaddr_in *)sa)->sin_addr, c->peer, sizeof(c->peer));
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, c->peer,
+			  sizeof(c->peer));
 	else if (sa->sa_family == AF_INET6)
-		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)sa)->sin6_addr, c->peer, sizeof(c->peer));
-	LIST_INSERT_HEAD(&w->conns, c, link);
-	w->nconns++;
-	/* A client that stops reading its response is dropped after
-	 * client_timeout without progress, with whatever was queued for it. */
-	write_tv.tv_sec = w->conf->client_timeout_ms / 1000;
-	write_tv.tv_usec = (w->conf->client_timeout_ms % 1000) * 1000;
-	bufferevent_set_timeouts(c->bev, NULL, &write_tv);
-	/* Reads come through conn_read_event, writes through conn_respond_send;
-	 * the bufferevent's EV_WRITE is used only when a write falls short. */
-	bufferevent_setcb(c->bev, NULL, conn_write_cb, conn_event_cb, c);
-	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
-	event_add(c->read_ev, NULL);
-	set_timer_ms(c->timer, w->conf->client_timeout_ms);
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, c->peer,
+			  sizeof(c->peer));
+	return c;
 }
 
-int listener_start(struct worker *w)
+static void listener_accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr *sa,
+			       int socklen, void *arg)
 {
+	struct listener *l = arg;
+	const struct conf *conf = conf_gens_conf(l->gens);
+	struct client_conn *c;
+	struct timeval write_tv;
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	c = listener_conn_new(l, fd, sa);
+	if (!c)
+		return;
+	LIST_INSERT_HEAD(&l->conns, c, link);
+	l->nconns++;
+	/* A client that stops reading its response is dropped after
+	 * client_timeout without progress, with whatever was queued for it. */
+	write_tv = clock_tv(conf->client_timeout_ms);
+	bufferevent_set_timeouts(c->bev, NULL, &write_tv);
+	/* Reads come through listener_read_event, writes through
+	 * conn_respond_send; the bufferevent's EV_WRITE is used only when a
+	 * write falls short. */
+	bufferevent_setcb(c->bev, NULL, listener_write_cb, listener_event_cb, c);
+	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+	event_add(c->read_ev, NULL);
+	listener_timer_add(c->timer, conf->client_timeout_ms);
+}
+
+struct listener *listener_new(struct event_base *base, const struct conf_gens *gens,
+			      struct request_ctx *reqs)
+{
+	const struct conf *conf = conf_gens_conf(gens);
+	struct listener *l = calloc(1, sizeof(*l));
 	struct sockaddr_storage ss;
 	int sslen = sizeof(ss);
 	char addr[300];
-	const struct conf *conf = w->conf;
 
+	if (!l)
+		return NULL;
+	l->base = base;
+	l->gens = gens;
+	l->reqs = reqs;
+	LIST_INIT(&l->conns);
 	if (strchr(conf->listen.host, ':'))
 		snprintf(addr, sizeof(addr), "[%s]:%d", conf->listen.host, conf->listen.port);
 	else
 		snprintf(addr, sizeof(addr), "%s:%d", conf->listen.host, conf->listen.port);
 	if (evutil_parse_sockaddr_port(addr, (struct sockaddr *)&ss, &sslen) < 0) {
 		log_error(NULL, "invalid listen address %s", addr);
-		return -1;
+		goto fail;
 	}
-	w->listener = evconnlistener_new_bind(
-		w->base, accept_cb, w,
-		LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_REUSEABLE_PORT |
-			LEV_OPT_CLOSE_ON_EXEC,
-		LISTEN_BACKLOG, (struct sockaddr *)&ss, sslen);
-	if (!w->listener) {
+	l->evl = evconnlistener_new_bind(base, listener_accept_cb, l,
+					 LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
+						 LEV_OPT_REUSEABLE_PORT | LEV_OPT_CLOSE_ON_EXEC,
+					 LISTEN_BACKLOG, (struct sockaddr *)&ss, sslen);
+	if (!l->evl) {
 		log_error(NULL, "cannot listen on %s: %s", addr,
 			  evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
-		return -1;
+		goto fail;
 	}
-	return 0;
+	return l;
+fail:
+	free(l);
+	return NULL;
 }
 
-void listener_stop(struct worker *w)
+void listener_stop(struct listener *l)
 {
-	if (w->listener) {
-		evconnlistener_free(w->listener);
-		w->listener = NULL;
-	}
+	evfree_listener(&l->evl);
 }
 
 /*
- * Close every idle connection (shutdown): no request being served, nothing
- * being written, no request half received, no lingering close under way.
- * The others end by themselves, or at the shutdown deadline.
+ * An idle connection is serving no request, writing nothing, has no
+ * request half received and no lingering close under way: it is closed.
+ * The others are told to close after their response, and end by
+ * themselves or at the shutdown deadline.
  */
-void conn_close_idle(struct worker *w)
+void listener_drain(struct listener *l)
 {
 	struct client_conn *c, *next;
 
-	for (c = LIST_FIRST(&w->conns); c; c = next) {
+	l->draining = 1;
+	for (c = LIST_FIRST(&l->conns); c; c = next) {
 		next = LIST_NEXT(c, link);
 		if (!c->req && !c->writing && !c->lingering && !http_parser_started(c->parser) &&
 		    evbuffer_get_length(bufferevent_get_input(c->bev)) == 0)
-			conn_free(c);
+			listener_conn_free(c);
+		else
+			conn_close_after(c);
 	}
 }
 
-/* Free every connection, whatever it is doing (end of shutdown). */
-void conn_free_all(struct worker *w)
+int listener_conns(const struct listener *l)
+{
+	return l->nconns;
+}
+
+void listener_free(struct listener *l)
 {
 	struct client_conn *c;
 
-	while ((c = LIST_FIRST(&w->conns)))
-		conn_free(c);
+	if (!l)
+		return;
+	listener_stop(l);
+	while ((c = LIST_FIRST(&l->conns)))
+		listener_conn_free(c);
+	free(l);
 }

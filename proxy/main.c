@@ -17,12 +17,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "conf/conf.h"
 #include "proxy/admin.h"
-#include "proxy/idemproxy.h"
+#include "proxy/conf_gen.h"
+#include "proxy/evfree.h"
 #include "proxy/log.h"
 #include "proxy/migrate.h"
 #include "proxy/records_cli.h"
+#include "proxy/stats.h"
+#include "proxy/store.h"
 #include "proxy/sweeper.h"
+#include "proxy/worker.h"
 
 #define DEFAULT_CONF "idemproxy.conf"
 #define OWNER_ID_MAX 96
@@ -46,12 +51,15 @@ static void register_routes(struct conf *conf)
 struct supervisor {
 	struct event_base *base;
 	struct conf_gen *gen;       /* the running configuration */
-	struct worker *workers;
+	struct worker *workers;     /* nworkers of them, the first started running */
+	struct stats **each;        /* the workers' counters, for the admin */
 	int nworkers;
+	int started;
 	int stopping;
 	struct store *store;        /* the sweeper's and the admin's */
 	struct sweeper *sweeper;
 	struct admin *admin;        /* NULL: no admin listener */
+	struct event *signals[3];   /* SIGTERM, SIGINT, SIGHUP */
 };
 
 /* SIGTERM/SIGINT: every worker drains; a second signal stops them at once. */
@@ -125,88 +133,108 @@ static void *joiner_main(void *arg)
 	return NULL;
 }
 
+/* Signals as events of the supervisor's loop. Returns 0 or -1. */
+static int supervisor_signals(struct supervisor *sv)
+{
+	static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		sv->signals[i] = evsignal_new(sv->base, sigs[i],
+					      sigs[i] == SIGHUP ? signal_hup_cb : signal_stop_cb, sv);
+		if (!sv->signals[i] || evsignal_add(sv->signals[i], NULL) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * Everything serving conf (taken over) needs, from the signals to running
+ * workers. Returns 0, or -1 with what was set up left for
+ * supervisor_free().
+ */
+static int supervisor_start(struct supervisor *sv, struct conf *conf)
+{
+	char owner_id[OWNER_ID_MAX], host[OWNER_ID_MAX / 2] = "localhost";
+
+	register_routes(conf);
+	sv->gen = conf_gen_new(conf);
+	if (!sv->gen) {
+		conf_free(conf);
+		return -1;
+	}
+	sv->nworkers = conf->workers;
+	sv->workers = calloc((size_t)sv->nworkers, sizeof(*sv->workers));
+	sv->each = calloc((size_t)sv->nworkers, sizeof(*sv->each));
+	sv->base = event_base_new();
+	if (!sv->workers || !sv->each || !sv->base || supervisor_signals(sv) < 0)
+		return -1;
+	/* Every listener is bound before any thread runs: a bad address fails
+	 * start-up as a whole. */
+	for (int i = 0; i < sv->nworkers; i++) {
+		sv->each[i] = &sv->workers[i].stats;
+		if (worker_init(&sv->workers[i], i, sv->gen) < 0)
+			return -1;
+	}
+	gethostname(host, sizeof(host) - 1);
+	snprintf(owner_id, sizeof(owner_id), "%s:%d:main", host, (int)getpid());
+	sv->store = store_new(sv->base, conf->database, conf->store_timeout_ms, owner_id);
+	sv->sweeper = sv->store ? sweeper_new(sv->base, sv->store, conf->sweep_interval_ms) : NULL;
+	if (!sv->sweeper)
+		return -1;
+	if (conf->admin.host) {
+		sv->admin = admin_new(sv->base, conf, sv->store, sv->each, sv->nworkers, sv->sweeper);
+		if (!sv->admin)
+			return -1;
+	}
+	for (; sv->started < sv->nworkers; sv->started++)
+		if (worker_start(&sv->workers[sv->started]) < 0)
+			return -1;
+	log_info(NULL, "idemproxy %s listening on %s:%d with %d workers, upstream %s",
+		 IDEMPROXY_VERSION, conf->listen.host, conf->listen.port, sv->nworkers,
+		 conf->upstream_url);
+	return 0;
+}
+
+static void supervisor_free(struct supervisor *sv)
+{
+	/* Start-up failed after some workers ran: nothing is in flight yet,
+	 * so their drain ends at once. */
+	for (int i = 0; i < sv->started; i++) {
+		worker_stop(&sv->workers[i]);
+		worker_join(&sv->workers[i]);
+	}
+	for (int i = 0; sv->workers && i < sv->nworkers; i++)
+		worker_free(&sv->workers[i]);
+	/* The store first: it drops the sweeper's and the admin's calls. */
+	store_free(sv->store);
+	sweeper_free(sv->sweeper);
+	admin_free(sv->admin);
+	conf_gen_release(sv->gen);
+	for (size_t i = 0; i < sizeof(sv->signals) / sizeof(sv->signals[0]); i++)
+		evfree_event(&sv->signals[i]);
+	evfree_base(&sv->base);
+	free(sv->workers);
+	free(sv->each);
+}
+
 /* Serve with conf (run takes it over) until stopped; the exit status. */
 static int run(struct conf *conf)
 {
-	struct supervisor sv = { 0 };
-	struct event *sigterm = NULL, *sigint = NULL, *sighup = NULL;
-	char owner_id[OWNER_ID_MAX], host[OWNER_ID_MAX / 2] = "localhost";
+	struct supervisor sv = {0};
 	pthread_t joiner;
-	int started = 0, rc = 1, nworkers = conf->workers;
+	int rc = 1;
 
 	if (evthread_use_pthreads() < 0)
 		return 1;
-	sv.nworkers = nworkers;
-	register_routes(conf);
-	sv.gen = conf_gen_new(conf);
-	if (!sv.gen) {
-		conf_free(conf);
-		return 1;
+	if (supervisor_start(&sv, conf) == 0 &&
+	    pthread_create(&joiner, NULL, joiner_main, &sv) == 0) {
+		event_base_dispatch(sv.base);
+		pthread_join(joiner, NULL);
+		sv.started = 0;
+		log_info(NULL, "stopped");
+		rc = 0;
 	}
-	sv.workers = calloc((size_t)sv.nworkers, sizeof(*sv.workers));
-	sv.base = event_base_new();
-	if (!sv.workers || !sv.base)
-		goto out;
-	sigterm = evsignal_new(sv.base, SIGTERM, signal_stop_cb, &sv);
-	sigint = evsignal_new(sv.base, SIGINT, signal_stop_cb, &sv);
-	sighup = evsignal_new(sv.base, SIGHUP, signal_hup_cb, &sv);
-	if (!sigterm || !sigint || !sighup || evsignal_add(sigterm, NULL) < 0 ||
-	    evsignal_add(sigint, NULL) < 0 || evsignal_add(sighup, NULL) < 0)
-		goto out;
-	/* Every listener is bound before any thread runs: a bad address fails
-	 * start-up as a whole. */
-	for (int i = 0; i < sv.nworkers; i++)
-		if (worker_init(&sv.workers[i], i, sv.gen) < 0)
-			goto out;
-	gethostname(host, sizeof(host) - 1);
-	snprintf(owner_id, sizeof(owner_id), "%s:%d:main", host, (int)getpid());
-	sv.store = store_new(sv.base, conf->database, conf->store_timeout_ms, owner_id);
-	sv.sweeper = sv.store ? sweeper_new(sv.base, sv.store, conf->sweep_interval_ms) : NULL;
-	if (!sv.sweeper)
-		goto out;
-	if (conf->admin.host) {
-		sv.admin = admin_new(sv.base, conf, sv.store, sv.workers, nworkers, sv.sweeper);
-		if (!sv.admin)
-			goto out;
-	}
-	for (; started < sv.nworkers; started++)
-		if (worker_start(&sv.workers[started]) < 0)
-			goto out;
-	log_info(NULL, "idemproxy %s listening on %s:%d with %d workers, upstream %s",
-		 IDEMPROXY_VERSION, conf->listen.host, conf->listen.port, sv.nworkers,
-		 conf->upstream_url);
-	sv.nworkers = started;
-	if (pthread_create(&joiner, NULL, joiner_main, &sv) != 0)
-		goto out;
-	event_base_dispatch(sv.base);
-	pthread_join(joiner, NULL);
-	started = 0;
-	log_info(NULL, "stopped");
-	rc = 0;
-out:
-	/* Start-up failed after some workers ran: nothing is in flight yet,
-	 * so their drain ends at once. */
-	for (int i = 0; i < started; i++) {
-		worker_stop(&sv.workers[i]);
-		worker_join(&sv.workers[i]);
-	}
-	/* conf may be gone by now (replaced by a reload): use nworkers. */
-	for (int i = 0; sv.workers && i < nworkers; i++)
-		worker_free(&sv.workers[i]);
-	/* The store first: it drops the sweeper's and the admin's calls. */
-	store_free(sv.store);
-	sweeper_free(sv.sweeper);
-	admin_free(sv.admin);
-	conf_gen_release(sv.gen);
-	if (sigterm)
-		event_free(sigterm);
-	if (sigint)
-		event_free(sigint);
-	if (sighup)
-		event_free(sighup);
-	if (sv.base)
-		event_base_free(sv.base);
-	free(sv.workers);
+	supervisor_free(&sv);
 	return rc;
 }
 

@@ -19,6 +19,8 @@
 #include <sys/queue.h>
 #include <sys/socket.h>
 
+#include "proxy/clock.h"
+#include "proxy/evfree.h"
 #include "proxy/http.h"
 #include "proxy/io.h"
 #include "proxy/log.h"
@@ -66,10 +68,10 @@ struct upstream_pool {
 	int nidle;
 };
 
-static void conn_read_cb(struct bufferevent *bev, void *arg);
-static void conn_event_cb(struct bufferevent *bev, short what, void *arg);
-static void idle_event_cb(struct bufferevent *bev, short what, void *arg);
-static void idle_read_cb(struct bufferevent *bev, void *arg);
+static void upstream_conn_read_cb(struct bufferevent *bev, void *arg);
+static void upstream_conn_event_cb(struct bufferevent *bev, short what, void *arg);
+static void upstream_idle_event_cb(struct bufferevent *bev, short what, void *arg);
+static void upstream_idle_read_cb(struct bufferevent *bev, void *arg);
 
 int upstream_pool_idle(const struct upstream_pool *pool)
 {
@@ -95,18 +97,17 @@ struct upstream_pool *upstream_pool_new(struct event_base *base, struct evdns_ba
 	return pool;
 }
 
-static void conn_free(struct upstream_conn *uc)
+static void upstream_conn_free(struct upstream_conn *uc)
 {
 	if (!uc)
 		return;
-	if (uc->read_ev)
-		event_free(uc->read_ev);
-	bufferevent_free(uc->bev);
+	evfree_event(&uc->read_ev);
+	evfree_bufferevent(&uc->bev);
 	http_parser_free(uc->parser);
 	free(uc);
 }
 
-static void idle_remove(struct upstream_conn *uc)
+static void upstream_idle_remove(struct upstream_conn *uc)
 {
 	TAILQ_REMOVE(&uc->pool->idle, uc, link);
 	uc->pool->nidle--;
@@ -119,14 +120,14 @@ void upstream_pool_free(struct upstream_pool *pool)
 	if (!pool)
 		return;
 	while ((uc = TAILQ_FIRST(&pool->idle))) {
-		idle_remove(uc);
-		conn_free(uc);
+		upstream_idle_remove(uc);
+		upstream_conn_free(uc);
 	}
 	free(pool->host);
 	free(pool);
 }
 
-static struct upstream_conn *conn_new(struct upstream_pool *pool)
+static struct upstream_conn *upstream_conn_new(struct upstream_pool *pool)
 {
 	struct upstream_conn *uc = calloc(1, sizeof(*uc));
 
@@ -142,26 +143,26 @@ static struct upstream_conn *conn_new(struct upstream_pool *pool)
 		goto fail;
 	return uc;
 fail:
-	conn_free(uc);
+	upstream_conn_free(uc);
 	return NULL;
 }
 
 /* An idle connection: the only thing it may receive is EOF or an error. */
-static void idle_read_cb(struct bufferevent *bev, void *arg)
+static void upstream_idle_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct upstream_conn *uc = arg;
 
-	idle_remove(uc);
-	conn_free(uc);
+	upstream_idle_remove(uc);
+	upstream_conn_free(uc);
 }
 
-static void idle_event_cb(struct bufferevent *bev, short what, void *arg)
+static void upstream_idle_event_cb(struct bufferevent *bev, short what, void *arg)
 {
-	idle_read_cb(bev, arg);
+	upstream_idle_read_cb(bev, arg);
 }
 
 /* 1 when the upstream has closed the idle connection (or sent junk on it). */
-static int idle_is_dead(struct upstream_conn *uc)
+static int upstream_idle_is_dead(struct upstream_conn *uc)
 {
 	char b;
 	ssize_t n = recv(bufferevent_getfd(uc->bev), &b, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -176,20 +177,20 @@ static int idle_is_dead(struct upstream_conn *uc)
  * outcome. A request that may be repeated skips the check (one system
  * call) and is retried on a fresh connection instead.
  */
-static struct upstream_conn *idle_take(struct upstream_pool *pool, int retry_safe)
+static struct upstream_conn *upstream_idle_take(struct upstream_pool *pool, int retry_safe)
 {
 	struct upstream_conn *uc;
 
 	while ((uc = TAILQ_FIRST(&pool->idle))) {
-		idle_remove(uc);
-		if (retry_safe || !idle_is_dead(uc))
+		upstream_idle_remove(uc);
+		if (retry_safe || !upstream_idle_is_dead(uc))
 			return uc;
-		conn_free(uc);
+		upstream_conn_free(uc);
 	}
 	return NULL;
 }
 
-static void conn_park(struct upstream_conn *uc)
+static void upstream_conn_park(struct upstream_conn *uc)
 {
 	struct upstream_pool *pool = uc->pool;
 	struct timeval tv = { UPSTREAM_IDLE_TIMEOUT_S, 0 };
@@ -198,16 +199,16 @@ static void conn_park(struct upstream_conn *uc)
 	/* Unsent request bytes (the upstream answered early) poison it. */
 	if (pool->nidle >= UPSTREAM_MAX_IDLE ||
 	    evbuffer_get_length(bufferevent_get_output(uc->bev)) != 0) {
-		conn_free(uc);
+		upstream_conn_free(uc);
 		return;
 	}
-	/* The next request is written directly (conn_attach). */
+	/* The next request is written directly (upstream_conn_attach). */
 	bufferevent_disable(uc->bev, EV_WRITE);
 	if (uc->read_ev) {
-		/* EOF, data or the idle timeout: conn_read_event closes it. */
+		/* EOF, data or the idle timeout: upstream_conn_read_event closes it. */
 		event_add(uc->read_ev, &tv);
 	} else {
-		bufferevent_setcb(uc->bev, idle_read_cb, NULL, idle_event_cb, uc);
+		bufferevent_setcb(uc->bev, upstream_idle_read_cb, NULL, upstream_idle_event_cb, uc);
 		bufferevent_set_timeouts(uc->bev, &tv, NULL);
 		bufferevent_enable(uc->bev, EV_READ);
 	}
@@ -220,7 +221,7 @@ static void conn_park(struct upstream_conn *uc)
  * at once with one writev(2) and EV_WRITE is enabled only for what the
  * socket did not take; a new connection writes once it is connected.
  */
-static int conn_attach(struct upstream_req *ur, struct upstream_conn *uc, int connected)
+static int upstream_conn_attach(struct upstream_req *ur, struct upstream_conn *uc, int connected)
 {
 	struct evbuffer *out = bufferevent_get_output(uc->bev);
 	short reads = uc->read_ev ? 0 : EV_READ;
@@ -229,7 +230,7 @@ static int conn_attach(struct upstream_req *ur, struct upstream_conn *uc, int co
 	uc->ur = ur;
 	http_parser_expect_no_body(uc->parser, ur->no_body);
 	bufferevent_set_timeouts(uc->bev, NULL, NULL);
-	bufferevent_setcb(uc->bev, conn_read_cb, NULL, conn_event_cb, uc);
+	bufferevent_setcb(uc->bev, upstream_conn_read_cb, NULL, upstream_conn_event_cb, uc);
 	if (uc->read_ev)
 		event_remove_timer(uc->read_ev);  /* the idle timeout */
 	if (evbuffer_add_buffer_reference(out, ur->data) < 0)
@@ -249,7 +250,7 @@ int upstream_unsent(const struct upstream_req *ur)
 	return !ur->conn || evbuffer_get_length(bufferevent_get_output(ur->conn->bev)) == ur->len;
 }
 
-static void req_complete(struct upstream_req *ur, enum upstream_result res,
+static void upstream_req_complete(struct upstream_req *ur, enum upstream_result res,
 			 struct http_msg *resp)
 {
 	upstream_cb cb = ur->cb;
@@ -258,9 +259,9 @@ static void req_complete(struct upstream_req *ur, enum upstream_result res,
 	if (ur->conn) {
 		if (res == UPSTREAM_OK && resp->keep_alive &&
 		    evbuffer_get_length(bufferevent_get_input(ur->conn->bev)) == 0)
-			conn_park(ur->conn);
+			upstream_conn_park(ur->conn);
 		else
-			conn_free(ur->conn);
+			upstream_conn_free(ur->conn);
 		ur->conn = NULL;
 	}
 	event_free(ur->timer);
@@ -276,7 +277,7 @@ static void req_complete(struct upstream_req *ur, enum upstream_result res,
  * written (the upstream had closed it while idle). Otherwise the result
  * says whether the upstream may have seen the request.
  */
-static void req_fail(struct upstream_req *ur, enum upstream_result sent_result)
+static void upstream_req_fail(struct upstream_req *ur, enum upstream_result sent_result)
 {
 	int unsent = upstream_unsent(ur);
 	int answered = ur->conn && http_parser_started(ur->conn->parser);
@@ -284,20 +285,20 @@ static void req_fail(struct upstream_req *ur, enum upstream_result sent_result)
 
 	if (!ur->retried && !answered && (ur->retry_safe || (unsent && ur->reused))) {
 		ur->retried = 1;
-		conn_free(ur->conn);
+		upstream_conn_free(ur->conn);
 		ur->conn = NULL;
-		uc = conn_new(ur->pool);
-		if (uc && conn_attach(ur, uc, 0) == 0)
+		uc = upstream_conn_new(ur->pool);
+		if (uc && upstream_conn_attach(ur, uc, 0) == 0)
 			return;
-		conn_free(uc);
+		upstream_conn_free(uc);
 		ur->conn = NULL;
-		req_complete(ur, UPSTREAM_NOT_SENT, NULL);
+		upstream_req_complete(ur, UPSTREAM_NOT_SENT, NULL);
 		return;
 	}
-	req_complete(ur, unsent ? UPSTREAM_NOT_SENT : sent_result, NULL);
+	upstream_req_complete(ur, unsent ? UPSTREAM_NOT_SENT : sent_result, NULL);
 }
 
-static void conn_read_cb(struct bufferevent *bev, void *arg)
+static void upstream_conn_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct upstream_conn *uc = arg;
 	struct upstream_req *ur = uc->ur;
@@ -306,11 +307,11 @@ static void conn_read_cb(struct bufferevent *bev, void *arg)
 	case HTTP_MORE:
 		return;
 	case HTTP_DONE:
-		req_complete(ur, UPSTREAM_OK, http_parser_take(uc->parser));
+		upstream_req_complete(ur, UPSTREAM_OK, http_parser_take(uc->parser));
 		return;
 	default:
 		log_warn(NULL, "upstream sent a malformed response");
-		req_fail(ur, UPSTREAM_ERROR);
+		upstream_req_fail(ur, UPSTREAM_ERROR);
 		return;
 	}
 }
@@ -321,7 +322,7 @@ static void conn_read_cb(struct bufferevent *bev, void *arg)
  * feeds the parser; an idle one is closed by anything it receives, by EOF,
  * or by its idle timeout.
  */
-static void conn_read_event(evutil_socket_t fd, short what, void *arg)
+static void upstream_conn_read_event(evutil_socket_t fd, short what, void *arg)
 {
 	struct upstream_conn *uc = arg;
 	int n = (what & EV_READ) ? io_read_now(uc->bev, UPSTREAM_READ_CHUNK) : -1;
@@ -329,31 +330,30 @@ static void conn_read_event(evutil_socket_t fd, short what, void *arg)
 	if (n == -2)
 		return;
 	if (!uc->ur) {
-		idle_remove(uc);
-		conn_free(uc);
+		upstream_idle_remove(uc);
+		upstream_conn_free(uc);
 		return;
 	}
 	if (n > 0)
-		conn_read_cb(uc->bev, uc);
+		upstream_conn_read_cb(uc->bev, uc);
 	else
-		conn_event_cb(uc->bev, BEV_EVENT_READING | (n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR),
+		upstream_conn_event_cb(uc->bev, BEV_EVENT_READING | (n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR),
 			      uc);
 }
 
-static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
+static void upstream_conn_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct upstream_conn *uc = arg;
 	struct upstream_req *ur = uc->ur;
 
 	if (what & BEV_EVENT_CONNECTED) {
 		uc->read_ev = event_new(uc->pool->base, bufferevent_getfd(bev), EV_READ | EV_PERSIST,
-					conn_read_event, uc);
+					upstream_conn_read_event, uc);
 		/* Without it the bufferevent goes on reading: slower, not wrong. */
 		if (uc->read_ev && event_add(uc->read_ev, NULL) == 0) {
 			bufferevent_disable(bev, EV_READ);
-		} else if (uc->read_ev) {
-			event_free(uc->read_ev);
-			uc->read_ev = NULL;
+		} else {
+			evfree_event(&uc->read_ev);
 		}
 		return;
 	}
@@ -365,21 +365,21 @@ static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
 		if (st == HTTP_DONE) {
 			struct http_msg *resp = http_parser_take(uc->parser);
 			resp->keep_alive = 0;
-			req_complete(ur, UPSTREAM_OK, resp);
+			upstream_req_complete(ur, UPSTREAM_OK, resp);
 			return;
 		}
 	}
-	req_fail(ur, UPSTREAM_ERROR);
+	upstream_req_fail(ur, UPSTREAM_ERROR);
 }
 
-static void req_timer_cb(evutil_socket_t fd, short what, void *arg)
+static void upstream_req_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct upstream_req *ur = arg;
 	struct upstream_conn *uc = ur->conn;
 	enum http_status st = HTTP_MORE;
 
 	if (!uc) {
-		req_complete(ur, UPSTREAM_NOT_SENT, NULL);
+		upstream_req_complete(ur, UPSTREAM_NOT_SENT, NULL);
 		return;
 	}
 	/* A loop that did not run for a while (the process was stopped or
@@ -391,10 +391,10 @@ static void req_timer_cb(evutil_socket_t fd, short what, void *arg)
 	     i++)
 		st = http_parser_feed(uc->parser, bufferevent_get_input(uc->bev));
 	if (st == HTTP_DONE) {
-		req_complete(ur, UPSTREAM_OK, http_parser_take(uc->parser));
+		upstream_req_complete(ur, UPSTREAM_OK, http_parser_take(uc->parser));
 		return;
 	}
-	req_complete(ur, upstream_unsent(ur) ? UPSTREAM_NOT_SENT : UPSTREAM_TIMEOUT, NULL);
+	upstream_req_complete(ur, upstream_unsent(ur) ? UPSTREAM_NOT_SENT : UPSTREAM_TIMEOUT, NULL);
 }
 
 struct upstream_req *upstream_forward(struct upstream_pool *pool, struct evbuffer *req,
@@ -403,7 +403,7 @@ struct upstream_req *upstream_forward(struct upstream_pool *pool, struct evbuffe
 {
 	struct upstream_req *ur = calloc(1, sizeof(*ur));
 	struct upstream_conn *uc;
-	struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
+	struct timeval tv = clock_tv(timeout_ms);
 	struct timeval now = { 0, 0 };
 
 	if (!ur)
@@ -414,25 +414,23 @@ struct upstream_req *upstream_forward(struct upstream_pool *pool, struct evbuffe
 	ur->cb = cb;
 	ur->arg = arg;
 	ur->data = evbuffer_new();
-	ur->timer = evtimer_new(pool->base, req_timer_cb, ur);
+	ur->timer = evtimer_new(pool->base, upstream_req_timer_cb, ur);
 	if (!ur->data || !ur->timer) {
-		if (ur->timer)
-			event_free(ur->timer);
-		if (ur->data)
-			evbuffer_free(ur->data);
+		evfree_event(&ur->timer);
+		evfree_evbuffer(&ur->data);
 		free(ur);
 		return NULL;
 	}
 	evbuffer_add_buffer(ur->data, req);
 	ur->len = evbuffer_get_length(ur->data);
 
-	uc = idle_take(pool, retry_safe);
+	uc = upstream_idle_take(pool, retry_safe);
 	ur->reused = uc != NULL;
 	if (!uc)
-		uc = conn_new(pool);
-	if (!uc || conn_attach(ur, uc, ur->reused) < 0) {
+		uc = upstream_conn_new(pool);
+	if (!uc || upstream_conn_attach(ur, uc, ur->reused) < 0) {
 		/* Reported from the loop, never from inside this call. */
-		conn_free(uc);
+		upstream_conn_free(uc);
 		ur->conn = NULL;
 		evtimer_add(ur->timer, &now);
 		return ur;
@@ -445,7 +443,7 @@ void upstream_cancel(struct upstream_req *ur)
 {
 	if (!ur)
 		return;
-	conn_free(ur->conn);
+	upstream_conn_free(ur->conn);
 	event_free(ur->timer);
 	evbuffer_free(ur->data);
 	free(ur);

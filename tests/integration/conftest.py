@@ -168,6 +168,15 @@ class Proxy:
         self.proc = None
         self.returncode = None
         self.starts = 0
+        # Store connections start() waits for (0: none): a request that
+        # arrives before its worker's store connected gets 503, by design.
+        self.stores = 0
+
+    def stores_connected(self):
+        """"store connected" lines logged since the last start."""
+        text = self.stderr_text()
+        since = text.rsplit("---- start %d ----" % self.starts, 1)[-1]
+        return since.count('"msg":"store connected"')
 
     def start(self, wait=True):
         self.starts += 1
@@ -181,6 +190,10 @@ class Proxy:
         if wait and not helpers.wait_port(self.port, self.proc, START_TIMEOUT):
             pytest.fail("idemproxy did not accept connections on port %d:\n%s"
                         % (self.port, self.stderr_tail()))
+        if wait and self.stores and not helpers.poll(
+                lambda: self.stores_connected() >= self.stores, START_TIMEOUT, 0.02):
+            pytest.fail("idemproxy did not connect %d stores:\n%s"
+                        % (self.stores, self.stderr_tail()))
         return self
 
     def running(self):
@@ -341,16 +354,22 @@ def ids():
 @pytest.fixture
 def proxy(request, pg, upstream, tmp_path):
     """Factory: proxy(settings=None, routes="", start=True, upstream_port=None,
-    database=None) -> a started Proxy. settings override the base
-    configuration (None removes a directive); routes are added before the
-    base routes."""
+    database=None, wait_store=None) -> a started Proxy. settings override the
+    base configuration (None removes a directive); routes are added before
+    the base routes. Starting waits for every store connection (each
+    worker's and the main thread's) when wait_store says so, by default when
+    the database is the suite's own cluster."""
     made = []
     request.node._idem_proxies = made
 
-    def make(settings=None, routes="", start=True, upstream_port=None, database=None):
+    def make(settings=None, routes="", start=True, upstream_port=None, database=None,
+             wait_store=None):
         s = base_settings(upstream_port or upstream.port, database or pg.conninfo)
         s.update(settings or {})
         p = Proxy(str(tmp_path), render_conf(s, routes + BASE_ROUTES), "idemproxy%d" % len(made))
+        if wait_store if wait_store is not None else database is None:
+            workers = s.get("workers") or "auto"
+            p.stores = (int(workers) if workers.isdigit() else os.cpu_count() or 1) + 1
         made.append(p)
         if start:
             p.start()

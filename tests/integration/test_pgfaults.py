@@ -422,7 +422,8 @@ def pgbouncer(pg):
 
 
 def test_through_pgbouncer_transaction_mode(pgbouncer, proxy, upstream, ids):
-    p = proxy(dict(NO_CACHE, workers=str(PGBOUNCER_WORKERS)), database=pgbouncer.conninfo)
+    p = proxy(dict(NO_CACHE, workers=str(PGBOUNCER_WORKERS)), database=pgbouncer.conninfo,
+              wait_store=True)
     key = ids.key()
     first = p.post("/api/courses", key=key, actor=ids.actor, body=course())
     assert_owner(first)

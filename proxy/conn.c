@@ -1,0 +1,64 @@
+/*
+ * Writing a response on a client connection. Whatever is written, the
+ * listener's events take over once it is out: the bufferevent's write
+ * callback when the socket did not take it all at once, next_ev when it
+ * did, so the next request is read from the loop and never from inside a
+ * response (a pipelined request would otherwise recurse).
+ */
+#include "proxy/conn.h"
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "proxy/http.h"
+#include "proxy/io.h"
+
+void conn_attach(struct client_conn *c, struct request *req)
+{
+	c->req = req;
+}
+
+struct evbuffer *conn_respond_start(struct client_conn *c)
+{
+	c->req = NULL;
+	c->writing = 1;
+	evtimer_del(c->timer);
+	return bufferevent_get_output(c->bev);
+}
+
+void conn_respond_frame(struct client_conn *c, size_t body_len, int flags)
+{
+	struct evbuffer *out = bufferevent_get_output(c->bev);
+
+	if (flags & RESPOND_CLOSE)
+		c->close_after = 1;
+	if (!(flags & RESPOND_NO_LENGTH))
+		evbuffer_add_printf(out, "Content-Length: %zu\r\n", body_len);
+	if (c->close_after)
+		http_add_lit(out, "Connection: close\r\n");
+	else if (flags & RESPOND_KEEP_ALIVE)
+		http_add_lit(out, "Connection: keep-alive\r\n");
+	http_add_lit(out, "\r\n");
+}
+
+/*
+ * Write what the output buffer holds now, with no change to what epoll
+ * watches: most responses leave in this one writev(2). What the socket does
+ * not take is left to the bufferevent (EV_WRITE, which also applies the
+ * write deadline and reports a dead peer).
+ */
+void conn_respond_send(struct client_conn *c)
+{
+	struct evbuffer *out = bufferevent_get_output(c->bev);
+
+	if (io_write_now(c->bev) < 0 || evbuffer_get_length(out) > 0)
+		bufferevent_enable(c->bev, EV_WRITE);
+	else if (c->writing)
+		event_active(c->next_ev, EV_WRITE, 0);
+}
+
+void conn_close_after(struct client_conn *c)
+{
+	c->close_after = 1;
+}

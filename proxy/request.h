@@ -1,0 +1,64 @@
+/*
+ * Requests: the state machine that takes one complete request from its
+ * client connection to its answer and its record (request.c). Only
+ * request.c sees inside a request; the listener starts requests and tells
+ * them when their client goes away, the worker wakes waiting duplicates and
+ * settles what is left at shutdown.
+ */
+#ifndef IDEMPROXY_REQUEST_H
+#define IDEMPROXY_REQUEST_H
+
+#include <stdint.h>
+
+struct cache;
+struct client_conn;
+struct conf_gens;
+struct event_base;
+struct http_msg;
+struct request;
+struct request_ctx;
+struct stats;
+struct store;
+struct upstream_pool;
+
+/*
+ * The requests of one worker and what they share: its loop, its
+ * configuration generations, store, upstream pool, replay cache and
+ * counters (all borrowed: they outlive the context). Request ids start at
+ * first_id. NULL when out of memory.
+ */
+struct request_ctx *request_ctx_new(struct event_base *base, struct conf_gens *gens,
+				    struct store *st, struct upstream_pool *pool,
+				    struct cache *cache, struct stats *stats, uint64_t first_id);
+
+/* End of shutdown: drop every request left (records keep their leases). */
+void request_ctx_free(struct request_ctx *ctx);
+
+/* Serve msg, a complete request read on c (taken over). */
+void request_start(struct request_ctx *ctx, struct client_conn *c, struct http_msg *msg);
+
+/*
+ * req's client went away: the request goes on without anyone to answer (an
+ * owner still records its outcome); a waiting duplicate just ends.
+ */
+void request_conn_gone(struct request *req);
+
+/*
+ * The owner of the scope named by token (scope_token; NULL: of any scope,
+ * some notifications may have been missed) wrote its outcome: duplicates
+ * waiting for it claim again.
+ */
+void request_wake(struct request_ctx *ctx, const char *token);
+
+/*
+ * shutdown_timeout passed: nothing more goes upstream, an owner still at
+ * the upstream is cut off and its record settled, a waiting duplicate is
+ * answered in-progress.
+ */
+void request_deadline_all(struct request_ctx *ctx);
+
+/* Requests in flight, and those of them waiting for the upstream. */
+int request_count(const struct request_ctx *ctx);
+int request_forwarding(const struct request_ctx *ctx);
+
+#endif

@@ -1,0 +1,102 @@
+/* Problems and relayed upstream responses on a client connection. */
+#include "proxy/respond.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <event2/buffer.h>
+
+#include "conf/conf.h"
+#include "proxy/conn.h"
+#include "proxy/http.h"
+
+#define RETRY_AFTER_S 1
+
+/* What a client is told when its request got no upstream response. */
+static const struct {
+	enum problem_kind kind;
+	const char *detail;
+} respond_upstream_problems[] = {
+	[UPSTREAM_NOT_SENT] = {PROBLEM_UPSTREAM_UNAVAILABLE,
+			       "the upstream could not be reached; nothing was sent"},
+	[UPSTREAM_ERROR] = {PROBLEM_UPSTREAM_ERROR,
+			    "the upstream connection failed after the request was sent"},
+	[UPSTREAM_TIMEOUT] = {PROBLEM_UPSTREAM_TIMEOUT,
+			      "the upstream did not answer within upstream_timeout"},
+};
+
+int respond_flags(const struct http_msg *msg)
+{
+	int flags = strcmp(msg->method, "HEAD") ? 0 : RESPOND_HEAD;
+
+	if (!msg->keep_alive)
+		return flags | RESPOND_CLOSE;
+	return flags | (msg->version_minor == 0 ? RESPOND_KEEP_ALIVE : 0);
+}
+
+int respond_problem(struct client_conn *c, const struct conf *conf, enum problem_kind kind,
+		    const char *detail, int flags)
+{
+	int status = kind == PROBLEM_CONFLICT ? conf->mismatch_status : problem_default_status(kind);
+	struct evbuffer *out;
+	size_t len = 0;
+	char *json;
+
+	if (!c)
+		return status;
+	json = problem_render(kind, status, conf->problem_base, detail, &len);
+	out = conn_respond_start(c);
+	http_add_status_line(out, status, NULL);
+	http_add_lit(out, "Content-Type: application/problem+json\r\n"
+			  "Cache-Control: no-store\r\n");
+	if (kind == PROBLEM_IN_PROGRESS || kind == PROBLEM_STORE_UNAVAILABLE)
+		evbuffer_add_printf(out, "Retry-After: %d\r\n", RETRY_AFTER_S);
+	/* Out of memory: the status line still says what happened. */
+	conn_respond_frame(c, json ? len : 0, flags | (json ? 0 : RESPOND_CLOSE));
+	if (json && !(flags & RESPOND_HEAD))
+		evbuffer_add(out, json, len);
+	conn_respond_send(c);
+	free(json);
+	return status;
+}
+
+int respond_upstream_failure(struct client_conn *c, const struct conf *conf,
+			     enum upstream_result res, int flags)
+{
+	return respond_problem(c, conf, respond_upstream_problems[res].kind,
+			       respond_upstream_problems[res].detail, flags);
+}
+
+int respond_relay(struct client_conn *c, const struct http_msg *resp, int flags, int unenforced)
+{
+	int no_body = (flags & RESPOND_HEAD) || http_status_bodiless(resp->status);
+	struct evbuffer *out;
+
+	if (!c)
+		return resp->status;
+	out = conn_respond_start(c);
+	http_add_status_line(out, resp->status, resp->reason);
+	for (int i = 0; i < resp->nheaders; i++) {
+		const struct http_header *h = &resp->headers[i];
+		if (http_msg_is_hop_header(resp, h->name))
+			continue;
+		if (!no_body && !strcasecmp(h->name, "Content-Length"))
+			continue;
+		http_add_header(out, h->name, h->value);
+	}
+	if (unenforced)
+		http_add_lit(out, "Idempotency-Enforced: false\r\n");
+	if (no_body) {
+		conn_respond_frame(c, 0, flags | RESPOND_NO_LENGTH);
+	} else {
+		conn_respond_frame(c, evbuffer_get_length(resp->body), flags);
+		/* Should the reference fail, the connection closes short of
+		 * Content-Length: the client sees a cut body, never a
+		 * whole-looking one. */
+		if (evbuffer_add_buffer_reference(out, resp->body) < 0)
+			conn_close_after(c);
+	}
+	conn_respond_send(c);
+	return resp->status;
+}

@@ -50,6 +50,7 @@ enum conf_flags {
 	CF_BLOCK = 4,	/* the line ends with "{" and opens a block */
 	CF_OFF = 8,	/* "off" sets the field's zero value (no address, 0 ms) */
 	CF_CLASSES = 16, /* CT_STATUSES: a class such as "4xx" counts as its hundred */
+	CF_NONZERO = 32, /* CT_SIZE: 0 is no size for it */
 };
 
 /* What a directive's field holds; its type's setter parses one argument. */
@@ -783,7 +784,11 @@ static int conf_set_typed(struct conf_parser *p, struct route *r, int argc, char
 	case CT_DURATION:
 		return conf_duration_arg(p, argv[0], field);
 	case CT_SIZE:
-		return conf_size_arg(p, argv[0], field);
+		if (conf_size_arg(p, argv[0], field))
+			return -1;
+		if ((d->flags & CF_NONZERO) && *(size_t *)field == 0)
+			return conf_error(p, "\"%s\" must be greater than 0", d->name);
+		return 0;
 	case CT_ENUM:
 		return conf_enum_arg(p, argv[0], field);
 	case CT_ADDR:
@@ -840,6 +845,8 @@ static const struct conf_directive conf_directives[] = {
     CONF_ROW("max_request_body", CONF_TOP, 1, 1, CT_SIZE, TOP(max_request_body), NULL, "1m", 0),
     CONF_ROW("max_stored_body", CONF_TOP, 1, 1, CT_SIZE, TOP(max_stored_body), NULL, "1m", 0),
     CONF_ROW("replay_cache", CONF_TOP, 1, 1, CT_SIZE, TOP(replay_cache), NULL, "4m", CF_RESTART),
+    CONF_ROW("relay_buffer", CONF_TOP, 1, 1, CT_SIZE, TOP(relay_buffer), NULL, "256k", CF_NONZERO),
+    CONF_ROW("tunnel_timeout", CONF_TOP, 1, 1, CT_DURATION, TOP(tunnel_timeout_ms), NULL, "1h", 0),
     CONF_ENUM_ROW("store_unavailable", CONF_TOP, TOP(store_unavailable), "fail-closed", conf_store_modes, NULL),
     CONF_ROW("problem_base", CONF_TOP, 1, 1, CT_STRING, TOP(problem_base), conf_set_problem_base, CONF_PROBLEM_BASE_DEFAULT, 0),
     CONF_ROW("route", CONF_TOP, 1, 1, CT_CUSTOM, 0, conf_open_route, NULL, CF_BLOCK | CF_REPEAT),

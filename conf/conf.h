@@ -142,8 +142,10 @@ struct conf {
 	int64_t shutdown_timeout_ms;
 	int64_t sweep_interval_ms;     /* 0: this instance does not sweep */
 
-	size_t max_request_body;
+	size_t max_request_body;       /* intercepted requests only */
 	size_t max_stored_body;
+	size_t relay_buffer;           /* unsent bytes per direction of a relayed exchange */
+	int64_t tunnel_timeout_ms;     /* idle limit of an upgraded connection */
 	size_t replay_cache;           /* bytes per worker; 0 = off */
 
 	enum store_unavailable_mode store_unavailable;

@@ -10,6 +10,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
+#include <sys/socket.h>
 
 #include "proxy/http.h"
 #include "proxy/io.h"
@@ -21,7 +22,6 @@ void conn_attach(struct client_conn *c, struct request *req)
 
 struct evbuffer *conn_respond_start(struct client_conn *c)
 {
-	c->req = NULL;
 	c->writing = 1;
 	evtimer_del(c->timer);
 	return bufferevent_get_output(c->bev);
@@ -52,6 +52,11 @@ void conn_respond_send(struct client_conn *c)
 {
 	struct evbuffer *out = bufferevent_get_output(c->bev);
 
+	c->req = NULL;
+	if (c->streaming) {
+		c->streaming = 0;
+		bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
+	}
 	if (io_write_now(c->bev) < 0 || evbuffer_get_length(out) > 0)
 		bufferevent_enable(c->bev, EV_WRITE);
 	else if (c->writing)
@@ -61,4 +66,60 @@ void conn_respond_send(struct client_conn *c)
 void conn_close_after(struct client_conn *c)
 {
 	c->close_after = 1;
+}
+
+void conn_stream_begin(struct client_conn *c, size_t mark)
+{
+	c->streaming = 1;
+	bufferevent_setwatermark(c->bev, EV_WRITE, mark, 0);
+}
+
+void conn_stream_flush(struct client_conn *c)
+{
+	if (io_write_now(c->bev) < 0 || evbuffer_get_length(bufferevent_get_output(c->bev)) > 0)
+		bufferevent_enable(c->bev, EV_WRITE);
+}
+
+size_t conn_pending(const struct client_conn *c)
+{
+	return evbuffer_get_length(bufferevent_get_output(c->bev));
+}
+
+void conn_abort(struct client_conn *c, int rst)
+{
+	struct linger lg = {1, 0};
+
+	if (rst) {
+		setsockopt(bufferevent_getfd(c->bev), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		evbuffer_drain(bufferevent_get_output(c->bev),
+			       evbuffer_get_length(bufferevent_get_output(c->bev)));
+	}
+	c->aborted = 1;
+	c->close_after = 1;
+	conn_respond_send(c);
+}
+
+/* The read event runs while neither the input buffer nor the relay holds it back. */
+static void conn_reading(struct client_conn *c)
+{
+	if (c->read_paused || c->relay_paused)
+		event_del(c->read_ev);
+	else
+		event_add(c->read_ev, NULL);
+}
+
+void conn_read_pause(struct client_conn *c, int pause)
+{
+	if (c->relay_paused != pause) {
+		c->relay_paused = pause;
+		conn_reading(c);
+	}
+}
+
+void conn_input_full(struct client_conn *c, int full)
+{
+	if (c->read_paused != full) {
+		c->read_paused = full;
+		conn_reading(c);
+	}
 }

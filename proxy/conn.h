@@ -3,9 +3,10 @@
  *
  * listener.c accepts, reads, parses and closes connections; it owns their
  * lifecycle and every member below. The modules that answer a request
- * (respond.c, replay.c) write a response through the three conn_respond_*
- * steps, and request.c marks which request a connection serves. Nothing
- * else touches a connection.
+ * (respond.c, replay.c, relay.c) write a response through the
+ * conn_respond_* steps, a streamed one through conn_stream_* in between,
+ * and request.c marks which request a connection serves. Nothing else
+ * touches a connection.
  */
 #ifndef IDEMPROXY_CONN_H
 #define IDEMPROXY_CONN_H
@@ -20,6 +21,13 @@ struct http_parser;
 struct listener;
 struct request;
 
+/* What the bytes a client sends are, while a request is served. */
+enum conn_input {
+	CONN_INPUT_REQUEST, /* the next request: they wait until this one is answered */
+	CONN_INPUT_BODY,    /* the streamed body of this request: parsed, then relayed */
+	CONN_INPUT_TUNNEL,  /* an upgraded connection: relayed as they are */
+};
+
 struct client_conn {
 	LIST_ENTRY(client_conn) link;
 	struct listener *l;
@@ -30,9 +38,14 @@ struct client_conn {
 	struct event *next_ev;      /* response written: go on from the loop */
 	struct event *read_ev;      /* the socket is readable (io_read_now) */
 	int read_paused;            /* input buffer full: read_ev removed */
+	int relay_paused;           /* the relay's receiver is behind: read_ev removed */
+	enum conn_input input;
 	char peer[64];              /* client address, for X-Forwarded-For */
 	int close_after;            /* close once the response is written */
 	int writing;                /* a response is being written out */
+	int streaming;              /* ... piece by piece: more follows */
+	int aborted;                /* the response cannot be completed: close at once */
+	int expect_continue;        /* this request asked for 100 Continue */
 	int continued;              /* 100 Continue sent for this request */
 	int lingering;              /* write side shut, draining input */
 };
@@ -50,17 +63,47 @@ void conn_attach(struct client_conn *c, struct request *req);
 /*
  * A response on c, written straight into its output buffer: start returns
  * that buffer (the caller adds the status line and header lines, each with
- * CRLF) and detaches the connection's request; frame adds Content-Length
- * (unless RESPOND_NO_LENGTH), Connection and the blank line; then the
- * caller adds body_len bytes of body and calls send, which writes what it
- * can at once. Once everything is written the listener reads the next
- * request or closes.
+ * CRLF); frame adds Content-Length (unless RESPOND_NO_LENGTH), Connection
+ * and the blank line; then the caller adds body_len bytes of body and
+ * calls send, which writes what it can at once and detaches the
+ * connection's request. Once everything is written the listener reads the
+ * next request or closes.
  */
 struct evbuffer *conn_respond_start(struct client_conn *c);
 void conn_respond_frame(struct client_conn *c, size_t body_len, int flags);
 void conn_respond_send(struct client_conn *c);
 
-/* Close c once the response being written is out (a short or cut body). */
+/* Close c once the response being written is out. */
 void conn_close_after(struct client_conn *c);
+
+/*
+ * After conn_respond_frame: the body follows piece by piece. Each piece
+ * goes into the output buffer, then conn_stream_flush; once the output
+ * that did not go out at once falls to mark bytes, the listener tells the
+ * request (request_output_drained). conn_respond_send ends the response.
+ * conn_stream_flush also writes interim (1xx) responses, before any
+ * response began.
+ */
+void conn_stream_begin(struct client_conn *c, size_t mark);
+void conn_stream_flush(struct client_conn *c);
+
+/* Bytes queued for the client and not yet written. */
+size_t conn_pending(const struct client_conn *c);
+
+/*
+ * The response cannot be completed (the upstream broke off): what is
+ * queued is written, then the connection closes, short of the end the
+ * client was promised; rst closes it with a reset instead (a
+ * close-delimited body, where a plain close would look complete).
+ */
+void conn_abort(struct client_conn *c, int rst);
+
+/*
+ * Stop (1) or go on (0) reading from the client. Two holds, either of
+ * which stops the reads: the relay's (its receiver is behind) and the
+ * listener's (the input buffer is full).
+ */
+void conn_read_pause(struct client_conn *c, int pause);
+void conn_input_full(struct client_conn *c, int full);
 
 #endif

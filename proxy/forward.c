@@ -33,7 +33,7 @@ static int forward_drops(const struct http_msg *m, const char *name)
 }
 
 void forward_build(struct evbuffer *out, struct http_msg *m, const char *peer,
-		   const char *default_host)
+		   const char *default_host, unsigned flags)
 {
 	size_t body_len = evbuffer_get_length(m->body);
 	int has_host = 0;
@@ -55,6 +55,19 @@ void forward_build(struct evbuffer *out, struct http_msg *m, const char *peer,
 	forward_joined_header(out, m, "X-Forwarded-For", peer);
 	http_add_lit(out, "X-Forwarded-Proto: http\r\n");
 	forward_joined_header(out, m, "Via", m->version_minor ? "1.1 idemproxy" : "1.0 idemproxy");
+	if (flags & FORWARD_UPGRADE) {
+		http_add_lit(out, "Connection: upgrade\r\n");
+		http_add_header(out, "Upgrade", http_msg_header(m, "Upgrade"));
+	}
+	if (flags & FORWARD_STREAMED) {
+		if (m->chunked)
+			http_add_lit(out, "Transfer-Encoding: chunked\r\n");
+		else
+			evbuffer_add_printf(out, "Content-Length: %lld\r\n",
+					    (long long)m->content_length);
+		http_add_lit(out, "\r\n");
+		return;
+	}
 	/* A bodiless safe request stays bodiless; everything else says its length. */
 	if (body_len || !http_method_is_safe(m->method))
 		evbuffer_add_printf(out, "Content-Length: %zu\r\n", body_len);

@@ -112,9 +112,15 @@ struct http_parser {
 	enum http_state state;
 	enum http_status error; /* returned again once in HTTP_ST_ERROR */
 	size_t max_body;
+	unsigned options;	/* enum http_options */
 	int no_body;
+	int upgrade;		/* a 101 answers this request */
 	int started;
 	int head_done;
+	int head_taken;		/* the caller has the message; its body goes to stream */
+	int interim;		/* the message is an interim 1xx response */
+	int nheaders;		/* of the head, for the trailer limit */
+	struct evbuffer *stream;
 	int empty_lines;
 	struct http_scan scan;
 	size_t head_len;
@@ -492,9 +498,16 @@ static struct http_msg *http_parse_head(struct http_parser *p, struct evbuffer *
 			return NULL;
 	}
 	p->head_len = head_len;
+	p->nheaders = m->nheaders;
 	if (http_check_fields(m, &fields) < 0)
 		return NULL;
 	return m;
+}
+
+/* Where the decoded body goes: the message, or the stream once the head was taken. */
+static struct evbuffer *http_body_out(struct http_parser *p)
+{
+	return p->head_taken ? p->stream : p->msg->body;
 }
 
 /* Back to waiting for a head, keeping the no-body setting and started. */
@@ -502,8 +515,12 @@ static void http_parser_restart(struct http_parser *p)
 {
 	http_msg_free(p->msg);
 	p->msg = NULL;
+	if (p->stream)
+		evbuffer_drain(p->stream, evbuffer_get_length(p->stream));
 	p->state = HTTP_ST_HEAD;
 	p->head_done = 0;
+	p->head_taken = 0;
+	p->interim = 0;
 	p->empty_lines = 0;
 	http_scan_reset(&p->scan);
 	p->head_len = 0;
@@ -538,9 +555,18 @@ static enum http_status http_frame_body(struct http_parser *p)
 	struct http_msg *m = p->msg;
 
 	if (m->kind == HTTP_RESPONSE) {
-		if (m->status == 101)
-			return HTTP_ERR_BAD;
+		if (m->status == 101) {
+			if (!p->upgrade)
+				return HTTP_ERR_BAD;
+			p->state = HTTP_ST_DONE;
+			return HTTP_DONE;
+		}
 		if (m->status < 200) {
+			if ((p->options & HTTP_OPT_INTERIM) && m->status != 100) {
+				p->interim = 1;
+				p->state = HTTP_ST_DONE;
+				return HTTP_DONE;
+			}
 			http_parser_restart(p);
 			return HTTP_DONE;
 		}
@@ -590,7 +616,11 @@ static enum http_status http_step_head(struct http_parser *p, struct evbuffer *i
 	if (!http_parse_head(p, in))
 		return HTTP_ERR_BAD;
 	p->head_done = 1;
-	return http_frame_body(p);
+	st = http_frame_body(p);
+	if (st == HTTP_DONE && (p->options & HTTP_OPT_HEAD) && p->state != HTTP_ST_DONE &&
+	    p->state != HTTP_ST_HEAD)
+		return HTTP_HEAD;
+	return st;
 }
 
 /* Move up to p->remaining bytes into the body; next is the state after it. */
@@ -606,7 +636,7 @@ static enum http_status http_step_data(struct http_parser *p, struct evbuffer *i
 		n = (size_t)p->remaining;
 	if (n > INT_MAX)
 		n = INT_MAX;
-	moved = evbuffer_remove_buffer(in, p->msg->body, n);
+	moved = evbuffer_remove_buffer(in, http_body_out(p), n);
 	if (moved <= 0)
 		return HTTP_ERR_BAD;
 	p->remaining -= moved;
@@ -624,7 +654,7 @@ static enum http_status http_step_close(struct http_parser *p, struct evbuffer *
 		return HTTP_MORE;
 	if (p->max_body && (uint64_t)p->body_len + n > p->max_body)
 		return HTTP_ERR_BODY_TOO_LARGE;
-	if (evbuffer_add_buffer(p->msg->body, in) < 0)
+	if (evbuffer_add_buffer(http_body_out(p), in) < 0)
 		return HTTP_ERR_BAD;
 	p->body_len += (int64_t)n;
 	return HTTP_MORE;
@@ -727,7 +757,7 @@ static enum http_status http_step_trailer(struct http_parser *p, struct evbuffer
 	const char *sec;
 	enum http_status st;
 
-	st = http_scan_section(&p->scan, in, limit, (size_t)(HTTP_MAX_HEADERS - p->msg->nheaders));
+	st = http_scan_section(&p->scan, in, limit, (size_t)(HTTP_MAX_HEADERS - p->nheaders));
 	if (st != HTTP_DONE)
 		return st;
 	len = p->scan.scanned;
@@ -761,7 +791,50 @@ void http_parser_free(struct http_parser *p)
 	if (!p)
 		return;
 	http_msg_free(p->msg);
+	evfree_evbuffer(&p->stream);
 	free(p);
+}
+
+void http_parser_set_options(struct http_parser *p, unsigned options)
+{
+	p->options = options;
+}
+
+int http_parser_limit_body(struct http_parser *p, size_t max_body)
+{
+	p->max_body = max_body;
+	if (max_body && p->state == HTTP_ST_BODY_LENGTH && (uint64_t)p->remaining > max_body) {
+		p->state = HTTP_ST_ERROR;
+		p->error = HTTP_ERR_BODY_TOO_LARGE;
+		return -1;
+	}
+	return 0;
+}
+
+struct http_msg *http_parser_take_head(struct http_parser *p)
+{
+	struct http_msg *m = p->msg;
+
+	if (!p->head_done || !m || p->head_taken || p->state == HTTP_ST_DONE ||
+	    p->state == HTTP_ST_ERROR)
+		return NULL;
+	if (!p->stream)
+		p->stream = evbuffer_new();
+	if (!p->stream || evbuffer_add_buffer(p->stream, m->body) < 0)
+		return NULL;
+	p->msg = NULL;
+	p->head_taken = 1;
+	return m;
+}
+
+struct evbuffer *http_parser_body(struct http_parser *p)
+{
+	return p->head_taken ? p->stream : NULL;
+}
+
+void http_parser_expect_upgrade(struct http_parser *p, int upgrade)
+{
+	p->upgrade = upgrade;
 }
 
 /* Applies to the response being parsed; http_parser_take clears it. */
@@ -782,6 +855,8 @@ enum http_status http_parser_feed(struct http_parser *p, struct evbuffer *in)
 		switch (p->state) {
 		case HTTP_ST_HEAD:
 			st = http_step_head(p, in);
+			if (st == HTTP_HEAD)
+				return st;
 			break;
 		case HTTP_ST_BODY_LENGTH:
 			st = http_step_data(p, in, HTTP_ST_DONE);
@@ -857,14 +932,19 @@ int http_parser_started(const struct http_parser *p)
 struct http_msg *http_parser_take(struct http_parser *p)
 {
 	struct http_msg *m;
+	int interim = p->interim;
 
 	if (p->state != HTTP_ST_DONE)
 		return NULL;
-	m = p->msg;
-	p->msg = NULL;
+	m = p->head_taken ? NULL : p->msg;
+	if (m)
+		p->msg = NULL;
 	http_parser_restart(p);
-	p->started = 0;
-	p->no_body = 0;
+	if (!interim) {
+		p->started = 0;
+		p->no_body = 0;
+		p->upgrade = 0;
+	}
 	return m;
 }
 
@@ -922,6 +1002,20 @@ int http_msg_is_hop_header(const struct http_msg *m, const char *name)
 	for (h = 0; h < m->nheaders; h++) {
 		if (strcasecmp(m->headers[h].name, "Connection") == 0 &&
 		    http_list_has(m->headers[h].value, name, len))
+			return 1;
+	}
+	return 0;
+}
+
+int http_msg_wants_upgrade(const struct http_msg *m)
+{
+	const char *up = http_msg_header(m, "Upgrade");
+
+	if (m->version_minor == 0 || !up || !*up || http_msg_header_count(m, "Upgrade") > 1)
+		return 0;
+	for (int h = 0; h < m->nheaders; h++) {
+		if (strcasecmp(m->headers[h].name, "Connection") == 0 &&
+		    http_list_has(m->headers[h].value, "upgrade", sizeof("upgrade") - 1))
 			return 1;
 	}
 	return 0;

@@ -59,6 +59,7 @@ struct http_msg {
 enum http_status {
 	HTTP_MORE = 0,          /* need more bytes */
 	HTTP_DONE,              /* one whole message parsed */
+	HTTP_HEAD,              /* HTTP_OPT_HEAD: a head is complete and a body follows */
 	HTTP_ERR_BAD,           /* malformed or ambiguous framing */
 	HTTP_ERR_HEAD_TOO_LARGE,
 	HTTP_ERR_BODY_TOO_LARGE,
@@ -74,6 +75,39 @@ struct http_parser;
 struct http_parser *http_parser_new(enum http_kind kind, size_t max_body);
 void http_parser_free(struct http_parser *p);
 
+enum http_options {
+	/* Stop once a head is complete when a body follows: feed returns
+	 * HTTP_HEAD, so the caller can take the head and stream the body
+	 * (http_parser_take_head) or set a body limit before it is read. */
+	HTTP_OPT_HEAD = 1,
+	/* Responses: an interim 1xx response (other than 100 and 101) is a
+	 * message of its own (HTTP_DONE, status < 200), not skipped. */
+	HTTP_OPT_INTERIM = 2,
+};
+
+/* Set the parser's options (a mask of enum http_options). */
+void http_parser_set_options(struct http_parser *p, unsigned options);
+
+/*
+ * After HTTP_HEAD: limit the body of the message being parsed to max_body
+ * decoded bytes (0: none). Returns -1 when its Content-Length already says
+ * more (the parser is then unusable), else 0.
+ */
+int http_parser_limit_body(struct http_parser *p, size_t max_body);
+
+/*
+ * After HTTP_HEAD: take the message being parsed (the caller owns and
+ * frees it) before its body is read, to stream the body. The decoded body
+ * bytes, those read so far and those of every later feed, collect in
+ * http_parser_body(), which the caller drains at its own pace. Feed returns
+ * HTTP_DONE once the body is complete; http_parser_take then returns NULL
+ * and readies the parser for the next message (dropping undrained bytes).
+ */
+struct http_msg *http_parser_take_head(struct http_parser *p);
+
+/* The decoded body bytes of a message whose head was taken; NULL for others. */
+struct evbuffer *http_parser_body(struct http_parser *p);
+
 /*
  * For responses: the request that this response answers was HEAD, so the
  * response has no body whatever its headers say. Set before feeding.
@@ -81,11 +115,19 @@ void http_parser_free(struct http_parser *p);
 void http_parser_expect_no_body(struct http_parser *p, int no_body);
 
 /*
+ * For responses: the request asked to upgrade, so a 101 response is its
+ * answer (HTTP_DONE, no body; what follows is no longer HTTP). Without
+ * this a 101 is malformed. Set before feeding.
+ */
+void http_parser_expect_upgrade(struct http_parser *p, int upgrade);
+
+/*
  * Consume as many bytes of in as belong to the current message. Returns
  * HTTP_DONE when a whole message is ready (take it with http_parser_take;
  * bytes after it stay in in), HTTP_MORE when more input is needed, or an
  * error (the parser is then unusable; the connection must be closed).
- * Interim 1xx responses (other than 101) are consumed and skipped.
+ * Interim 1xx responses (other than 101) are consumed and skipped, unless
+ * HTTP_OPT_INTERIM makes them messages; HTTP_OPT_HEAD adds HTTP_HEAD.
  */
 enum http_status http_parser_feed(struct http_parser *p, struct evbuffer *in);
 
@@ -105,7 +147,12 @@ const struct http_msg *http_parser_msg(const struct http_parser *p);
 /* 1 when any byte of a message has been consumed since the last take. */
 int http_parser_started(const struct http_parser *p);
 
-/* Take the finished message (caller frees); the parser is ready for the next. */
+/*
+ * Take the finished message (caller frees); the parser is ready for the
+ * next. NULL when no message is finished, or when its head was taken
+ * (the parser is then ready for the next message all the same). Taking an
+ * interim response keeps the no-body and upgrade settings for the final one.
+ */
 struct http_msg *http_parser_take(struct http_parser *p);
 
 void http_msg_free(struct http_msg *m);
@@ -122,6 +169,12 @@ int http_msg_header_count(const struct http_msg *m, const char *name);
  * Transfer-Encoding, Upgrade, or any token listed in a Connection header.
  */
 int http_msg_is_hop_header(const struct http_msg *m, const char *name);
+
+/*
+ * 1 when request m asks to switch protocols (RFC 9110 7.8): HTTP/1.1, an
+ * Upgrade header and "upgrade" among the Connection options.
+ */
+int http_msg_wants_upgrade(const struct http_msg *m);
 
 /* 1 for the safe methods (RFC 9110 9.2.1): GET, HEAD, OPTIONS, TRACE. */
 int http_method_is_safe(const char *method);

@@ -1,12 +1,17 @@
 /*
  * Downstream HTTP: accepts client connections, reads one request at a time
- * with the strict parser, hands each complete request to request.c and goes
- * on with the next once the response is written (conn.c). Pipelined
- * requests wait in the input buffer until the previous response is queued.
+ * with the strict parser, hands each request to request.c and goes on with
+ * the next once the response is written (conn.c). An intercepted request
+ * is handed over whole; one that streams through (request_streams) as soon
+ * as its head is complete, its body then parsed as it arrives and reported
+ * to the request piece by piece. Pipelined requests wait in the input
+ * buffer until the previous response is queued.
  *
- * client_timeout is one deadline per request: it starts when the connection
- * is accepted or the previous response was written, and it is not reset by
- * arriving bytes, so a slow client cannot hold a connection forever.
+ * client_timeout is one deadline per request head (and intercepted body):
+ * it starts when the connection is accepted or the previous response was
+ * written, and it is not reset by arriving bytes, so a slow client cannot
+ * hold a connection forever. A streamed body may take as long as it needs,
+ * but not a silence of client_timeout.
  */
 #include "proxy/listener.h"
 
@@ -52,6 +57,7 @@ struct listener {
 static const char continue_line[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
 static void listener_process(struct client_conn *c);
+static void listener_body(struct client_conn *c);
 
 static const struct conf *listener_conf(const struct client_conn *c)
 {
@@ -82,10 +88,7 @@ static void listener_conn_free(struct client_conn *c)
 /* Reading was paused while the input buffer was full: go on. */
 static void listener_read_resume(struct client_conn *c)
 {
-	if (c->read_paused) {
-		c->read_paused = 0;
-		event_add(c->read_ev, NULL);
-	}
+	conn_input_full(c, 0);
 }
 
 /*
@@ -117,8 +120,7 @@ static void listener_read_event(evutil_socket_t fd, short what, void *arg)
 	int n;
 
 	if (evbuffer_get_length(in) >= CLIENT_READ_HIGH_WATERMARK) {
-		c->read_paused = 1;
-		event_del(c->read_ev);
+		conn_input_full(c, 1);
 		return;
 	}
 	n = io_read_now(c->bev, CLIENT_READ_CHUNK);
@@ -132,6 +134,17 @@ static void listener_read_event(evutil_socket_t fd, short what, void *arg)
 		evbuffer_drain(in, evbuffer_get_length(in));
 		return;
 	}
+	switch (c->input) {
+	case CONN_INPUT_BODY:
+		listener_body(c);
+		return;
+	case CONN_INPUT_TUNNEL:
+		if (c->req)
+			request_input(c->req, REQUEST_TUNNEL_MORE);
+		return;
+	case CONN_INPUT_REQUEST:
+		break;
+	}
 	/* Bytes that arrive while a request is served wait in the input
 	 * buffer (bounded by the read watermark) for the next turn. */
 	if (c->req || c->writing)
@@ -139,11 +152,24 @@ static void listener_read_event(evutil_socket_t fd, short what, void *arg)
 	listener_process(c);
 }
 
-/* The response is out: read the next request, or close. */
+/*
+ * The response is out: read the next request, or close. A streamed
+ * response is not over: its output fell to the drain mark, so its request
+ * may send more.
+ */
 static void listener_written(struct client_conn *c)
 {
 	if (!c->writing || c->lingering)
 		return;
+	if (c->streaming) {
+		if (c->req)
+			request_output_drained(c->req);
+		return;
+	}
+	if (c->aborted) {
+		listener_conn_free(c);
+		return;
+	}
 	c->writing = 0;
 	listener_read_resume(c);
 	if (c->close_after || c->l->draining) {
@@ -177,6 +203,10 @@ static void listener_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct client_conn *c = arg;
 
+	if (c->input == CONN_INPUT_BODY && c->req) {
+		request_input(c->req, REQUEST_BODY_TIMEOUT);
+		return;
+	}
 	if (c->lingering || !http_parser_started(c->parser)) {
 		listener_conn_free(c);
 		return;
@@ -185,40 +215,111 @@ static void listener_timer_cb(evutil_socket_t fd, short what, void *arg)
 			"the request was not received within client_timeout", RESPOND_CLOSE);
 }
 
-/* Parse what has arrived; start a request when one is complete. */
+/* The client asked to be told it may send its body: say so, once. */
+static void listener_continue(struct client_conn *c)
+{
+	if (c->expect_continue && !c->continued) {
+		bufferevent_write(c->bev, continue_line, sizeof(continue_line) - 1);
+		conn_stream_flush(c);
+		c->continued = 1;
+	}
+}
+
+/* A request is handed over: the next one's head gets a fresh start. */
+static void listener_handed(struct client_conn *c)
+{
+	c->continued = 0;
+	c->expect_continue = 0;
+	evtimer_del(c->timer);
+}
+
+/*
+ * Parse what has arrived; start a request when one is complete, or, for
+ * one that streams, when its head is.
+ */
 static void listener_process(struct client_conn *c)
 {
 	const struct conf *conf = listener_conf(c);
-	const struct http_msg *m;
 	struct http_msg *msg;
 
-	switch (http_parser_feed(c->parser, bufferevent_get_input(c->bev))) {
-	case HTTP_MORE:
-		m = http_parser_msg(c->parser);
-		if (http_parser_head_complete(c->parser) && m->expect_continue && !c->continued) {
-			bufferevent_write(c->bev, continue_line, sizeof(continue_line) - 1);
-			conn_respond_send(c);
-			c->continued = 1;
+	for (;;) {
+		switch (http_parser_feed(c->parser, bufferevent_get_input(c->bev))) {
+		case HTTP_MORE:
+			if (http_parser_head_complete(c->parser))
+				listener_continue(c);
+			return;
+		case HTTP_HEAD:
+			c->expect_continue = http_parser_msg(c->parser)->expect_continue;
+			if (request_streams(conf, http_parser_msg(c->parser))) {
+				msg = http_parser_take_head(c->parser);
+				if (!msg || http_parser_limit_body(c->parser, 0) < 0)
+					break;
+				c->input = CONN_INPUT_BODY;
+				listener_handed(c);
+				c->expect_continue = msg->expect_continue;
+				request_start(c->l->reqs, c, msg, 1);
+				listener_body(c);
+				return;
+			}
+			if (http_parser_limit_body(c->parser, conf->max_request_body) < 0) {
+				respond_problem(c, conf, PROBLEM_TOO_LARGE,
+						"the request body exceeds max_request_body",
+						RESPOND_CLOSE);
+				return;
+			}
+			continue;
+		case HTTP_DONE:
+			msg = http_parser_take(c->parser);
+			listener_handed(c);
+			request_start(c->l->reqs, c, msg, 0);
+			return;
+		case HTTP_ERR_HEAD_TOO_LARGE:
+			respond_problem(c, conf, PROBLEM_HEADERS_TOO_LARGE,
+					"the request head exceeds the size limit", RESPOND_CLOSE);
+			return;
+		case HTTP_ERR_BODY_TOO_LARGE:
+			respond_problem(c, conf, PROBLEM_TOO_LARGE,
+					"the request body exceeds max_request_body", RESPOND_CLOSE);
+			return;
+		case HTTP_ERR_BAD:
+		default:
+			break;
 		}
-		return;
-	case HTTP_DONE:
-		msg = http_parser_take(c->parser);
-		c->continued = 0;
-		evtimer_del(c->timer);
-		request_start(c->l->reqs, c, msg);
-		return;
-	case HTTP_ERR_HEAD_TOO_LARGE:
-		respond_problem(c, conf, PROBLEM_HEADERS_TOO_LARGE,
-				"the request head exceeds the size limit", RESPOND_CLOSE);
-		return;
-	case HTTP_ERR_BODY_TOO_LARGE:
-		respond_problem(c, conf, PROBLEM_TOO_LARGE,
-				"the request body exceeds max_request_body", RESPOND_CLOSE);
-		return;
-	case HTTP_ERR_BAD:
-	default:
 		respond_problem(c, conf, PROBLEM_BAD_REQUEST,
 				"the request is malformed or its framing is ambiguous", RESPOND_CLOSE);
+		return;
+	}
+}
+
+/*
+ * A streamed body: parse what has arrived and tell the request, whose
+ * relay takes the decoded bytes. Once its response is over, the rest of
+ * the body is not wanted (the connection closes after it).
+ */
+static void listener_body(struct client_conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+	enum http_status st = http_parser_feed(c->parser, in);
+
+	if (!c->req) {
+		evbuffer_drain(in, evbuffer_get_length(in));
+		return;
+	}
+	switch (st) {
+	case HTTP_MORE:
+		listener_continue(c);
+		listener_timer_add(c->timer, listener_conf(c)->client_timeout_ms);
+		request_input(c->req, REQUEST_BODY_MORE);
+		return;
+	case HTTP_DONE:
+		c->input = CONN_INPUT_REQUEST;
+		listener_handed(c);
+		request_input(c->req, REQUEST_BODY_END);
+		http_parser_take(c->parser);
+		return;
+	default:
+		c->input = CONN_INPUT_REQUEST;
+		request_input(c->req, REQUEST_BODY_BAD);
 		return;
 	}
 }
@@ -227,7 +328,6 @@ static void listener_process(struct client_conn *c)
 static struct client_conn *listener_conn_new(struct listener *l, evutil_socket_t fd,
 					     const struct sockaddr *sa)
 {
-	const struct conf *conf = conf_gens_conf(l->gens);
 	struct client_conn *c = calloc(1, sizeof(*c));
 
 	if (!c) {
@@ -236,10 +336,14 @@ static struct client_conn *listener_conn_new(struct listener *l, evutil_socket_t
 	}
 	c->l = l;
 	c->bev = bufferevent_socket_new(l->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	c->parser = http_parser_new(HTTP_REQUEST, conf->max_request_body);
+	/* Body limits are set per request (listener_process): only
+	 * intercepted requests have one. */
+	c->parser = http_parser_new(HTTP_REQUEST, 0);
 	c->timer = evtimer_new(l->base, listener_timer_cb, c);
 	c->next_ev = event_new(l->base, -1, 0, listener_next_cb, c);
 	c->read_ev = event_new(l->base, fd, EV_READ | EV_PERSIST, listener_read_event, c);
+	if (c->parser)
+		http_parser_set_options(c->parser, HTTP_OPT_HEAD);
 	if (!c->bev || !c->parser || !c->timer || !c->next_ev || !c->read_ev) {
 		if (!c->bev)
 			evutil_closesocket(fd);

@@ -1,7 +1,7 @@
 /*
  * The request state machine: what happens to a request, top to bottom.
  *
- *   NEW --(safe method, unmatched path, optional key absent)--> FORWARDING
+ *   NEW --(safe method, unmatched path, optional key absent)--> FORWARDING --> DONE
  *   NEW --(key, actor, fingerprint checked; no cached record)--> CLAIMING
  *   CLAIMING --owner--> FORWARDING --> RECORDING --(written)--> DONE
  *   CLAIMING --existing record, store down--> DONE
@@ -39,6 +39,7 @@
 #include "proxy/log.h"
 #include "proxy/outcome.h"
 #include "proxy/record.h"
+#include "proxy/relay.h"
 #include "proxy/replay.h"
 #include "proxy/respond.h"
 #include "proxy/scope.h"
@@ -136,9 +137,11 @@ struct request {
 	char token[SCOPE_TOKEN_SIZE]; /* the scope in store notifications */
 	uint64_t wakes_seen;        /* ctx->wakes when the last claim was sent */
 
-	struct upstream_req *up;
+	struct relay *relay;        /* the exchange with the upstream, once forwarded */
+	int forwarding;             /* ... and still under way */
+	int streamed;               /* the relay wrote the response (its body is not kept) */
 	enum upstream_result up_result;
-	struct http_msg *resp;      /* the upstream's response */
+	struct http_msg *resp;      /* the upstream's response (the relay's) */
 	char *stored_headers;       /* "Name: value\r\n" lines to record */
 	size_t stored_headers_len;
 	int body_omitted;
@@ -153,8 +156,9 @@ static void claim_done_cb(void *arg, enum store_result res, int64_t generation,
 			  const struct record *rec);
 static void request_existing(struct request *req, const struct record *rec, int cached);
 static int request_wait(struct request *req);
-static void request_forward(struct request *req);
-static void upstream_done_cb(void *arg, enum upstream_result res, struct http_msg *resp);
+static void request_forward(struct request *req, int streamed);
+static void request_relay_done(void *arg, enum upstream_result res, struct http_msg *resp,
+			  int answered);
 static void request_owner_result(struct request *req, enum upstream_result res);
 static void request_record(struct request *req);
 static void record_done_cb(void *arg, enum store_result res);
@@ -167,7 +171,18 @@ static void request_done(struct request *req);
 
 /* ---- from the client's request to the claim ---- */
 
-void request_start(struct request_ctx *ctx, struct client_conn *c, struct http_msg *msg)
+int request_streams(const struct conf *conf, const struct http_msg *head)
+{
+	const struct route *r;
+
+	if (http_method_is_safe(head->method))
+		return 1;
+	r = conf_find_route(conf, head->method, head->path, head->path_len);
+	return !r || (r->key == KEY_OPTIONAL && http_msg_header_count(head, conf->key_header) == 0);
+}
+
+void request_start(struct request_ctx *ctx, struct client_conn *c, struct http_msg *msg,
+		   int streamed)
 {
 	struct request *req = calloc(1, sizeof(*req));
 
@@ -191,12 +206,13 @@ void request_start(struct request_ctx *ctx, struct client_conn *c, struct http_m
 
 	if (!http_method_is_safe(msg->method))
 		req->route = conf_find_route(req->conf, msg->method, msg->path, msg->path_len);
-	if (!req->route) {
+	if (req->route)
+		req->tag.route = req->route->operation;
+	if (!req->route || streamed) {
 		req->outcome = OUT_PASS;
-		request_forward(req);
+		request_forward(req, streamed);
 		return;
 	}
-	req->tag.route = req->route->operation;
 	request_intercept(req);
 }
 
@@ -212,7 +228,7 @@ static void request_intercept(struct request *req)
 	if (http_msg_header_count(m, req->conf->key_header) == 0) {
 		if (r->key == KEY_OPTIONAL) {
 			req->outcome = OUT_PASS;
-			request_forward(req);
+			request_forward(req, 0);
 			return;
 		}
 		request_reject(req, PROBLEM_KEY_MISSING, "this operation requires an Idempotency-Key");
@@ -301,7 +317,7 @@ static void claim_done_cb(void *arg, enum store_result res, int64_t generation,
 			request_owner_result(req, UPSTREAM_NOT_SENT);
 			return;
 		}
-		request_forward(req);
+		request_forward(req, 0);
 		return;
 	case STORE_EXISTS:
 		request_existing(req, rec, 0);
@@ -312,7 +328,7 @@ static void claim_done_cb(void *arg, enum store_result res, int64_t generation,
 		 * shutdown deadline. */
 		if (req->conf->store_unavailable == STORE_FAIL_OPEN && !req->ctx->past_deadline) {
 			req->outcome = OUT_UNENFORCED;
-			request_forward(req);
+			request_forward(req, 0);
 			return;
 		}
 		req->outcome = OUT_STORE_DOWN;
@@ -441,28 +457,42 @@ void request_wake(struct request_ctx *ctx, const char *token)
 
 /* ---- the upstream ---- */
 
-static void request_forward(struct request *req)
+/*
+ * Hand the request to a relay. An owner's response is read whole up to
+ * max_stored_body and waits for its record; everything else streams, and
+ * upstream_timeout bounds the upstream's silence rather than the whole
+ * exchange (an owner's must end within its lease).
+ */
+static void request_forward(struct request *req, int streamed)
 {
-	struct evbuffer *out = evbuffer_new();
-	int is_head = !strcmp(req->msg->method, "HEAD");
+	const struct conf *conf = req->conf;
+	int owner = req->outcome == OUT_OWNER;
+	struct relay_params p = {
+		.buffer = conf->relay_buffer,
+		.hold = owner ? conf->max_stored_body : 0,
+		.owner = owner,
+		.unenforced = req->outcome == OUT_UNENFORCED,
+		.retry_safe = !owner && http_method_is_safe(req->msg->method),
+		.upgrade = req->outcome == OUT_PASS && http_msg_wants_upgrade(req->msg),
+		.idle_timeout = !owner,
+		.upstream_timeout_ms = conf->upstream_timeout_ms,
+		.client_timeout_ms = conf->client_timeout_ms,
+		.tunnel_timeout_ms = conf->tunnel_timeout_ms,
+		.peer = req->conn ? req->conn->peer : "unknown",
+		.default_host = conf->upstream_hostport,
+	};
 
 	request_set_state(req, REQ_FORWARDING);
-	if (out) {
-		forward_build(out, req->msg, req->conn ? req->conn->peer : "unknown",
-			      req->conf->upstream_hostport);
-		req->upstream_us = clock_now_us();
-		req->up = upstream_forward(req->ctx->pool, out, is_head,
-					   req->outcome != OUT_OWNER &&
-						   http_method_is_safe(req->msg->method),
-					   req->conf->upstream_timeout_ms, upstream_done_cb, req);
-		evbuffer_free(out);
-	}
-	if (req->up) {
+	req->upstream_us = clock_now_us();
+	req->relay = relay_start(req->ctx->base, req->ctx->pool, req->conn, req->msg, streamed, &p,
+				 request_relay_done, req);
+	if (req->relay) {
+		req->forwarding = 1;
 		req->ctx->nforwarding++;
 		return;
 	}
 	/* Nothing left this process: out of memory before sending. */
-	if (req->outcome == OUT_OWNER) {
+	if (owner) {
 		request_owner_result(req, UPSTREAM_NOT_SENT);
 		return;
 	}
@@ -471,13 +501,23 @@ static void request_forward(struct request *req)
 	request_done(req);
 }
 
-static void upstream_done_cb(void *arg, enum upstream_result res, struct http_msg *resp)
+/* The exchange with the upstream is over (by its end, or cut off). */
+static void request_forwarded(struct request *req)
+{
+	if (req->forwarding) {
+		req->forwarding = 0;
+		req->ctx->nforwarding--;
+	}
+}
+
+static void request_relay_done(void *arg, enum upstream_result res, struct http_msg *resp,
+			  int answered)
 {
 	struct request *req = arg;
 
-	req->up = NULL;
-	req->ctx->nforwarding--;
+	request_forwarded(req);
 	req->resp = resp;
+	req->streamed = answered;
 	req->upstream_us = clock_now_us() - req->upstream_us;
 	stats_observe(req->ctx->stats, STATS_UPSTREAM_SECONDS, req->upstream_us);
 	if (req->outcome == OUT_OWNER) {
@@ -509,7 +549,9 @@ static void request_owner_result(struct request *req, enum upstream_result res)
 		} else if (status_set_has(&r->unknown_on, req->resp->status)) {
 			req->outcome = OUT_UNKNOWN;
 		} else {
+			/* A streamed body was not kept: over max_stored_body. */
 			req->body_omitted =
+				req->streamed ||
 				evbuffer_get_length(req->resp->body) > req->conf->max_stored_body;
 			req->stored_headers = record_headers(req->resp, r->store_headers,
 							     r->nstore_headers, &req->stored_headers_len);
@@ -667,12 +709,20 @@ static void request_answer_problem(struct request *req, enum problem_kind kind,
 	req->conn = NULL;
 }
 
-/* The client's one answer after the upstream: its response, or what became of the request. */
+/*
+ * The client's one answer after the upstream: its response, or what became
+ * of the request. A response the relay streamed is already there: an
+ * owner's last bytes go out now, after the record.
+ */
 static void request_answer_upstream(struct request *req)
 {
 	int flags = respond_flags(req->msg);
 
-	if (req->resp)
+	if (req->streamed) {
+		if (req->up_result == UPSTREAM_OK)
+			relay_release(req->relay);
+		req->status = req->resp ? req->resp->status : 0;
+	} else if (req->resp && req->up_result == UPSTREAM_OK)
 		req->status = respond_relay(req->conn, req->resp, flags,
 					    req->outcome == OUT_UNENFORCED);
 	else
@@ -716,14 +766,11 @@ static void request_free(struct request *req)
 	ctx->nrequests--;
 	if (req->conn)
 		conn_attach(req->conn, NULL);
-	if (req->up) {
-		ctx->nforwarding--;
-		upstream_cancel(req->up);
-	}
+	request_forwarded(req);
+	relay_free(req->relay);
 	evfree_event(&req->wait_timer);
 	evfree_event(&req->retry_timer);
 	http_msg_free(req->msg);
-	http_msg_free(req->resp);
 	free(req->actor);
 	free(req->stored_headers);
 	conf_gens_drop(ctx->gens, req->gen);
@@ -752,6 +799,12 @@ static void request_done(struct request *req)
 void request_conn_gone(struct request *req)
 {
 	req->conn = NULL;
+	if (req->forwarding && relay_conn_gone(req->relay)) {
+		/* A pass-through exchange or a tunnel ends with its client. */
+		request_forwarded(req);
+		request_done(req);
+		return;
+	}
 	if (req->state == REQ_WAITING) {
 		req->outcome = OUT_IN_PROGRESS;
 		request_done(req);
@@ -779,14 +832,16 @@ void request_deadline_all(struct request_ctx *ctx)
 			request_answer_problem(req, PROBLEM_IN_PROGRESS, "idemproxy is shutting down");
 			request_done(req);
 		} else if (req->state == REQ_FORWARDING && req->outcome == OUT_OWNER) {
-			unsent = upstream_unsent(req->up);
+			unsent = relay_unsent(req->relay);
 			log_warn(&req->tag,
 				 "shutdown_timeout passed with the request at the upstream: %s",
 				 unsent ? "nothing was sent, releasing its record"
 					: "recording its outcome as unknown");
-			upstream_cancel(req->up);
-			req->up = NULL;
-			ctx->nforwarding--;
+			/* A response under way is cut short. */
+			req->streamed = relay_answered(req->relay);
+			relay_free(req->relay);
+			req->relay = NULL;
+			request_forwarded(req);
 			request_owner_result(req, unsent ? UPSTREAM_NOT_SENT : UPSTREAM_TIMEOUT);
 		}
 	}
@@ -835,4 +890,46 @@ int request_count(const struct request_ctx *ctx)
 int request_forwarding(const struct request_ctx *ctx)
 {
 	return ctx->nforwarding;
+}
+
+void request_input(struct request *req, enum request_input what)
+{
+	if (!req->forwarding)
+		return;
+	switch (what) {
+	case REQUEST_BODY_MORE:
+	case REQUEST_TUNNEL_MORE:
+		relay_input(req->relay, 0);
+		return;
+	case REQUEST_BODY_END:
+		relay_input(req->relay, 1);
+		return;
+	case REQUEST_BODY_BAD:
+	case REQUEST_BODY_TIMEOUT:
+		break;
+	}
+	/* The client broke off its streamed body: the upstream never gets the
+	 * rest; the client's connection closes. */
+	log_warn(&req->tag, "the client's streamed body %s; exchange abandoned",
+		 what == REQUEST_BODY_BAD ? "was malformed" : "stalled for client_timeout");
+	req->streamed = relay_answered(req->relay);
+	relay_free(req->relay);
+	req->relay = NULL;
+	request_forwarded(req);
+	if (!req->streamed && req->conn)
+		req->status = respond_problem(req->conn, req->conf,
+					      what == REQUEST_BODY_BAD ? PROBLEM_BAD_REQUEST
+								       : PROBLEM_REQUEST_TIMEOUT,
+					      what == REQUEST_BODY_BAD
+						      ? "the request body is malformed"
+						      : "the request body stalled for client_timeout",
+					      respond_flags(req->msg) | RESPOND_CLOSE);
+	req->conn = NULL;
+	request_done(req);
+}
+
+void request_output_drained(struct request *req)
+{
+	if (req->forwarding)
+		relay_output_drained(req->relay);
 }

@@ -12,6 +12,7 @@
 
 struct cache;
 struct client_conn;
+struct conf;
 struct conf_gens;
 struct event_base;
 struct http_msg;
@@ -34,8 +35,33 @@ struct request_ctx *request_ctx_new(struct event_base *base, struct conf_gens *g
 /* End of shutdown: drop every request left (records keep their leases). */
 void request_ctx_free(struct request_ctx *ctx);
 
-/* Serve msg, a complete request read on c (taken over). */
-void request_start(struct request_ctx *ctx, struct client_conn *c, struct http_msg *msg);
+/*
+ * 1 when the request whose head is head streams through (a safe method,
+ * an unmatched path, or a route with `key optional` and no key): its body
+ * is relayed as it arrives. Intercepted requests are read whole first.
+ */
+int request_streams(const struct conf *conf, const struct http_msg *head);
+
+/*
+ * Serve msg (taken over), a request read on c: whole, or, when streamed,
+ * its head with the body to follow (request_input).
+ */
+void request_start(struct request_ctx *ctx, struct client_conn *c, struct http_msg *msg,
+		   int streamed);
+
+/* What the listener learned of the client's side of req. */
+enum request_input {
+	REQUEST_BODY_MORE,    /* more of the streamed body, in the connection's parser */
+	REQUEST_BODY_END,     /* the streamed body is complete */
+	REQUEST_BODY_BAD,     /* the streamed body is malformed: the connection closes */
+	REQUEST_BODY_TIMEOUT, /* the client stopped sending it for client_timeout */
+	REQUEST_TUNNEL_MORE,  /* bytes on an upgraded connection */
+};
+
+void request_input(struct request *req, enum request_input what);
+
+/* req's streamed response, waiting in the client's output, fell to the drain mark. */
+void request_output_drained(struct request *req);
 
 /*
  * req's client went away: the request goes on without anyone to answer (an

@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 
 #include "conf/conf.h"
 #include "proxy/conn.h"
@@ -68,6 +69,48 @@ int respond_upstream_failure(struct client_conn *c, const struct conf *conf,
 			       respond_upstream_problems[res].detail, flags);
 }
 
+/*
+ * Status line and the upstream's headers, minus hop-by-hop ones, the
+ * upstream's framing and, unless keep_length, its Content-Length.
+ */
+static void respond_upstream_head(struct evbuffer *out, const struct http_msg *resp,
+				  int keep_length)
+{
+	http_add_status_line(out, resp->status, resp->reason);
+	for (int i = 0; i < resp->nheaders; i++) {
+		const struct http_header *h = &resp->headers[i];
+		if (http_msg_is_hop_header(resp, h->name))
+			continue;
+		if (!keep_length && !strcasecmp(h->name, "Content-Length"))
+			continue;
+		http_add_header(out, h->name, h->value);
+	}
+}
+
+/* The final response's start: its status line and headers. */
+static struct evbuffer *respond_relay_start(struct client_conn *c, const struct http_msg *resp,
+					    int keep_length, int unenforced)
+{
+	struct evbuffer *out = conn_respond_start(c);
+
+	respond_upstream_head(out, resp, keep_length);
+	if (unenforced)
+		http_add_lit(out, "Idempotency-Enforced: false\r\n");
+	return out;
+}
+
+void respond_interim(struct client_conn *c, const struct http_msg *m)
+{
+	struct evbuffer *out;
+
+	if (!c)
+		return;
+	out = bufferevent_get_output(c->bev);
+	respond_upstream_head(out, m, 0);
+	http_add_lit(out, "\r\n");
+	conn_stream_flush(c);
+}
+
 int respond_relay(struct client_conn *c, const struct http_msg *resp, int flags, int unenforced)
 {
 	int no_body = (flags & RESPOND_HEAD) || http_status_bodiless(resp->status);
@@ -75,18 +118,7 @@ int respond_relay(struct client_conn *c, const struct http_msg *resp, int flags,
 
 	if (!c)
 		return resp->status;
-	out = conn_respond_start(c);
-	http_add_status_line(out, resp->status, resp->reason);
-	for (int i = 0; i < resp->nheaders; i++) {
-		const struct http_header *h = &resp->headers[i];
-		if (http_msg_is_hop_header(resp, h->name))
-			continue;
-		if (!no_body && !strcasecmp(h->name, "Content-Length"))
-			continue;
-		http_add_header(out, h->name, h->value);
-	}
-	if (unenforced)
-		http_add_lit(out, "Idempotency-Enforced: false\r\n");
+	out = respond_relay_start(c, resp, no_body, unenforced);
 	if (no_body) {
 		conn_respond_frame(c, 0, flags | RESPOND_NO_LENGTH);
 	} else {
@@ -98,5 +130,50 @@ int respond_relay(struct client_conn *c, const struct http_msg *resp, int flags,
 			conn_close_after(c);
 	}
 	conn_respond_send(c);
+	return resp->status;
+}
+
+enum respond_framing respond_framing(const struct http_msg *resp, int flags, int client_minor)
+{
+	if (resp->status == 101)
+		return RESPOND_SWITCH;
+	if ((flags & RESPOND_HEAD) || http_status_bodiless(resp->status))
+		return RESPOND_BODILESS;
+	if (!resp->chunked && resp->content_length >= 0)
+		return RESPOND_LENGTH;
+	/* Chunked, or up to the upstream's close: chunked where the client
+	 * reads it, else up to our own close. */
+	return client_minor >= 1 ? RESPOND_CHUNKED : RESPOND_TO_CLOSE;
+}
+
+int respond_relay_head(struct client_conn *c, const struct http_msg *resp, int flags,
+		       int unenforced, enum respond_framing framing)
+{
+	struct evbuffer *out;
+
+	if (!c)
+		return resp->status;
+	out = respond_relay_start(c, resp, framing == RESPOND_BODILESS, unenforced);
+	switch (framing) {
+	case RESPOND_SWITCH:
+		http_add_lit(out, "Connection: upgrade\r\n");
+		http_add_header(out, "Upgrade",
+				http_msg_header(resp, "Upgrade") ? http_msg_header(resp, "Upgrade") : "");
+		http_add_lit(out, "\r\n");
+		return resp->status;
+	case RESPOND_BODILESS:
+		conn_respond_frame(c, 0, flags | RESPOND_NO_LENGTH);
+		break;
+	case RESPOND_LENGTH:
+		conn_respond_frame(c, (size_t)resp->content_length, flags);
+		break;
+	case RESPOND_CHUNKED:
+		http_add_lit(out, "Transfer-Encoding: chunked\r\n");
+		conn_respond_frame(c, 0, flags | RESPOND_NO_LENGTH);
+		break;
+	case RESPOND_TO_CLOSE:
+		conn_respond_frame(c, 0, flags | RESPOND_NO_LENGTH | RESPOND_CLOSE);
+		break;
+	}
 	return resp->status;
 }

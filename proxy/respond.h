@@ -36,4 +36,29 @@ int respond_upstream_failure(struct client_conn *c, const struct conf *conf,
  */
 int respond_relay(struct client_conn *c, const struct http_msg *resp, int flags, int unenforced);
 
+/* An interim (1xx) response m, written at once, before the final one. */
+void respond_interim(struct client_conn *c, const struct http_msg *m);
+
+/* How the body of a streamed response reaches the client. */
+enum respond_framing {
+	RESPOND_BODILESS, /* none (HEAD, 1xx, 204, 304): the upstream's Content-Length stays */
+	RESPOND_LENGTH,	  /* Content-Length: the upstream's */
+	RESPOND_CHUNKED,  /* chunked, each piece a chunk as it comes */
+	RESPOND_TO_CLOSE, /* up to the close of the connection (HTTP/1.0 clients) */
+	RESPOND_SWITCH,	  /* 101: Connection: upgrade and Upgrade kept, then a tunnel */
+};
+
+/*
+ * The framing a response resp to a request with respond flags takes when
+ * its body is streamed: the upstream's, where the client understands it.
+ */
+enum respond_framing respond_framing(const struct http_msg *resp, int flags, int client_minor);
+
+/*
+ * The head of resp with the given framing, for a body that follows piece
+ * by piece (conn_stream_*). Returns the status.
+ */
+int respond_relay_head(struct client_conn *c, const struct http_msg *resp, int flags,
+		       int unenforced, enum respond_framing framing);
+
 #endif

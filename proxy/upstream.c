@@ -1,14 +1,22 @@
 /*
- * Upstream client: forwards one serialised request at a time per connection
- * and reads the response with the strict parser. Idle connections are kept
- * per worker (LIFO, so the warmest is reused first) and closed when the
- * upstream closes them or after UPSTREAM_IDLE_TIMEOUT_S.
+ * Upstream client: one exchange at a time per connection, the response
+ * read with the strict parser as it arrives and reported piece by piece.
+ * Idle connections are kept per worker (LIFO, so the warmest is reused
+ * first) and closed when the upstream closes them or after
+ * UPSTREAM_IDLE_TIMEOUT_S.
  *
  * What the upstream saw decides the result: a failure before any byte of
  * the request left our buffer is UPSTREAM_NOT_SENT (safe to release the
  * claim); after that it is UPSTREAM_ERROR or UPSTREAM_TIMEOUT, and the
- * request is never sent again unless the caller marked it retry_safe.
+ * request is never sent again unless the caller marked it retry-safe.
+ *
+ * Memory: the response is read with one recv(2) per readable event and
+ * every decoded byte goes straight to the caller, who stops the reads
+ * (upstream_read_pause) while its receiver is behind; a streamed request's
+ * body is queued only as the caller sends it.
  */
+#include "proxy/upstream.h"
+
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/dns.h>
@@ -24,15 +32,11 @@
 #include "proxy/http.h"
 #include "proxy/io.h"
 #include "proxy/log.h"
-#include "proxy/upstream.h"
 
 #define UPSTREAM_MAX_IDLE 64
 /* Shorter than the usual upstream keep-alive timeouts (Node 5 s, nginx
  * 75 s), so the upstream rarely closes a connection just as we reuse it. */
 #define UPSTREAM_IDLE_TIMEOUT_S 4
-/* Responses are read whole before they are relayed: a hard cap, so an
- * endless upstream body cannot take the worker's memory. */
-#define UPSTREAM_MAX_RESPONSE_BODY (64 * 1024 * 1024)
 #define UPSTREAM_READ_CHUNK (16 * 1024)
 #define UPSTREAM_LATE_READS 16 /* chunks a fired deadline still reads */
 
@@ -43,20 +47,27 @@ struct upstream_conn {
 	struct event *read_ev;      /* reads once connected (io_read_now) */
 	struct http_parser *parser;
 	struct upstream_req *ur;    /* NULL while idle */
+	int connected;
 };
 
 struct upstream_req {
 	struct upstream_pool *pool;
 	struct upstream_conn *conn;
-	struct evbuffer *data;      /* the request; kept for a retry */
-	size_t len;
-	int no_body;
-	int retry_safe;
+	struct evbuffer *data;      /* the request's first bytes; kept for a retry */
+	size_t queued;              /* bytes of the request queued on conn so far */
+	struct upstream_params params;
+	const struct upstream_events *ev;
+	void *arg;
 	int retried;
 	int reused;                 /* sent on a connection from the idle pool */
+	int streamed;               /* upstream_send added bytes beyond data */
+	int sent_all;               /* the request is whole (not streamed, or ended) */
+	int head_taken;             /* the final head was reported: a body follows */
+	int keep_alive;             /* the final response lets the connection be reused */
+	int paused;                 /* the caller stopped the reads */
+	int dispatching;            /* inside a callback */
+	int cancelled;              /* upstream_cancel() during a callback */
 	struct event *timer;
-	upstream_cb cb;
-	void *arg;
 };
 
 struct upstream_pool {
@@ -69,6 +80,7 @@ struct upstream_pool {
 };
 
 static void upstream_conn_read_cb(struct bufferevent *bev, void *arg);
+static void upstream_conn_write_cb(struct bufferevent *bev, void *arg);
 static void upstream_conn_event_cb(struct bufferevent *bev, short what, void *arg);
 static void upstream_idle_event_cb(struct bufferevent *bev, short what, void *arg);
 static void upstream_idle_read_cb(struct bufferevent *bev, void *arg);
@@ -134,10 +146,11 @@ static struct upstream_conn *upstream_conn_new(struct upstream_pool *pool)
 	if (!uc)
 		return NULL;
 	uc->pool = pool;
-	uc->parser = http_parser_new(HTTP_RESPONSE, UPSTREAM_MAX_RESPONSE_BODY);
+	uc->parser = http_parser_new(HTTP_RESPONSE, 0);
 	uc->bev = bufferevent_socket_new(pool->base, -1, BEV_OPT_CLOSE_ON_FREE);
 	if (!uc->parser || !uc->bev)
 		goto fail;
+	http_parser_set_options(uc->parser, HTTP_OPT_HEAD | HTTP_OPT_INTERIM);
 	if (bufferevent_socket_connect_hostname(uc->bev, pool->dns, AF_UNSPEC, pool->host,
 						pool->port) < 0)
 		goto fail;
@@ -193,17 +206,16 @@ static struct upstream_conn *upstream_idle_take(struct upstream_pool *pool, int 
 static void upstream_conn_park(struct upstream_conn *uc)
 {
 	struct upstream_pool *pool = uc->pool;
-	struct timeval tv = { UPSTREAM_IDLE_TIMEOUT_S, 0 };
+	struct timeval tv = clock_tv(UPSTREAM_IDLE_TIMEOUT_S * 1000);
 
 	uc->ur = NULL;
-	/* Unsent request bytes (the upstream answered early) poison it. */
-	if (pool->nidle >= UPSTREAM_MAX_IDLE ||
-	    evbuffer_get_length(bufferevent_get_output(uc->bev)) != 0) {
+	if (pool->nidle >= UPSTREAM_MAX_IDLE) {
 		upstream_conn_free(uc);
 		return;
 	}
 	/* The next request is written directly (upstream_conn_attach). */
 	bufferevent_disable(uc->bev, EV_WRITE);
+	bufferevent_setwatermark(uc->bev, EV_WRITE, 0, 0);
 	if (uc->read_ev) {
 		/* EOF, data or the idle timeout: upstream_conn_read_event closes it. */
 		event_add(uc->read_ev, &tv);
@@ -216,104 +228,273 @@ static void upstream_conn_park(struct upstream_conn *uc)
 	pool->nidle++;
 }
 
-/*
- * Put ur on uc. On a connected (pooled) connection the request is written
- * at once with one writev(2) and EV_WRITE is enabled only for what the
- * socket did not take; a new connection writes once it is connected.
- */
-static int upstream_conn_attach(struct upstream_req *ur, struct upstream_conn *uc, int connected)
+/* Stop or go on reading uc's socket, whichever way it is read. */
+static void upstream_conn_reading(struct upstream_conn *uc, int on)
+{
+	if (uc->read_ev) {
+		if (on)
+			event_add(uc->read_ev, NULL);
+		else
+			event_del(uc->read_ev);
+	} else if (on) {
+		bufferevent_enable(uc->bev, EV_READ);
+	} else {
+		bufferevent_disable(uc->bev, EV_READ);
+	}
+}
+
+/* Write what uc's output holds now; what the socket does not take waits for EV_WRITE. */
+static int upstream_conn_flush(struct upstream_conn *uc, int connected)
 {
 	struct evbuffer *out = bufferevent_get_output(uc->bev);
-	short reads = uc->read_ev ? 0 : EV_READ;
+
+	/* A failed write leaves the bytes queued: the bufferevent then reports
+	 * the error, and upstream_unsent() sees nothing was sent. */
+	if (connected && io_write_now(uc->bev) == 0 && evbuffer_get_length(out) == 0)
+		return 0;
+	return bufferevent_enable(uc->bev, EV_WRITE);
+}
+
+/*
+ * Put ur on uc, queueing the bytes of out (ur's request so far), or a
+ * reference to ur->data when out is NULL. On a connected (pooled)
+ * connection they are written at once with one writev(2); a new connection
+ * writes once it is connected.
+ */
+static int upstream_conn_attach(struct upstream_req *ur, struct upstream_conn *uc, int connected,
+				struct evbuffer *out)
+{
+	struct evbuffer *q = bufferevent_get_output(uc->bev);
 
 	ur->conn = uc;
 	uc->ur = ur;
-	http_parser_expect_no_body(uc->parser, ur->no_body);
+	http_parser_expect_no_body(uc->parser, (ur->params.flags & UPSTREAM_HEAD_REQUEST) != 0);
+	http_parser_expect_upgrade(uc->parser, (ur->params.flags & UPSTREAM_UPGRADE) != 0);
 	bufferevent_set_timeouts(uc->bev, NULL, NULL);
-	bufferevent_setcb(uc->bev, upstream_conn_read_cb, NULL, upstream_conn_event_cb, uc);
+	bufferevent_setwatermark(uc->bev, EV_WRITE, ur->params.drain_mark, 0);
+	bufferevent_setcb(uc->bev, upstream_conn_read_cb, upstream_conn_write_cb,
+			  upstream_conn_event_cb, uc);
 	if (uc->read_ev)
-		event_remove_timer(uc->read_ev);  /* the idle timeout */
-	if (evbuffer_add_buffer_reference(out, ur->data) < 0)
+		event_remove_timer(uc->read_ev); /* the idle timeout */
+	if (out ? evbuffer_add_buffer(q, out) < 0 : evbuffer_add_buffer_reference(q, ur->data) < 0)
 		return -1;
-	if (connected) {
-		/* A failed write leaves the bytes queued: the bufferevent then
-		 * reports the error, and upstream_unsent() sees nothing was sent. */
-		if (io_write_now(uc->bev) == 0 && evbuffer_get_length(out) == 0)
-			return bufferevent_enable(uc->bev, reads);
-	}
-	return bufferevent_enable(uc->bev, reads | EV_WRITE);
+	if (!uc->read_ev && !ur->paused)
+		bufferevent_enable(uc->bev, EV_READ);
+	return upstream_conn_flush(uc, connected);
 }
 
-/* Nothing of the request has left our buffer on this connection. */
 int upstream_unsent(const struct upstream_req *ur)
 {
-	return !ur->conn || evbuffer_get_length(bufferevent_get_output(ur->conn->bev)) == ur->len;
+	return !ur->conn ||
+	       evbuffer_get_length(bufferevent_get_output(ur->conn->bev)) == ur->queued;
 }
 
-static void upstream_req_complete(struct upstream_req *ur, enum upstream_result res,
-			 struct http_msg *resp)
+size_t upstream_pending(const struct upstream_req *ur)
 {
-	upstream_cb cb = ur->cb;
-	void *arg = ur->arg;
+	return ur->conn ? evbuffer_get_length(bufferevent_get_output(ur->conn->bev)) : ur->queued;
+}
 
-	if (ur->conn) {
-		if (res == UPSTREAM_OK && resp->keep_alive &&
-		    evbuffer_get_length(bufferevent_get_input(ur->conn->bev)) == 0)
-			upstream_conn_park(ur->conn);
-		else
-			upstream_conn_free(ur->conn);
+/* The silence allowed before the next byte (idle timeouts only). */
+static void upstream_touch(struct upstream_req *ur)
+{
+	struct timeval tv;
+
+	if (ur->params.flags & UPSTREAM_IDLE_TIMEOUT) {
+		tv = clock_tv(ur->params.timeout_ms);
+		evtimer_add(ur->timer, &tv);
+	}
+}
+
+static void upstream_req_free(struct upstream_req *ur)
+{
+	evfree_event(&ur->timer);
+	evfree_evbuffer(&ur->data);
+	free(ur);
+}
+
+/*
+ * The exchange is over with res: the connection goes back to the pool when
+ * the response was complete, said keep-alive, nothing follows it, and the
+ * whole request was written (the upstream may answer before it read a
+ * streamed body); else it is closed. Then ur is freed and done() told.
+ */
+static void upstream_req_complete(struct upstream_req *ur, enum upstream_result res)
+{
+	const struct upstream_events *ev = ur->ev;
+	void *arg = ur->arg;
+	struct upstream_conn *uc = ur->conn;
+
+	if (uc) {
+		if (res == UPSTREAM_OK && evbuffer_get_length(bufferevent_get_input(uc->bev)) > 0) {
+			/* Never let them reach another exchange. */
+			log_warn(NULL, "upstream sent more than the response it announced; "
+				       "connection closed");
+			upstream_conn_free(uc);
+		} else if (res == UPSTREAM_OK && ur->keep_alive && ur->sent_all &&
+			   evbuffer_get_length(bufferevent_get_output(uc->bev)) == 0) {
+			upstream_conn_park(uc);
+		} else {
+			upstream_conn_free(uc);
+		}
 		ur->conn = NULL;
 	}
-	event_free(ur->timer);
-	evbuffer_free(ur->data);
-	free(ur);
-	cb(arg, res, resp);
+	upstream_req_free(ur);
+	ev->done(arg, res);
 }
 
 /*
  * The connection failed. One more try on a fresh connection goes to a
- * request that is safe to repeat and has seen no response byte, and to any
- * request that a reused pooled connection failed before a byte of it was
- * written (the upstream had closed it while idle). Otherwise the result
- * says whether the upstream may have seen the request.
+ * request that is safe to repeat, whole in ur->data, and has seen no
+ * response byte, and to any request that a reused pooled connection failed
+ * before a byte of it was written (the upstream had closed it while idle).
+ * Otherwise the result says whether the upstream may have seen the request.
  */
 static void upstream_req_fail(struct upstream_req *ur, enum upstream_result sent_result)
 {
 	int unsent = upstream_unsent(ur);
 	int answered = ur->conn && http_parser_started(ur->conn->parser);
-	struct upstream_conn *uc;
+	int safe = (ur->params.flags & UPSTREAM_RETRY_SAFE) && !ur->streamed;
+	struct upstream_conn *old = ur->conn, *uc;
+	struct evbuffer *moved = NULL;
 
-	if (!ur->retried && !answered && (ur->retry_safe || (unsent && ur->reused))) {
+	if (!ur->retried && !answered && (safe || (unsent && ur->reused))) {
 		ur->retried = 1;
-		upstream_conn_free(ur->conn);
-		ur->conn = NULL;
+		ur->reused = 0;
 		uc = upstream_conn_new(ur->pool);
-		if (uc && upstream_conn_attach(ur, uc, 0) == 0)
+		/* Unsent bytes move whole (a streamed body's included); a safe
+		 * request is queued again from ur->data. */
+		if (uc && unsent && old) {
+			moved = bufferevent_get_output(old->bev);
+			evbuffer_unfreeze(moved, 1);
+		}
+		if (uc && upstream_conn_attach(ur, uc, 0, moved) == 0) {
+			ur->queued = evbuffer_get_length(bufferevent_get_output(uc->bev));
+			upstream_conn_free(old);
 			return;
+		}
 		upstream_conn_free(uc);
-		ur->conn = NULL;
-		upstream_req_complete(ur, UPSTREAM_NOT_SENT, NULL);
+		ur->conn = old;
+		upstream_req_complete(ur, UPSTREAM_NOT_SENT);
 		return;
 	}
-	upstream_req_complete(ur, unsent ? UPSTREAM_NOT_SENT : sent_result, NULL);
+	upstream_req_complete(ur, unsent ? UPSTREAM_NOT_SENT : sent_result);
+}
+
+static int upstream_upgrade(struct upstream_req *ur, struct http_msg *m);
+
+/* Run one callback of ur; 1 when ur was cancelled inside it (and is gone). */
+#define UPSTREAM_CALL(ur, call)                                                              \
+	((ur)->dispatching++, (call), --(ur)->dispatching == 0 && (ur)->cancelled                \
+					      ? (upstream_cancel(ur), 1)                     \
+					      : 0)
+
+/*
+ * Parse what has arrived and report it: interim responses, the final head,
+ * body bytes, the end. Returns 1 when the exchange is over (ur is gone).
+ */
+static int upstream_deliver(struct upstream_req *ur)
+{
+	struct upstream_conn *uc = ur->conn;
+	struct evbuffer *in = bufferevent_get_input(uc->bev), *body;
+	struct http_msg *m;
+
+	for (;;) {
+		enum http_status st = http_parser_feed(uc->parser, in);
+
+		body = http_parser_body(uc->parser);
+		if ((st == HTTP_MORE || st == HTTP_DONE) && body && evbuffer_get_length(body) > 0 &&
+		    UPSTREAM_CALL(ur, ur->ev->body(ur->arg, body)))
+			return 1;
+		switch (st) {
+		case HTTP_MORE:
+			return 0;
+		case HTTP_HEAD:
+			m = http_parser_take_head(uc->parser);
+			if (!m)
+				break;
+			ur->head_taken = 1;
+			ur->keep_alive = m->keep_alive;
+			if (UPSTREAM_CALL(ur, ur->ev->head(ur->arg, m)))
+				return 1;
+			continue;
+		case HTTP_DONE:
+			if (ur->head_taken) {
+				http_parser_take(uc->parser);
+				upstream_req_complete(ur, UPSTREAM_OK);
+				return 1;
+			}
+			m = http_parser_take(uc->parser);
+			if (!m)
+				break;
+			if (m->status < 200 && m->status != 101) {
+				int gone = ur->ev->interim ? UPSTREAM_CALL(ur, ur->ev->interim(ur->arg, m))
+							   : 0;
+				http_msg_free(m);
+				if (gone)
+					return 1;
+				continue;
+			}
+			ur->keep_alive = m->keep_alive;
+			if (m->status == 101)
+				return upstream_upgrade(ur, m);
+			if (UPSTREAM_CALL(ur, ur->ev->head(ur->arg, m)))
+				return 1;
+			upstream_req_complete(ur, UPSTREAM_OK);
+			return 1;
+		default:
+			break;
+		}
+		log_warn(NULL, "upstream sent a malformed response");
+		upstream_req_fail(ur, UPSTREAM_ERROR);
+		return 1;
+	}
+}
+
+/*
+ * A 101 answered an upgrade: report its head, then hand the connection
+ * over as it stands (bytes after the 101 wait in its input). Returns 1.
+ */
+static int upstream_upgrade(struct upstream_req *ur, struct http_msg *m)
+{
+	const struct upstream_events *ev = ur->ev;
+	void *arg = ur->arg;
+	struct upstream_conn *uc = ur->conn;
+	struct bufferevent *bev;
+
+	if (UPSTREAM_CALL(ur, ev->head(arg, m)))
+		return 1;
+	bev = uc->bev;
+	uc->bev = NULL;
+	evfree_event(&uc->read_ev);
+	bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
+	bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+	bufferevent_disable(bev, EV_READ | EV_WRITE);
+	ur->conn = NULL;
+	upstream_conn_free(uc);
+	upstream_req_free(ur);
+	ev->upgraded(arg, bev);
+	return 1;
 }
 
 static void upstream_conn_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct upstream_conn *uc = arg;
+
+	upstream_touch(uc->ur);
+	upstream_deliver(uc->ur);
+}
+
+/* The request's unwritten bytes fell to the drain mark. */
+static void upstream_conn_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct upstream_conn *uc = arg;
 	struct upstream_req *ur = uc->ur;
 
-	switch (http_parser_feed(uc->parser, bufferevent_get_input(bev))) {
-	case HTTP_MORE:
-		return;
-	case HTTP_DONE:
-		upstream_req_complete(ur, UPSTREAM_OK, http_parser_take(uc->parser));
-		return;
-	default:
-		log_warn(NULL, "upstream sent a malformed response");
-		upstream_req_fail(ur, UPSTREAM_ERROR);
-		return;
-	}
+	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		bufferevent_disable(bev, EV_WRITE);
+	upstream_touch(ur);
+	if (ur->ev->drained)
+		UPSTREAM_CALL(ur, ur->ev->drained(ur->arg));
 }
 
 /*
@@ -337,36 +518,37 @@ static void upstream_conn_read_event(evutil_socket_t fd, short what, void *arg)
 	if (n > 0)
 		upstream_conn_read_cb(uc->bev, uc);
 	else
-		upstream_conn_event_cb(uc->bev, BEV_EVENT_READING | (n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR),
-			      uc);
+		upstream_conn_event_cb(uc->bev,
+				       BEV_EVENT_READING | (n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR), uc);
 }
 
 static void upstream_conn_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct upstream_conn *uc = arg;
 	struct upstream_req *ur = uc->ur;
+	enum http_status st;
 
 	if (what & BEV_EVENT_CONNECTED) {
+		uc->connected = 1;
 		uc->read_ev = event_new(uc->pool->base, bufferevent_getfd(bev), EV_READ | EV_PERSIST,
 					upstream_conn_read_event, uc);
 		/* Without it the bufferevent goes on reading: slower, not wrong. */
-		if (uc->read_ev && event_add(uc->read_ev, NULL) == 0) {
+		if (uc->read_ev && (ur->paused || event_add(uc->read_ev, NULL) == 0))
 			bufferevent_disable(bev, EV_READ);
-		} else {
+		else
 			evfree_event(&uc->read_ev);
-		}
 		return;
 	}
 	if (what & BEV_EVENT_EOF) {
-		/* Bytes that arrived with the EOF are parsed first. */
-		enum http_status st = http_parser_feed(uc->parser, bufferevent_get_input(bev));
-		if (st == HTTP_MORE)
-			st = http_parser_eof(uc->parser);
-		if (st == HTTP_DONE) {
-			struct http_msg *resp = http_parser_take(uc->parser);
-			resp->keep_alive = 0;
-			upstream_req_complete(ur, UPSTREAM_OK, resp);
+		/* Bytes that arrived with the EOF are parsed first; the EOF
+		 * itself may end a close-delimited body. */
+		if (upstream_deliver(ur))
 			return;
+		st = http_parser_eof(uc->parser);
+		if (st == HTTP_DONE) {
+			ur->keep_alive = 0;
+			if (upstream_deliver(ur))
+				return;
 		}
 	}
 	upstream_req_fail(ur, UPSTREAM_ERROR);
@@ -376,59 +558,52 @@ static void upstream_req_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct upstream_req *ur = arg;
 	struct upstream_conn *uc = ur->conn;
-	enum http_status st = HTTP_MORE;
 
 	if (!uc) {
-		upstream_req_complete(ur, UPSTREAM_NOT_SENT, NULL);
+		upstream_req_complete(ur, UPSTREAM_NOT_SENT);
 		return;
 	}
 	/* A loop that did not run for a while (the process was stopped or
 	 * starved) may find the whole response waiting: what arrived before
 	 * the deadline was noticed still counts, read in a bounded number of
 	 * chunks. */
-	for (int i = 0; i < UPSTREAM_LATE_READS && st == HTTP_MORE && uc->read_ev &&
+	for (int i = 0; i < UPSTREAM_LATE_READS && uc->read_ev && !ur->paused &&
 			io_read_now(uc->bev, UPSTREAM_READ_CHUNK) > 0;
 	     i++)
-		st = http_parser_feed(uc->parser, bufferevent_get_input(uc->bev));
-	if (st == HTTP_DONE) {
-		upstream_req_complete(ur, UPSTREAM_OK, http_parser_take(uc->parser));
-		return;
-	}
-	upstream_req_complete(ur, upstream_unsent(ur) ? UPSTREAM_NOT_SENT : UPSTREAM_TIMEOUT, NULL);
+		if (upstream_deliver(ur))
+			return;
+	upstream_req_complete(ur, upstream_unsent(ur) ? UPSTREAM_NOT_SENT : UPSTREAM_TIMEOUT);
 }
 
-struct upstream_req *upstream_forward(struct upstream_pool *pool, struct evbuffer *req,
-				      int no_body, int retry_safe, int64_t timeout_ms,
-				      upstream_cb cb, void *arg)
+struct upstream_req *upstream_start(struct upstream_pool *pool, struct evbuffer *req,
+				    const struct upstream_params *params,
+				    const struct upstream_events *ev, void *arg)
 {
 	struct upstream_req *ur = calloc(1, sizeof(*ur));
 	struct upstream_conn *uc;
-	struct timeval tv = clock_tv(timeout_ms);
-	struct timeval now = { 0, 0 };
+	struct timeval tv = clock_tv(params->timeout_ms), now = clock_tv(0);
 
 	if (!ur)
 		return NULL;
 	ur->pool = pool;
-	ur->no_body = no_body;
-	ur->retry_safe = retry_safe;
-	ur->cb = cb;
+	ur->params = *params;
+	ur->ev = ev;
 	ur->arg = arg;
+	ur->sent_all = !(params->flags & UPSTREAM_STREAMED);
 	ur->data = evbuffer_new();
 	ur->timer = evtimer_new(pool->base, upstream_req_timer_cb, ur);
 	if (!ur->data || !ur->timer) {
-		evfree_event(&ur->timer);
-		evfree_evbuffer(&ur->data);
-		free(ur);
+		upstream_req_free(ur);
 		return NULL;
 	}
 	evbuffer_add_buffer(ur->data, req);
-	ur->len = evbuffer_get_length(ur->data);
+	ur->queued = evbuffer_get_length(ur->data);
 
-	uc = upstream_idle_take(pool, retry_safe);
+	uc = upstream_idle_take(pool, (params->flags & UPSTREAM_RETRY_SAFE) != 0);
 	ur->reused = uc != NULL;
 	if (!uc)
 		uc = upstream_conn_new(pool);
-	if (!uc || upstream_conn_attach(ur, uc, ur->reused) < 0) {
+	if (!uc || upstream_conn_attach(ur, uc, ur->reused, NULL) < 0) {
 		/* Reported from the loop, never from inside this call. */
 		upstream_conn_free(uc);
 		ur->conn = NULL;
@@ -439,12 +614,44 @@ struct upstream_req *upstream_forward(struct upstream_pool *pool, struct evbuffe
 	return ur;
 }
 
+void upstream_send(struct upstream_req *ur, struct evbuffer *data)
+{
+	size_t n = evbuffer_get_length(data);
+
+	if (n == 0)
+		return;
+	ur->streamed = 1;
+	if (!ur->conn) {
+		evbuffer_drain(data, n);
+		return;
+	}
+	evbuffer_add_buffer(bufferevent_get_output(ur->conn->bev), data);
+	ur->queued += n;
+	upstream_conn_flush(ur->conn, ur->conn->connected);
+}
+
+void upstream_send_end(struct upstream_req *ur)
+{
+	ur->sent_all = 1;
+}
+
+void upstream_read_pause(struct upstream_req *ur, int pause)
+{
+	if (ur->paused == pause)
+		return;
+	ur->paused = pause;
+	if (ur->conn)
+		upstream_conn_reading(ur->conn, !pause);
+}
+
 void upstream_cancel(struct upstream_req *ur)
 {
 	if (!ur)
 		return;
+	if (ur->dispatching) {
+		ur->cancelled = 1;
+		return;
+	}
 	upstream_conn_free(ur->conn);
-	event_free(ur->timer);
-	evbuffer_free(ur->data);
-	free(ur);
+	upstream_req_free(ur);
 }

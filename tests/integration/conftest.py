@@ -171,6 +171,7 @@ class Proxy:
         # Store connections start() waits for (0: none): a request that
         # arrives before its worker's store connected gets 503, by design.
         self.stores = 0
+        self.env = None   # added to the environment the process starts with
 
     def stores_connected(self):
         """"store connected" lines logged since the last start."""
@@ -183,8 +184,10 @@ class Proxy:
         err = open(self.stderr_path, "ab")
         err.write(b"---- start %d ----\n" % self.starts)
         err.flush()
+        env = dict(os.environ, **self.env) if self.env else None
         self.proc = subprocess.Popen([self.bin, "-c", self.conf], stdin=subprocess.DEVNULL,
-                                     stdout=err, stderr=err, cwd=os.path.dirname(self.conf))
+                                     stdout=err, stderr=err, cwd=os.path.dirname(self.conf),
+                                     env=env)
         err.close()
         self.returncode = None
         if wait and not helpers.wait_port(self.port, self.proc, START_TIMEOUT):

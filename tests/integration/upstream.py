@@ -20,6 +20,25 @@ Each request chooses its own response with headers:
                  silent     read the request, answer nothing (30 s at most)
                  big:N      a body of N bytes
                  chunked    answer with Transfer-Encoding: chunked
+  Streaming (bodies made of BIG_PATTERN, written as they are made):
+                 stream:N           N bytes with Content-Length
+                 stream-chunked:N   N bytes in chunks of STREAM_BLOCK
+                 stream-close:N     N bytes, no length: the close ends them
+                 sse:COUNT:SECS     text/event-stream, chunked: COUNT events
+                                    "data: I T" (T: time.time() when sent),
+                                    SECS apart, each flushed
+                 break:N            Content-Length 2N, N bytes, then close
+                 break-chunked:N    N bytes chunked, then close (no last chunk)
+                 break-close:N      N bytes, no length, then RST
+                 early-hints        103 Early Hints (Link), then the answer
+                 extra              the answer, then bytes beyond it
+                 chunk-overflow     a chunk size of 20 hex digits
+                 upgrade-unasked    101 to a request that asked for nothing
+                 sink               read the body as it comes, keep only its
+                                    length and SHA-256 (logged as body_len,
+                                    body_sha; answered as "len", "body_sha")
+                 ws-echo            WebSocket handshake, then echo every
+                                    message; "close-now" makes it close first
 The default body is {"n", "method", "path", "body_sha"}: n is the global
 request counter, so every real execution answers differently.
 """
@@ -37,6 +56,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 SILENT_MAX = 30.0
 MAX_BODY = 64 << 20
+STREAM_BLOCK = 64 << 10
+WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 BIG_PATTERN = b"0123456789abcdef"
 NO_BODY_STATUSES = (204, 304)
 # Separate "A: 1, B: 2" (a proxy may join repeated X-Test-Header fields)
@@ -89,6 +110,32 @@ def read_chunked(rfile):
             raise ValueError("body too large")
 
 
+def pattern(n):
+    """The first n bytes of BIG_PATTERN repeated."""
+    return (BIG_PATTERN * (n // len(BIG_PATTERN) + 1))[:n]
+
+
+def blocks(n, size=STREAM_BLOCK):
+    """n bytes of pattern, size at a time (size a multiple of the pattern)."""
+    block = pattern(size)
+    while n > 0:
+        piece = block if n >= size else block[:n]
+        n -= len(piece)
+        yield piece
+
+
+class Sink:
+    """Length and SHA-256 of a body read as it comes."""
+
+    def __init__(self):
+        self.len = 0
+        self.sha = hashlib.sha256()
+
+    def add(self, data):
+        self.len += len(data)
+        self.sha.update(data)
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "test-upstream/1"
@@ -121,7 +168,52 @@ class Handler(BaseHTTPRequestHandler):
             data += body
         self.wfile.write(data)
 
+    def sink_body(self):
+        """Read the body without keeping it: its length and digest."""
+        sink = Sink()
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            while True:
+                line = self.rfile.readline(1024)
+                if not line:
+                    raise ValueError("eof in chunk size")
+                size = int(line.split(b";", 1)[0].strip(), 16)
+                if size == 0:
+                    while self.rfile.readline(8192) not in (b"\r\n", b"\n", b""):
+                        pass
+                    return sink
+                while size:
+                    data = self.rfile.read(min(size, 1 << 20))
+                    if not data:
+                        raise ValueError("eof in chunk")
+                    sink.add(data)
+                    size -= len(data)
+                self.rfile.readline(8)
+        n = int(self.headers.get("Content-Length", "0") or "0")
+        while n:
+            data = self.rfile.read(min(n, 1 << 20))
+            if not data:
+                raise ValueError("eof in body")
+            sink.add(data)
+            n -= len(data)
+        return sink
+
     def dispatch(self):
+        if self.headers.get("X-Test-Action", "") == "sink":
+            try:
+                sink = self.sink_body()
+            except ValueError:
+                self.close_connection = True
+                return
+            n = LOG.add({"method": self.command, "path": self.path,
+                         "version": self.request_version,
+                         "headers": [[k, v] for k, v in self.headers.items()],
+                         "body_b64": "", "body_len": sink.len,
+                         "body_sha": sink.sha.hexdigest(), "t": time.time()})
+            data = json.dumps({"n": n, "len": sink.len, "body_sha": sink.sha.hexdigest()}).encode()
+            self.send_raw(201 if self.command == "POST" else 200,
+                          [("Content-Type", "application/json"),
+                           ("Content-Length", str(len(data)))], data)
+            return
         try:
             body = self.read_body()
         except ValueError:
@@ -168,6 +260,8 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.wait_for_close(SILENT_MAX)
             return
+        if self.streaming(action):
+            return
 
         default = 201 if self.command == "POST" else 200
         status = int(h.get("X-Test-Status", default))
@@ -213,6 +307,140 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             time.sleep(float(action[len("close-after:"):]))
             self.close_connection = True
+
+    def hang_up(self):
+        """Close the connection (FIN, after everything written)."""
+        self.close_connection = True
+        self.connection.shutdown(socket.SHUT_RDWR)
+
+    def rst(self):
+        """Close the connection with a reset."""
+        self.close_connection = True
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
+
+    def streaming(self, action):
+        """The streaming actions (see the module's text); False for the others."""
+        kind, _, arg = action.partition(":")
+        w = self.wfile
+        octet = ("Content-Type", "application/octet-stream")
+        if kind in ("stream", "break"):
+            n = int(arg)
+            self.send_raw(200 if self.command != "POST" else 201,
+                          [octet, ("Content-Length", str(n if kind == "stream" else 2 * n))], b"")
+            for piece in blocks(n):
+                w.write(piece)
+            if kind == "break":
+                self.hang_up()
+        elif kind in ("stream-chunked", "break-chunked"):
+            self.send_raw(200 if self.command != "POST" else 201,
+                          [octet, ("Transfer-Encoding", "chunked")], b"")
+            for piece in blocks(int(arg)):
+                w.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            if kind == "break-chunked":
+                self.hang_up()
+                return True
+            w.write(b"0\r\n\r\n")
+        elif kind in ("stream-close", "break-close"):
+            self.close_connection = True
+            self.send_raw(200 if self.command != "POST" else 201, [octet, ("Connection", "close")],
+                          b"")
+            for piece in blocks(int(arg)):
+                w.write(piece)
+            if kind == "break-close":
+                self.rst()
+        elif kind == "sse":
+            count, _, secs = arg.partition(":")
+            self.send_raw(200, [("Content-Type", "text/event-stream"),
+                                ("Cache-Control", "no-cache"),
+                                ("Transfer-Encoding", "chunked")], b"")
+            for i in range(int(count)):
+                if i:
+                    time.sleep(float(secs))
+                event = b"data: %d %.6f\n\n" % (i, time.time())
+                w.write(b"%x\r\n%s\r\n" % (len(event), event))
+                w.flush()
+            w.write(b"0\r\n\r\n")
+        elif kind == "early-hints":
+            w.write(b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload; as=style\r\n\r\n")
+            w.flush()
+            time.sleep(0.2)
+            data = b'{"hinted":true}'
+            self.send_raw(200, [("Content-Type", "application/json"),
+                                ("Content-Length", str(len(data)))], data)
+        elif kind == "extra":
+            self.close_connection = True
+            w.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\n"
+                    b"helloHTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nsmuggled")
+        elif kind == "chunk-overflow":
+            self.close_connection = True
+            w.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    b"ffffffffffffffffffff\r\nxx")
+        elif kind == "upgrade-unasked":
+            self.close_connection = True
+            w.write(b"HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\n"
+                    b"Upgrade: websocket\r\n\r\nraw bytes")
+        elif kind == "ws-echo":
+            self.websocket_echo()
+        else:
+            return False
+        return True
+
+    def websocket_echo(self):
+        """RFC 6455 handshake, then echo each message until a close."""
+        key = self.headers.get("Sec-WebSocket-Key", "")
+        if "websocket" not in self.headers.get("Upgrade", "").lower() or not key:
+            self.close_connection = True
+            self.send_raw(400, [("Content-Length", "0"), ("Connection", "close")], b"")
+            return
+        accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
+        self.close_connection = True
+        self.send_raw(101, [("Upgrade", "websocket"), ("Connection", "Upgrade"),
+                            ("Sec-WebSocket-Accept", accept)], b"")
+        self.wfile.flush()
+        while True:
+            frame = self.ws_read()
+            if frame is None:
+                return
+            opcode, payload = frame
+            if opcode == 8:  # close: answer it, then close the connection
+                self.ws_send(8, payload)
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            if opcode == 9:  # ping
+                self.ws_send(10, payload)
+                continue
+            if payload == b"close-now":
+                self.ws_send(8, struct.pack("!H", 1000))
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            self.ws_send(opcode, payload)
+
+    def ws_read(self):
+        """One client frame (masked) as (opcode, payload), or None at EOF."""
+        head = self.rfile.read(2)
+        if len(head) < 2:
+            return None
+        opcode, n = head[0] & 0x0F, head[1] & 0x7F
+        if n == 126:
+            n = struct.unpack("!H", self.rfile.read(2))[0]
+        elif n == 127:
+            n = struct.unpack("!Q", self.rfile.read(8))[0]
+        mask = self.rfile.read(4) if head[1] & 0x80 else b"\0\0\0\0"
+        data = self.rfile.read(n)
+        return opcode, bytes(b ^ mask[i % 4] for i, b in enumerate(data))
+
+    def ws_send(self, opcode, payload):
+        """One unmasked server frame."""
+        n = len(payload)
+        if n < 126:
+            head = struct.pack("!BB", 0x80 | opcode, n)
+        elif n < 65536:
+            head = struct.pack("!BBH", 0x80 | opcode, 126, n)
+        else:
+            head = struct.pack("!BBQ", 0x80 | opcode, 127, n)
+        self.wfile.write(head + payload)
+        self.wfile.flush()
 
     @staticmethod
     def chunk(payload):

@@ -1,0 +1,451 @@
+/*
+ * The relay: a request's exchange between its client and the upstream.
+ *
+ * Request direction: the head (and a whole body) go out at once; a
+ * streamed body follows as the listener parses it, framed as the client
+ * framed it (Content-Length as is, chunked re-chunked piece by piece).
+ * Response direction: interim responses go straight through; the final
+ * head and each decoded piece of body are written to the client as they
+ * arrive, framed for the client (respond_framing). An owner's response is
+ * held instead, up to p.hold bytes: if it ends within them it is handed
+ * whole to the caller, who records it before anyone sees it; if it grows
+ * past them it streams, and its last bytes (the piece that completes a
+ * Content-Length, or the last-chunk) wait for relay_release, after the
+ * record. After a 101 the connections become a tunnel.
+ *
+ * Backpressure: when p.buffer bytes wait unsent on one side, reading on the
+ * other side stops (upstream_read_pause, conn_read_pause, or the tunnel's
+ * EV_READ) until the waiting bytes fall to half of that.
+ */
+#include "proxy/relay.h"
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/clock.h"
+#include "proxy/conn.h"
+#include "proxy/evfree.h"
+#include "proxy/forward.h"
+#include "proxy/http.h"
+#include "proxy/log.h"
+#include "proxy/respond.h"
+
+static const char relay_last_chunk[] = "0\r\n\r\n";
+
+struct relay {
+	struct client_conn *c;      /* NULL once the client went away */
+	struct upstream_req *up;    /* NULL once the exchange ended */
+	struct relay_params p;
+	struct http_msg *req;
+	struct http_msg *resp;      /* the final response's head (and held body) */
+	relay_done_cb cb;
+	void *arg;
+	int flags;                  /* respond flags of the answer */
+	enum respond_framing framing;
+	int body_streams;           /* the request body comes from the client */
+	int body_ended;             /* ... and all of it has been sent */
+	int req_chunked;            /* ... re-chunked on the way */
+	int streaming;              /* the response head went out: its body is not kept */
+	int64_t resp_left;          /* RESPOND_LENGTH: body bytes still to come */
+	struct evbuffer *tail;      /* owner: the last bytes, until relay_release */
+	struct evbuffer *piece;     /* framing scratch */
+	struct bufferevent *tunnel; /* the upstream connection after a 101 */
+	struct event *tunnel_timer;
+};
+
+static void relay_interim(void *arg, const struct http_msg *m);
+static void relay_head(void *arg, struct http_msg *resp);
+static void relay_body(void *arg, struct evbuffer *data);
+static void relay_done(void *arg, enum upstream_result res);
+static void relay_upgraded(void *arg, struct bufferevent *bev);
+static void relay_drained(void *arg);
+static void relay_tunnel_idle(evutil_socket_t fd, short what, void *arg);
+
+static const struct upstream_events relay_upstream_events = {
+	.interim = relay_interim,
+	.head = relay_head,
+	.body = relay_body,
+	.done = relay_done,
+	.upgraded = relay_upgraded,
+	.drained = relay_drained,
+};
+
+struct relay *relay_start(struct event_base *base, struct upstream_pool *pool,
+			  struct client_conn *c, struct http_msg *req, int streamed,
+			  const struct relay_params *p, relay_done_cb cb, void *arg)
+{
+	struct relay *r = calloc(1, sizeof(*r));
+	struct evbuffer *out = evbuffer_new();
+	struct upstream_params up = {0, p->upstream_timeout_ms, p->buffer / 2};
+	unsigned fflags = 0;
+
+	if (!r || !out)
+		goto fail;
+	r->c = c;
+	r->p = *p;
+	r->req = req;
+	r->cb = cb;
+	r->arg = arg;
+	r->body_streams = streamed;
+	r->req_chunked = streamed && req->chunked;
+	r->flags = respond_flags(req);
+	/* Whatever a client sends after an upgrade request that is turned
+	 * down is not a next request. */
+	if (p->upgrade)
+		r->flags |= RESPOND_CLOSE;
+	r->piece = evbuffer_new();
+	r->tunnel_timer = evtimer_new(base, relay_tunnel_idle, r);
+	if (!r->piece || !r->tunnel_timer)
+		goto fail;
+	if (!strcmp(req->method, "HEAD"))
+		up.flags |= UPSTREAM_HEAD_REQUEST;
+	if (p->retry_safe)
+		up.flags |= UPSTREAM_RETRY_SAFE;
+	if (p->idle_timeout)
+		up.flags |= UPSTREAM_IDLE_TIMEOUT;
+	if (p->upgrade) {
+		up.flags |= UPSTREAM_UPGRADE;
+		fflags |= FORWARD_UPGRADE;
+	}
+	if (streamed) {
+		up.flags |= UPSTREAM_STREAMED;
+		fflags |= FORWARD_STREAMED;
+	}
+	forward_build(out, req, p->peer, p->default_host, fflags);
+	r->up = upstream_start(pool, out, &up, &relay_upstream_events, r);
+	if (!r->up)
+		goto fail;
+	evbuffer_free(out);
+	return r;
+fail:
+	evfree_evbuffer(&out);
+	relay_free(r);
+	return NULL;
+}
+
+/* ---- the request's body ---- */
+
+/* Frame data as a chunk in r->piece (moving it there). */
+static struct evbuffer *relay_chunk(struct relay *r, struct evbuffer *data)
+{
+	evbuffer_add_printf(r->piece, "%zx\r\n", evbuffer_get_length(data));
+	evbuffer_add_buffer(r->piece, data);
+	http_add_lit(r->piece, "\r\n");
+	return r->piece;
+}
+
+/* Tunnel: what the client sent goes to the upstream. */
+static void relay_tunnel_up(struct relay *r)
+{
+	struct evbuffer *in = bufferevent_get_input(r->c->bev);
+	struct evbuffer *out = bufferevent_get_output(r->tunnel);
+	struct timeval tv = clock_tv(r->p.tunnel_timeout_ms);
+
+	if (evbuffer_get_length(in) == 0)
+		return;
+	evbuffer_add_buffer(out, in);
+	bufferevent_enable(r->tunnel, EV_WRITE);
+	evtimer_add(r->tunnel_timer, &tv);
+	if (evbuffer_get_length(out) >= r->p.buffer)
+		conn_read_pause(r->c, 1);
+}
+
+void relay_input(struct relay *r, int end)
+{
+	struct evbuffer *body;
+
+	if (r->tunnel) {
+		relay_tunnel_up(r);
+		return;
+	}
+	if (!r->body_streams || r->body_ended || !r->c || !r->up)
+		return;
+	body = http_parser_body(r->c->parser);
+	if (body && evbuffer_get_length(body) > 0)
+		upstream_send(r->up, r->req_chunked ? relay_chunk(r, body) : body);
+	if (end) {
+		if (r->req_chunked) {
+			http_add_lit(r->piece, relay_last_chunk);
+			upstream_send(r->up, r->piece);
+		}
+		upstream_send_end(r->up);
+		r->body_ended = 1;
+	}
+	if (upstream_pending(r->up) >= r->p.buffer)
+		conn_read_pause(r->c, 1);
+}
+
+/* The upstream took the request bytes that were waiting: read the client again. */
+static void relay_drained(void *arg)
+{
+	struct relay *r = arg;
+
+	if (r->c && r->body_streams && !r->body_ended) {
+		conn_read_pause(r->c, 0);
+		relay_input(r, 0);
+	}
+}
+
+/* ---- the response ---- */
+
+static void relay_interim(void *arg, const struct http_msg *m)
+{
+	struct relay *r = arg;
+
+	/* HTTP/1.0 clients know no interim responses. */
+	if (r->c && r->req->version_minor >= 1)
+		respond_interim(r->c, m);
+}
+
+/* Write data, a piece of the response body, to the client in its framing. */
+static void relay_out(struct relay *r, struct evbuffer *data)
+{
+	size_t n = evbuffer_get_length(data);
+	struct evbuffer *out;
+
+	if (!r->c || n == 0) {
+		evbuffer_drain(data, n);
+		return;
+	}
+	out = bufferevent_get_output(r->c->bev);
+	if (r->framing == RESPOND_LENGTH) {
+		r->resp_left -= (int64_t)n;
+		/* An owner's piece that completes the body waits for the record. */
+		if (r->p.owner && r->resp_left <= 0) {
+			evbuffer_add_buffer(r->tail, data);
+			return;
+		}
+		evbuffer_add_buffer(out, data);
+	} else if (r->framing == RESPOND_CHUNKED) {
+		evbuffer_add_buffer(out, relay_chunk(r, data));
+	} else {
+		evbuffer_add_buffer(out, data);
+	}
+	conn_stream_flush(r->c);
+	if (r->up && conn_pending(r->c) >= r->p.buffer)
+		upstream_read_pause(r->up, 1);
+}
+
+/* The response goes to the client from now on, head first, then what was held. */
+static void relay_begin(struct relay *r)
+{
+	r->streaming = 1;
+	r->resp_left = r->resp->content_length;
+	if (r->p.owner && !r->tail)
+		r->tail = evbuffer_new();
+	if (!r->c)
+		return;
+	respond_relay_head(r->c, r->resp, r->flags, r->p.unenforced, r->framing);
+	conn_stream_begin(r->c, r->p.buffer / 2);
+	relay_out(r, r->resp->body);
+	conn_stream_flush(r->c);
+}
+
+static void relay_head(void *arg, struct http_msg *resp)
+{
+	struct relay *r = arg;
+	int bodiless;
+
+	r->resp = resp;
+	if (resp->status == 101) {
+		r->framing = RESPOND_SWITCH; /* relay_upgraded writes it */
+		return;
+	}
+	r->framing = respond_framing(resp, r->flags, r->req->version_minor);
+	bodiless = r->framing == RESPOND_BODILESS;
+	/* An owner's response is read whole if it may fit p.hold. */
+	if (r->p.owner && (bodiless || (r->framing == RESPOND_LENGTH
+						? (uint64_t)resp->content_length <= r->p.hold
+						: r->p.hold > 0)))
+		return;
+	relay_begin(r);
+}
+
+static void relay_body(void *arg, struct evbuffer *data)
+{
+	struct relay *r = arg;
+
+	if (r->streaming) {
+		relay_out(r, data);
+		return;
+	}
+	evbuffer_add_buffer(r->resp->body, data);
+	if (evbuffer_get_length(r->resp->body) > r->p.hold)
+		relay_begin(r);
+}
+
+/* The streamed response's end: its last bytes, then the connection goes on (or closes). */
+static void relay_finish(struct relay *r)
+{
+	struct evbuffer *out;
+
+	if (!r->c)
+		return;
+	out = bufferevent_get_output(r->c->bev);
+	if (r->tail)
+		evbuffer_add_buffer(out, r->tail);
+	if (r->framing == RESPOND_CHUNKED)
+		http_add_lit(out, relay_last_chunk);
+	/* The client's body is not all read: its rest is no next request. */
+	if (r->body_streams && !r->body_ended)
+		conn_close_after(r->c);
+	conn_respond_send(r->c);
+	r->c = NULL;
+}
+
+/* The response broke off: the client must not take it for complete. */
+static void relay_cut(struct relay *r)
+{
+	if (!r->c)
+		return;
+	log_warn(NULL, "upstream response broke off after %s; client connection closed short",
+		 r->framing == RESPOND_SWITCH ? "the upgrade" : "its head");
+	conn_abort(r->c, r->framing == RESPOND_TO_CLOSE);
+	r->c = NULL;
+}
+
+static void relay_done(void *arg, enum upstream_result res)
+{
+	struct relay *r = arg;
+
+	r->up = NULL;
+	if (r->c && r->body_streams && !r->body_ended)
+		conn_read_pause(r->c, 0);
+	if (r->streaming) {
+		if (res != UPSTREAM_OK)
+			relay_cut(r);
+		else if (!r->p.owner)
+			relay_finish(r);
+	}
+	r->cb(r->arg, res, r->resp, r->streaming);
+}
+
+void relay_release(struct relay *r)
+{
+	relay_finish(r);
+}
+
+void relay_output_drained(struct relay *r)
+{
+	if (r->tunnel)
+		bufferevent_enable(r->tunnel, EV_READ);
+	else if (r->up)
+		upstream_read_pause(r->up, 0);
+}
+
+/* ---- tunnels ---- */
+
+/* The tunnel ended (either side closed, or it idled out): close the client after what is queued. */
+static void relay_tunnel_end(struct relay *r)
+{
+	evfree_bufferevent(&r->tunnel);
+	evtimer_del(r->tunnel_timer);
+	if (r->c) {
+		conn_close_after(r->c);
+		conn_respond_send(r->c);
+		r->c = NULL;
+	}
+	r->cb(r->arg, UPSTREAM_OK, r->resp, 1);
+}
+
+/* What the upstream sent goes to the client. */
+static void relay_tunnel_read(struct bufferevent *bev, void *arg)
+{
+	struct relay *r = arg;
+	struct timeval tv = clock_tv(r->p.tunnel_timeout_ms);
+
+	evbuffer_add_buffer(bufferevent_get_output(r->c->bev), bufferevent_get_input(bev));
+	conn_stream_flush(r->c);
+	evtimer_add(r->tunnel_timer, &tv);
+	if (conn_pending(r->c) >= r->p.buffer)
+		bufferevent_disable(bev, EV_READ);
+}
+
+/* The upstream took what the client sent: read the client again. */
+static void relay_tunnel_written(struct bufferevent *bev, void *arg)
+{
+	struct relay *r = arg;
+
+	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		bufferevent_disable(bev, EV_WRITE);
+	conn_read_pause(r->c, 0);
+	relay_tunnel_up(r);
+}
+
+static void relay_tunnel_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct relay *r = arg;
+
+	if (what & BEV_EVENT_EOF)
+		evbuffer_add_buffer(bufferevent_get_output(r->c->bev), bufferevent_get_input(bev));
+	relay_tunnel_end(r);
+}
+
+static void relay_tunnel_idle(evutil_socket_t fd, short what, void *arg)
+{
+	relay_tunnel_end(arg);
+}
+
+/* A 101: the client hears it, then both connections carry bytes as they are. */
+static void relay_upgraded(void *arg, struct bufferevent *bev)
+{
+	struct relay *r = arg;
+	struct timeval tv = clock_tv(r->p.tunnel_timeout_ms);
+
+	r->up = NULL;
+	r->tunnel = bev;
+	r->streaming = 1;
+	respond_relay_head(r->c, r->resp, r->flags, 0, RESPOND_SWITCH);
+	conn_stream_begin(r->c, r->p.buffer / 2);
+	r->c->input = CONN_INPUT_TUNNEL;
+	evtimer_add(r->tunnel_timer, &tv);
+	bufferevent_setwatermark(bev, EV_WRITE, r->p.buffer / 2, 0);
+	bufferevent_setcb(bev, relay_tunnel_read, relay_tunnel_written, relay_tunnel_event, r);
+	bufferevent_enable(bev, EV_READ);
+	/* Bytes either side sent right after the handshake. */
+	if (evbuffer_get_length(bufferevent_get_input(bev)) > 0)
+		relay_tunnel_read(bev, r);
+	relay_tunnel_up(r);
+	conn_stream_flush(r->c);
+}
+
+/* ---- the end ---- */
+
+int relay_conn_gone(struct relay *r)
+{
+	r->c = NULL;
+	if (r->p.owner && !r->tunnel)
+		return 0; /* the response is still read and recorded */
+	upstream_cancel(r->up);
+	r->up = NULL;
+	evfree_bufferevent(&r->tunnel);
+	return 1;
+}
+
+int relay_unsent(const struct relay *r)
+{
+	return !r->up || upstream_unsent(r->up);
+}
+
+int relay_answered(const struct relay *r)
+{
+	return r->streaming;
+}
+
+void relay_free(struct relay *r)
+{
+	if (!r)
+		return;
+	upstream_cancel(r->up);
+	if (r->streaming && r->c)
+		relay_cut(r);
+	evfree_bufferevent(&r->tunnel);
+	evfree_event(&r->tunnel_timer);
+	evfree_evbuffer(&r->tail);
+	evfree_evbuffer(&r->piece);
+	http_msg_free(r->resp);
+	free(r);
+}

@@ -1,0 +1,353 @@
+"""The transparent relay (DESIGN 5.2): what idemproxy does not intercept
+streams through in both directions with bounded memory; upgrades become
+tunnels; 103 reaches the client; an owner's large response streams and its
+record omits the body; a response that breaks off never looks complete.
+
+Sizes are scaled down under the sanitizer build (slower, and with a larger
+fixed footprint); memory there is checked as growth over the proxy's own
+footprint after start, so the assertion keeps its meaning: memory does not
+grow with the body."""
+import json
+import os
+import socket
+import threading
+import time
+
+import pytest
+import websocket
+
+import helpers
+import streams
+from helpers import assert_owner, course, problem
+
+MIB = streams.MIB
+RSS_LIMIT_MIB = 64
+SSE_EVENTS = 5
+SSE_GAP_S = 0.4
+SSE_LATE_S = 0.15
+SLOW_READERS = 20
+
+
+def passthrough(actor):
+    return [("X-Actor-Id", actor)]
+
+
+def act(action):
+    return ("X-Test-Action", action)
+
+
+# The sanitizer build keeps freed memory in a quarantine (256 MiB by
+# default) to catch late uses; a small one keeps that checking without
+# counting as the relay's memory.
+ASAN_SMALL_QUARANTINE = "quarantine_size_mb=4:thread_local_quarantine_size_kb=64"
+
+
+def bounded_proxy(proxy, settings=None):
+    """A proxy whose memory the test measures."""
+    p = proxy(settings, start=False)
+    if streams.is_asan():
+        opts = os.environ.get("ASAN_OPTIONS", "")
+        p.env = {"ASAN_OPTIONS": (opts + ":" if opts else "") + ASAN_SMALL_QUARANTINE}
+    return p.start()
+
+
+def footprint(p):
+    """The proxy's resident set now, after start: the sanitizer build's baseline."""
+    return streams.rss_mib(p.proc)
+
+
+def assert_bounded(p, base_mib):
+    """Peak memory within RSS_LIMIT_MIB (release build), or grown by less than
+    it over the footprint after start (sanitizer build)."""
+    peak = streams.peak_rss_mib(p.proc)
+    print("idemproxy peak RSS %.1f MiB (%.1f MiB after start)" % (peak, base_mib))
+    if streams.is_asan():
+        assert peak - base_mib < RSS_LIMIT_MIB, (peak, base_mib)
+    else:
+        assert peak < RSS_LIMIT_MIB, peak
+
+
+# ---- downloads ----
+
+@pytest.mark.parametrize("framing,action,size,asan_size", [
+    ("content-length", "stream", 1024 * MIB, 128 * MIB),
+    ("chunked", "stream-chunked", 256 * MIB, 64 * MIB),
+])
+def test_download_streams_byte_exact_in_bounded_memory(proxy, upstream, ids, framing, action,
+                                                        size, asan_size):
+    p = bounded_proxy(proxy)
+    base = footprint(p)
+    n = streams.scaled(size, asan_size)
+    r = streams.exchange(p.port, "GET", "/files/big", passthrough(ids.actor) +
+                         [act("%s:%d" % (action, n))])
+    assert r.status == 200 and r.complete, r
+    assert r.length == n and r.digest == streams.pattern_sha(n)
+    if framing == "chunked":
+        assert (r.headers.get("Transfer-Encoding") or "").lower() == "chunked"
+    else:
+        assert r.headers.get("Content-Length") == str(n)
+    assert_bounded(p, base)
+    assert upstream.count(actor=ids.actor) == 1
+
+
+def test_close_delimited_body(proxy, upstream, ids):
+    """No length from the upstream: chunked to an HTTP/1.1 client, complete
+    only on the upstream's clean close; up to our close for HTTP/1.0."""
+    p = proxy()
+    n = 3 * MIB + 17
+    r = streams.exchange(p.port, "GET", "/files/c", passthrough(ids.actor) +
+                         [act("stream-close:%d" % n)])
+    assert r.status == 200 and r.complete and not r.closed, r
+    assert (r.headers.get("Transfer-Encoding") or "").lower() == "chunked"
+    assert r.length == n and r.digest == streams.pattern_sha(n)
+    with streams.Conn(p.port) as c:
+        c.sock.sendall(("GET /files/c HTTP/1.0\r\nX-Actor-Id: %s\r\n"
+                        "X-Test-Action: stream-close:%d\r\n\r\n" % (ids.actor, n)).encode())
+        r10 = c.read_response()
+    assert r10.status == 200 and r10.headers.get("Transfer-Encoding") is None
+    assert r10.headers.get("Content-Length") is None
+    assert r10.length == n and r10.digest == streams.pattern_sha(n)
+
+
+def test_server_sent_events_arrive_as_they_are_sent(proxy, upstream, ids):
+    p = proxy()
+    late = []
+    with streams.Conn(p.port) as c:
+        c.send_request("GET", "/events", passthrough(ids.actor) +
+                       [act("sse:%d:%s" % (SSE_EVENTS, SSE_GAP_S))])
+        status, headers = c.head()
+        assert status == 200
+        assert headers.get("Content-Type") == "text/event-stream"
+        seen, text = 0, b""
+        deadline = time.monotonic() + SSE_EVENTS * SSE_GAP_S + 5
+        while seen < SSE_EVENTS and time.monotonic() < deadline:
+            if not c.buf and not c.fill():
+                break
+            now = time.time()
+            text += c.buf
+            c.buf = b""
+            while b"\n\n" in text:
+                event, text = text.split(b"\n\n", 1)
+                line = event.split(b"data: ", 1)[1]
+                i, sent = line.split()
+                late.append((int(i), now - float(sent)))
+                seen += 1
+    assert [i for i, _ in late] == list(range(SSE_EVENTS)), late
+    assert all(lag < SSE_LATE_S for _, lag in late), late
+
+
+# ---- uploads ----
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_upload_streams_byte_exact_in_bounded_memory(proxy, upstream, ids, chunked):
+    """A pass-through upload of any size (max_request_body is for intercepted
+    requests only) reaches the upstream byte-exact, framed as sent."""
+    p = bounded_proxy(proxy, {"max_request_body": "1k"})
+    base = footprint(p)
+    n = streams.scaled(256 * MIB, 64 * MIB)
+    r = streams.exchange(p.port, "POST", "/uploads", passthrough(ids.actor) + [act("sink")],
+                         body_size=n, chunked=chunked, keep=True)
+    assert r.status == 201 and r.complete, r
+    doc = json.loads(bytes(r.keep))
+    assert doc["len"] == n and doc["body_sha"] == streams.pattern_sha(n)
+    assert_bounded(p, base)
+    (got,) = upstream.requests(actor=ids.actor)
+    if chunked:
+        assert (got.headers.get("Transfer-Encoding") or "").lower() == "chunked"
+        assert got.headers.get("Content-Length") is None
+    else:
+        assert got.headers.get("Content-Length") == str(n)
+
+
+def test_slow_readers_do_not_fill_memory(proxy, upstream, ids):
+    """Clients that stop reading their 64 MiB responses hold back their
+    upstreams; memory stays bounded, then service goes on."""
+    p = bounded_proxy(proxy)
+    base = footprint(p)
+    n = streams.scaled(64 * MIB, 16 * MIB)
+    conns = []
+    try:
+        for _ in range(SLOW_READERS):
+            c = streams.Conn(p.port)
+            c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+            c.send_request("GET", "/files/slow", passthrough(ids.actor) +
+                           [act("stream:%d" % n)])
+            conns.append(c)
+        for c in conns:
+            status, _ = c.head()
+            assert status == 200
+            res = streams.Result()
+            c.take(res, 64 << 10)
+        assert upstream.wait_for(SLOW_READERS, actor=ids.actor)
+        time.sleep(1.5)   # every upstream writes as far as it is let
+        assert_bounded(p, base)
+    finally:
+        for c in conns:
+            c.close()
+    r = p.request("GET", "/api/courses", passthrough(ids.actor))
+    assert r.status == 200
+    assert_owner(p.post("/api/courses", key=ids.key(), actor=ids.actor, body=course()))
+
+
+# ---- upgrades and interim responses ----
+
+def test_websocket_tunnel_echo_and_close(proxy, upstream, ids):
+    p = proxy({"tunnel_timeout": "10s"})
+    url = "ws://127.0.0.1:%d/ws" % p.port
+    hdr = ["X-Actor-Id: %s" % ids.actor, "X-Test-Action: ws-echo"]
+    ws = websocket.create_connection(url, header=hdr, timeout=10)
+    try:
+        ws.send("hello")
+        assert ws.recv() == "hello"
+        blob = bytes(range(256)) * 4096   # 1 MiB, both directions through the tunnel
+        ws.send_binary(blob)
+        assert ws.recv() == blob
+        ws.ping(b"p")
+        ws.send("again")
+        assert ws.recv() == "again"
+    finally:
+        ws.close()   # a close frame; the upstream answers it and closes
+    # The client closed: the tunnel ended, the request was logged once.
+    assert helpers.poll(lambda: '"status":101' in p.stderr_text(), 5)
+    # The upstream closing first reaches the client too.
+    ws = websocket.create_connection(url, header=hdr, timeout=10)
+    ws.send("close-now")
+    opcode, data = ws.recv_data(control_frame=True)
+    assert opcode == websocket.ABNF.OPCODE_CLOSE
+    ws.sock.settimeout(5)
+    assert ws.sock.recv(1) == b""   # then the connection is closed
+    ws.close()
+    assert upstream.count(actor=ids.actor) == 2
+
+
+def test_early_hints_reach_the_client(proxy, upstream, ids):
+    p = proxy()
+    r = streams.exchange(p.port, "GET", "/page", passthrough(ids.actor) + [act("early-hints")],
+                         keep=True)
+    assert [s for s, _ in r.interim] == [103]
+    assert r.interim[0][1].get("Link") == "</style.css>; rel=preload; as=style"
+    assert r.status == 200 and bytes(r.keep) == b'{"hinted":true}'
+    # HTTP/1.0 clients know no interim responses.
+    with streams.Conn(p.port) as c:
+        c.sock.sendall(("GET /page HTTP/1.0\r\nX-Actor-Id: %s\r\nX-Test-Action: early-hints"
+                        "\r\n\r\n" % ids.actor).encode())
+        r10 = c.read_response()
+    assert r10.interim == [] and r10.status == 200
+
+
+def test_keyed_request_never_upgrades(proxy, upstream, ids):
+    p = proxy()
+    r = p.post("/api/courses", key=ids.key(), actor=ids.actor, body=course(),
+               headers=[("Connection", "upgrade"), ("Upgrade", "websocket")])
+    assert_owner(r)
+    (got,) = upstream.requests(actor=ids.actor)
+    assert got.headers.get("Upgrade") is None
+    assert "upgrade" not in (got.headers.get("Connection") or "").lower()
+
+
+# ---- owners ----
+
+def test_large_owner_response_streams_and_its_record_omits_the_body(proxy, upstream, pg, ids):
+    p = proxy({"max_stored_body": "1m"})
+    key = ids.key()
+    n = 8 * MIB
+    h = [("Idempotency-Key", key), ("X-Actor-Id", ids.actor), ("Content-Type", "application/json"),
+         act("stream:%d" % n)]
+    r = streams.exchange(p.port, "POST", "/api/courses", h, body_size=None)
+    assert r.status == 201 and r.complete and r.length == n, r
+    assert r.digest == streams.pattern_sha(n)
+    assert r.headers.get("Idempotency-Body-Omitted") is None
+    again = p.post("/api/courses", key=key, actor=ids.actor, body="")
+    assert again.status == 201 and again.body == b""
+    assert (again.headers.get("Idempotent-Replayed") or "").lower() == "true"
+    assert (again.headers.get("Idempotency-Body-Omitted") or "").lower() == "true"
+    assert helpers.record_state(pg.records.one(ids.actor)) == "completed"
+    assert upstream.count(actor=ids.actor) == 1
+
+
+@pytest.mark.parametrize("action", ["break", "break-chunked"])
+def test_owner_stream_broken_mid_body(proxy, upstream, pg, ids, action):
+    """The upstream breaks off after the response streamed past
+    max_stored_body: the client's connection ends short of the response's
+    end, the record is unknown, a retry is not run again."""
+    p = proxy({"max_stored_body": "1m"})
+    key = ids.key()
+    h = [("Idempotency-Key", key), ("X-Actor-Id", ids.actor), ("Content-Type", "application/json"),
+         act("%s:%d" % (action, 4 * MIB))]
+    r = streams.exchange(p.port, "POST", "/api/courses", h)
+    assert r.status == 201 and not r.complete and r.closed, r
+    assert 1 * MIB < r.length <= 4 * MIB
+    assert helpers.poll(lambda: helpers.record_state(pg.records.one(ids.actor)) == "unknown", 5)
+    problem(p.post("/api/courses", key=key, actor=ids.actor, body=""), "outcome-unknown", 409)
+    assert upstream.count(actor=ids.actor) == 1
+
+
+# ---- bodies cut short, bad input ----
+
+@pytest.mark.parametrize("action", ["break", "break-chunked", "break-close"])
+def test_passthrough_body_cut_short_never_looks_complete(proxy, upstream, ids, action):
+    """A short Content-Length, a missing last chunk, a reset during a
+    close-delimited body: the client's connection ends short of the end.
+    (A reset may also destroy the head before idemproxy read it: a 502.)"""
+    p = proxy()
+    r = streams.exchange(p.port, "GET", "/files/cut", passthrough(ids.actor) +
+                         [act("%s:%d" % (action, 2 * MIB))])
+    if action == "break-close" and r.status == 502:
+        return
+    assert r.status == 200 and not r.complete and r.closed, r
+    assert r.length <= 2 * MIB
+
+
+def test_upstream_sending_more_than_announced(proxy, upstream, ids):
+    """The bytes past the announced length never reach another exchange."""
+    p = proxy({"workers": "1"})
+    with p.client() as c:
+        r = c.request("GET", "/x", passthrough(ids.actor) + [act("extra")])
+        assert r.status == 200 and r.body == b"hello"
+        again = c.request("GET", "/y", passthrough(ids.actor))
+        assert again.status == 200 and again.json()["path"] == "/y"
+    assert b"smuggled" not in again.body
+    assert helpers.poll(lambda: "more than the response it announced" in p.stderr_text(), 5)
+
+
+def test_chunk_size_overflow_is_not_relayed_as_complete(proxy, upstream, ids):
+    p = proxy()
+    r = streams.exchange(p.port, "GET", "/x", passthrough(ids.actor) + [act("chunk-overflow")])
+    assert not r.complete and r.closed, r
+    assert p.request("GET", "/y", passthrough(ids.actor)).status == 200
+
+
+def test_unasked_upgrade_is_an_upstream_error(proxy, upstream, ids):
+    p = proxy()
+    r = p.request("GET", "/x", passthrough(ids.actor) + [act("upgrade-unasked")])
+    problem(r, "upstream-error", 502)
+
+
+def test_client_data_on_a_refused_upgrade_is_no_request(proxy, upstream, ids):
+    """Bytes a client sends after an upgrade request that the upstream turns
+    down never become a request: the connection closes after the answer."""
+    p = proxy()
+    with streams.Conn(p.port) as c:
+        c.sock.sendall(("GET /chat HTTP/1.1\r\nHost: t\r\nX-Actor-Id: %s\r\n"
+                        "Connection: upgrade\r\nUpgrade: websocket\r\n\r\n"
+                        "GET /smuggled HTTP/1.1\r\nHost: t\r\nX-Actor-Id: %s\r\n\r\n"
+                        % (ids.actor, ids.actor)).encode())
+        r = c.read_response(keep=True)
+        assert r.status == 200 and r.closed, r
+    assert [g.path for g in upstream.requests(actor=ids.actor)] == ["/chat"]
+
+
+def test_stalled_upload_times_out(proxy, upstream, ids):
+    """A client that stops sending its streamed body for client_timeout gets
+    408 and its connection closed; the upstream never gets the rest."""
+    p = proxy({"client_timeout": "1s"})
+    with streams.Conn(p.port) as c:
+        c.sock.sendall(("POST /uploads HTTP/1.1\r\nHost: t\r\nX-Actor-Id: %s\r\n"
+                        "X-Test-Action: sink\r\nContent-Length: 100000\r\n\r\n" % ids.actor
+                        ).encode() + b"x" * 1000)
+        r = c.read_response(keep=True)
+    assert r.status == 408 and r.closed, r
+    assert json.loads(bytes(r.keep))["type"].endswith("/request-timeout")
+    # The sink logs a request once it read the whole body: never.
+    time.sleep(0.5)
+    assert upstream.count(actor=ids.actor) == 0

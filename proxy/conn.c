@@ -53,8 +53,9 @@ void conn_respond_send(struct client_conn *c)
 	struct evbuffer *out = bufferevent_get_output(c->bev);
 
 	c->req = NULL;
-	if (c->streaming) {
-		c->streaming = 0;
+	c->streaming = 0;
+	if (c->marked) {
+		c->marked = 0;
 		bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
 	}
 	if (io_write_now(c->bev) < 0 || evbuffer_get_length(out) > 0)
@@ -68,10 +69,18 @@ void conn_close_after(struct client_conn *c)
 	c->close_after = 1;
 }
 
-void conn_stream_begin(struct client_conn *c, size_t mark)
+void conn_stream_begin(struct client_conn *c)
 {
 	c->streaming = 1;
-	bufferevent_setwatermark(c->bev, EV_WRITE, mark, 0);
+}
+
+void conn_stream_wait(struct client_conn *c, size_t mark)
+{
+	if (!c->marked) {
+		c->marked = 1;
+		bufferevent_setwatermark(c->bev, EV_WRITE, mark, 0);
+	}
+	bufferevent_enable(c->bev, EV_WRITE);
 }
 
 void conn_stream_flush(struct client_conn *c)

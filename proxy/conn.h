@@ -44,6 +44,7 @@ struct client_conn {
 	int close_after;            /* close once the response is written */
 	int writing;                /* a response is being written out */
 	int streaming;              /* ... piece by piece: more follows */
+	int marked;                 /* a write watermark is set (conn_stream_wait) */
 	int aborted;                /* the response cannot be completed: close at once */
 	int expect_continue;        /* this request asked for 100 Continue */
 	int continued;              /* 100 Continue sent for this request */
@@ -78,14 +79,15 @@ void conn_close_after(struct client_conn *c);
 
 /*
  * After conn_respond_frame: the body follows piece by piece. Each piece
- * goes into the output buffer, then conn_stream_flush; once the output
- * that did not go out at once falls to mark bytes, the listener tells the
- * request (request_output_drained). conn_respond_send ends the response.
- * conn_stream_flush also writes interim (1xx) responses, before any
- * response began.
+ * goes into the output buffer, then conn_stream_flush. A writer that is
+ * too far ahead waits (conn_stream_wait): once the output falls to mark
+ * bytes, the listener tells the request (request_output_drained).
+ * conn_respond_send ends the response. conn_stream_flush also writes
+ * interim (1xx) responses, before any response began.
  */
-void conn_stream_begin(struct client_conn *c, size_t mark);
+void conn_stream_begin(struct client_conn *c);
 void conn_stream_flush(struct client_conn *c);
+void conn_stream_wait(struct client_conn *c, size_t mark);
 
 /* Bytes queued for the client and not yet written. */
 size_t conn_pending(const struct client_conn *c);

@@ -588,7 +588,10 @@ static enum http_status http_frame_body(struct http_parser *p)
 		p->state = HTTP_ST_DONE;
 		return HTTP_DONE;
 	}
-	if (p->max_body && (uint64_t)m->content_length > p->max_body)
+	/* With HTTP_OPT_HEAD the caller sets the limit after the head
+	 * (http_parser_limit_body), which checks Content-Length then. */
+	if (p->max_body && !(p->options & HTTP_OPT_HEAD) &&
+	    (uint64_t)m->content_length > p->max_body)
 		return HTTP_ERR_BODY_TOO_LARGE;
 	p->remaining = m->content_length;
 	p->state = HTTP_ST_BODY_LENGTH;

@@ -47,3 +47,9 @@ out:
 	evbuffer_freeze(in, 0);
 	return rc;
 }
+
+void io_tune(struct bufferevent *bev)
+{
+	bufferevent_set_max_single_write(bev, IO_SINGLE_MAX);
+	bufferevent_set_max_single_read(bev, IO_SINGLE_MAX);
+}

@@ -10,6 +10,16 @@
 
 struct bufferevent;
 
+/* One read of a head, and one read of a body or tunnel, at the most. */
+#define IO_HEAD_CHUNK (16 * 1024)
+#define IO_BODY_CHUNK (64 * 1024)
+/* The most a bufferevent writes or reads in one go (libevent's default is
+ * 16 KiB, which halves a streamed transfer once its buffer backs up). */
+#define IO_SINGLE_MAX (256 * 1024)
+
+/* Set bev's single read and write to IO_SINGLE_MAX. */
+void io_tune(struct bufferevent *bev);
+
 /*
  * Write what bev's output buffer holds with one writev(2). Returns -1 on a
  * socket error, else 0; what the socket did not take stays queued.

@@ -42,7 +42,6 @@
 #define LISTEN_BACKLOG 1024
 /* Input buffered per client beyond what the parser has taken. */
 #define CLIENT_READ_HIGH_WATERMARK (256 * 1024)
-#define CLIENT_READ_CHUNK (16 * 1024)
 
 struct listener {
 	struct event_base *base;
@@ -123,7 +122,7 @@ static void listener_read_event(evutil_socket_t fd, short what, void *arg)
 		conn_input_full(c, 1);
 		return;
 	}
-	n = io_read_now(c->bev, CLIENT_READ_CHUNK);
+	n = io_read_now(c->bev, c->input == CONN_INPUT_REQUEST ? IO_HEAD_CHUNK : IO_BODY_CHUNK);
 	if (n == -2)
 		return;
 	if (n <= 0) {
@@ -344,6 +343,8 @@ static struct client_conn *listener_conn_new(struct listener *l, evutil_socket_t
 	c->read_ev = event_new(l->base, fd, EV_READ | EV_PERSIST, listener_read_event, c);
 	if (c->parser)
 		http_parser_set_options(c->parser, HTTP_OPT_HEAD);
+	if (c->bev)
+		io_tune(c->bev);
 	if (!c->bev || !c->parser || !c->timer || !c->next_ev || !c->read_ev) {
 		if (!c->bev)
 			evutil_closesocket(fd);

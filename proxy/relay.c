@@ -30,12 +30,14 @@
 #include "proxy/evfree.h"
 #include "proxy/forward.h"
 #include "proxy/http.h"
+#include "proxy/io.h"
 #include "proxy/log.h"
 #include "proxy/respond.h"
 
 static const char relay_last_chunk[] = "0\r\n\r\n";
 
 struct relay {
+	struct event_base *base;
 	struct client_conn *c;      /* NULL once the client went away */
 	struct upstream_req *up;    /* NULL once the exchange ended */
 	struct relay_params p;
@@ -51,7 +53,7 @@ struct relay {
 	int streaming;              /* the response head went out: its body is not kept */
 	int64_t resp_left;          /* RESPOND_LENGTH: body bytes still to come */
 	struct evbuffer *tail;      /* owner: the last bytes, until relay_release */
-	struct evbuffer *piece;     /* framing scratch */
+	struct evbuffer *piece;     /* framing scratch (chunked bodies only) */
 	struct bufferevent *tunnel; /* the upstream connection after a 101 */
 	struct event *tunnel_timer;
 };
@@ -62,6 +64,7 @@ static void relay_body(void *arg, struct evbuffer *data);
 static void relay_done(void *arg, enum upstream_result res);
 static void relay_upgraded(void *arg, struct bufferevent *bev);
 static void relay_drained(void *arg);
+static void relay_caught_up(void *arg);
 static void relay_tunnel_idle(evutil_socket_t fd, short what, void *arg);
 
 static const struct upstream_events relay_upstream_events = {
@@ -71,6 +74,7 @@ static const struct upstream_events relay_upstream_events = {
 	.done = relay_done,
 	.upgraded = relay_upgraded,
 	.drained = relay_drained,
+	.caught_up = relay_caught_up,
 };
 
 struct relay *relay_start(struct event_base *base, struct upstream_pool *pool,
@@ -96,10 +100,7 @@ struct relay *relay_start(struct event_base *base, struct upstream_pool *pool,
 	 * down is not a next request. */
 	if (p->upgrade)
 		r->flags |= RESPOND_CLOSE;
-	r->piece = evbuffer_new();
-	r->tunnel_timer = evtimer_new(base, relay_tunnel_idle, r);
-	if (!r->piece || !r->tunnel_timer)
-		goto fail;
+	r->base = base;
 	if (!strcmp(req->method, "HEAD"))
 		up.flags |= UPSTREAM_HEAD_REQUEST;
 	if (p->retry_safe)
@@ -128,9 +129,38 @@ fail:
 
 /* ---- the request's body ---- */
 
+/*
+ * 1 when one more read onto pending unsent bytes could take them past
+ * p.buffer: the reads on the sending side stop before that happens.
+ */
+static int relay_full(const struct relay *r, size_t pending)
+{
+	return pending + IO_BODY_CHUNK > r->p.buffer;
+}
+
+/* Memory an exchange under way cannot do without: running out ends the
+ * process (as store.c's store_alloc), never an exchange half relayed. */
+static void *relay_need(void *p)
+{
+	if (!p) {
+		log_error(NULL, "relay: out of memory");
+		abort();
+	}
+	return p;
+}
+
+/* r->piece, made on first use: most exchanges frame nothing themselves. */
+static struct evbuffer *relay_piece(struct relay *r)
+{
+	if (!r->piece)
+		r->piece = relay_need(evbuffer_new());
+	return r->piece;
+}
+
 /* Frame data as a chunk in r->piece (moving it there). */
 static struct evbuffer *relay_chunk(struct relay *r, struct evbuffer *data)
 {
+	relay_piece(r);
 	evbuffer_add_printf(r->piece, "%zx\r\n", evbuffer_get_length(data));
 	evbuffer_add_buffer(r->piece, data);
 	http_add_lit(r->piece, "\r\n");
@@ -149,7 +179,7 @@ static void relay_tunnel_up(struct relay *r)
 	evbuffer_add_buffer(out, in);
 	bufferevent_enable(r->tunnel, EV_WRITE);
 	evtimer_add(r->tunnel_timer, &tv);
-	if (evbuffer_get_length(out) >= r->p.buffer)
+	if (relay_full(r, evbuffer_get_length(out)))
 		conn_read_pause(r->c, 1);
 }
 
@@ -168,13 +198,13 @@ void relay_input(struct relay *r, int end)
 		upstream_send(r->up, r->req_chunked ? relay_chunk(r, body) : body);
 	if (end) {
 		if (r->req_chunked) {
-			http_add_lit(r->piece, relay_last_chunk);
+			http_add_lit(relay_piece(r), relay_last_chunk);
 			upstream_send(r->up, r->piece);
 		}
 		upstream_send_end(r->up);
 		r->body_ended = 1;
 	}
-	if (upstream_pending(r->up) >= r->p.buffer)
+	if (relay_full(r, upstream_pending(r->up)))
 		conn_read_pause(r->c, 1);
 }
 
@@ -200,7 +230,12 @@ static void relay_interim(void *arg, const struct http_msg *m)
 		respond_interim(r->c, m);
 }
 
-/* Write data, a piece of the response body, to the client in its framing. */
+/*
+ * Queue data, a piece of the response body, for the client in its framing.
+ * It goes out when the upstream has caught up (relay_caught_up) or the
+ * response ends, so a head and a body that arrive together leave in one
+ * write.
+ */
 static void relay_out(struct relay *r, struct evbuffer *data)
 {
 	size_t n = evbuffer_get_length(data);
@@ -224,9 +259,19 @@ static void relay_out(struct relay *r, struct evbuffer *data)
 	} else {
 		evbuffer_add_buffer(out, data);
 	}
-	conn_stream_flush(r->c);
-	if (r->up && conn_pending(r->c) >= r->p.buffer)
+	if (r->up && relay_full(r, conn_pending(r->c))) {
 		upstream_read_pause(r->up, 1);
+		conn_stream_wait(r->c, r->p.buffer / 2);
+	}
+}
+
+/* What arrived has been queued: write it out. */
+static void relay_caught_up(void *arg)
+{
+	struct relay *r = arg;
+
+	if (r->streaming && r->c)
+		conn_stream_flush(r->c);
 }
 
 /* The response goes to the client from now on, head first, then what was held. */
@@ -235,13 +280,16 @@ static void relay_begin(struct relay *r)
 	r->streaming = 1;
 	r->resp_left = r->resp->content_length;
 	if (r->p.owner && !r->tail)
-		r->tail = evbuffer_new();
+		r->tail = relay_need(evbuffer_new());
 	if (!r->c)
 		return;
+	/* The client is still sending its body: the answer closes the
+	 * connection, whose rest is no next request. */
+	if (r->body_streams && !r->body_ended)
+		r->flags |= RESPOND_CLOSE;
 	respond_relay_head(r->c, r->resp, r->flags, r->p.unenforced, r->framing);
-	conn_stream_begin(r->c, r->p.buffer / 2);
+	conn_stream_begin(r->c);
 	relay_out(r, r->resp->body);
-	conn_stream_flush(r->c);
 }
 
 static void relay_head(void *arg, struct http_msg *resp)
@@ -319,6 +367,8 @@ static void relay_done(void *arg, enum upstream_result res)
 			relay_cut(r);
 		else if (!r->p.owner)
 			relay_finish(r);
+		else if (r->c)
+			conn_stream_flush(r->c); /* all but the tail */
 	}
 	r->cb(r->arg, res, r->resp, r->streaming);
 }
@@ -342,7 +392,7 @@ void relay_output_drained(struct relay *r)
 static void relay_tunnel_end(struct relay *r)
 {
 	evfree_bufferevent(&r->tunnel);
-	evtimer_del(r->tunnel_timer);
+	evfree_event(&r->tunnel_timer);
 	if (r->c) {
 		conn_close_after(r->c);
 		conn_respond_send(r->c);
@@ -360,8 +410,10 @@ static void relay_tunnel_read(struct bufferevent *bev, void *arg)
 	evbuffer_add_buffer(bufferevent_get_output(r->c->bev), bufferevent_get_input(bev));
 	conn_stream_flush(r->c);
 	evtimer_add(r->tunnel_timer, &tv);
-	if (conn_pending(r->c) >= r->p.buffer)
+	if (relay_full(r, conn_pending(r->c))) {
 		bufferevent_disable(bev, EV_READ);
+		conn_stream_wait(r->c, r->p.buffer / 2);
+	}
 }
 
 /* The upstream took what the client sent: read the client again. */
@@ -398,8 +450,9 @@ static void relay_upgraded(void *arg, struct bufferevent *bev)
 	r->up = NULL;
 	r->tunnel = bev;
 	r->streaming = 1;
+	r->tunnel_timer = relay_need(evtimer_new(r->base, relay_tunnel_idle, r));
 	respond_relay_head(r->c, r->resp, r->flags, 0, RESPOND_SWITCH);
-	conn_stream_begin(r->c, r->p.buffer / 2);
+	conn_stream_begin(r->c);
 	r->c->input = CONN_INPUT_TUNNEL;
 	evtimer_add(r->tunnel_timer, &tv);
 	bufferevent_setwatermark(bev, EV_WRITE, r->p.buffer / 2, 0);

@@ -37,7 +37,6 @@
 /* Shorter than the usual upstream keep-alive timeouts (Node 5 s, nginx
  * 75 s), so the upstream rarely closes a connection just as we reuse it. */
 #define UPSTREAM_IDLE_TIMEOUT_S 4
-#define UPSTREAM_READ_CHUNK (16 * 1024)
 #define UPSTREAM_LATE_READS 16 /* chunks a fired deadline still reads */
 
 struct upstream_conn {
@@ -48,6 +47,7 @@ struct upstream_conn {
 	struct http_parser *parser;
 	struct upstream_req *ur;    /* NULL while idle */
 	int connected;
+	int marked;                 /* a write watermark is set (a streamed body) */
 };
 
 struct upstream_req {
@@ -65,6 +65,7 @@ struct upstream_req {
 	int head_taken;             /* the final head was reported: a body follows */
 	int keep_alive;             /* the final response lets the connection be reused */
 	int paused;                 /* the caller stopped the reads */
+	int64_t progress_us;        /* the last byte moved either way */
 	int dispatching;            /* inside a callback */
 	int cancelled;              /* upstream_cancel() during a callback */
 	struct event *timer;
@@ -150,6 +151,7 @@ static struct upstream_conn *upstream_conn_new(struct upstream_pool *pool)
 	uc->bev = bufferevent_socket_new(pool->base, -1, BEV_OPT_CLOSE_ON_FREE);
 	if (!uc->parser || !uc->bev)
 		goto fail;
+	io_tune(uc->bev);
 	http_parser_set_options(uc->parser, HTTP_OPT_HEAD | HTTP_OPT_INTERIM);
 	if (bufferevent_socket_connect_hostname(uc->bev, pool->dns, AF_UNSPEC, pool->host,
 						pool->port) < 0)
@@ -215,7 +217,10 @@ static void upstream_conn_park(struct upstream_conn *uc)
 	}
 	/* The next request is written directly (upstream_conn_attach). */
 	bufferevent_disable(uc->bev, EV_WRITE);
-	bufferevent_setwatermark(uc->bev, EV_WRITE, 0, 0);
+	if (uc->marked) {
+		uc->marked = 0;
+		bufferevent_setwatermark(uc->bev, EV_WRITE, 0, 0);
+	}
 	if (uc->read_ev) {
 		/* EOF, data or the idle timeout: upstream_conn_read_event closes it. */
 		event_add(uc->read_ev, &tv);
@@ -271,7 +276,6 @@ static int upstream_conn_attach(struct upstream_req *ur, struct upstream_conn *u
 	http_parser_expect_no_body(uc->parser, (ur->params.flags & UPSTREAM_HEAD_REQUEST) != 0);
 	http_parser_expect_upgrade(uc->parser, (ur->params.flags & UPSTREAM_UPGRADE) != 0);
 	bufferevent_set_timeouts(uc->bev, NULL, NULL);
-	bufferevent_setwatermark(uc->bev, EV_WRITE, ur->params.drain_mark, 0);
 	bufferevent_setcb(uc->bev, upstream_conn_read_cb, upstream_conn_write_cb,
 			  upstream_conn_event_cb, uc);
 	if (uc->read_ev)
@@ -294,15 +298,34 @@ size_t upstream_pending(const struct upstream_req *ur)
 	return ur->conn ? evbuffer_get_length(bufferevent_get_output(ur->conn->bev)) : ur->queued;
 }
 
-/* The silence allowed before the next byte (idle timeouts only). */
+/* Bytes moved: an idle timeout counts the silence from now. */
 static void upstream_touch(struct upstream_req *ur)
 {
+	if (ur->params.flags & UPSTREAM_IDLE_TIMEOUT)
+		ur->progress_us = clock_now_us();
+}
+
+/*
+ * An idle timeout's timer fired: 1 when it is not over yet (re-armed for
+ * what is left of it), 0 when the upstream has been silent for all of it.
+ * A streamed request whose every byte so far was taken waits for its
+ * client, not for the upstream: that is no silence of the upstream's.
+ */
+static int upstream_idle_left(struct upstream_req *ur)
+{
+	int64_t left = ur->params.timeout_ms * 1000 - (clock_now_us() - ur->progress_us);
 	struct timeval tv;
 
-	if (ur->params.flags & UPSTREAM_IDLE_TIMEOUT) {
-		tv = clock_tv(ur->params.timeout_ms);
-		evtimer_add(ur->timer, &tv);
-	}
+	if (!(ur->params.flags & UPSTREAM_IDLE_TIMEOUT))
+		return 0;
+	if (!ur->sent_all && ur->conn &&
+	    evbuffer_get_length(bufferevent_get_output(ur->conn->bev)) == 0)
+		left = ur->params.timeout_ms * 1000;
+	if (left <= 0)
+		return 0;
+	tv = clock_tv_us(left);
+	evtimer_add(ur->timer, &tv);
+	return 1;
 }
 
 static void upstream_req_free(struct upstream_req *ur)
@@ -407,6 +430,8 @@ static int upstream_deliver(struct upstream_req *ur)
 			return 1;
 		switch (st) {
 		case HTTP_MORE:
+			if (ur->ev->caught_up && UPSTREAM_CALL(ur, ur->ev->caught_up(ur->arg)))
+				return 1;
 			return 0;
 		case HTTP_HEAD:
 			m = http_parser_take_head(uc->parser);
@@ -476,6 +501,12 @@ static int upstream_upgrade(struct upstream_req *ur, struct http_msg *m)
 	return 1;
 }
 
+/* How much one read takes: more once a body streams. */
+static size_t upstream_chunk(const struct upstream_conn *uc)
+{
+	return uc->ur && uc->ur->head_taken ? IO_BODY_CHUNK : IO_HEAD_CHUNK;
+}
+
 static void upstream_conn_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct upstream_conn *uc = arg;
@@ -506,7 +537,7 @@ static void upstream_conn_write_cb(struct bufferevent *bev, void *arg)
 static void upstream_conn_read_event(evutil_socket_t fd, short what, void *arg)
 {
 	struct upstream_conn *uc = arg;
-	int n = (what & EV_READ) ? io_read_now(uc->bev, UPSTREAM_READ_CHUNK) : -1;
+	int n = (what & EV_READ) ? io_read_now(uc->bev, upstream_chunk(uc)) : -1;
 
 	if (n == -2)
 		return;
@@ -563,12 +594,14 @@ static void upstream_req_timer_cb(evutil_socket_t fd, short what, void *arg)
 		upstream_req_complete(ur, UPSTREAM_NOT_SENT);
 		return;
 	}
+	if (upstream_idle_left(ur))
+		return;
 	/* A loop that did not run for a while (the process was stopped or
 	 * starved) may find the whole response waiting: what arrived before
 	 * the deadline was noticed still counts, read in a bounded number of
 	 * chunks. */
 	for (int i = 0; i < UPSTREAM_LATE_READS && uc->read_ev && !ur->paused &&
-			io_read_now(uc->bev, UPSTREAM_READ_CHUNK) > 0;
+			io_read_now(uc->bev, upstream_chunk(uc)) > 0;
 	     i++)
 		if (upstream_deliver(ur))
 			return;
@@ -590,6 +623,7 @@ struct upstream_req *upstream_start(struct upstream_pool *pool, struct evbuffer 
 	ur->ev = ev;
 	ur->arg = arg;
 	ur->sent_all = !(params->flags & UPSTREAM_STREAMED);
+	ur->progress_us = clock_now_us();
 	ur->data = evbuffer_new();
 	ur->timer = evtimer_new(pool->base, upstream_req_timer_cb, ur);
 	if (!ur->data || !ur->timer) {
@@ -620,19 +654,26 @@ void upstream_send(struct upstream_req *ur, struct evbuffer *data)
 
 	if (n == 0)
 		return;
-	ur->streamed = 1;
 	if (!ur->conn) {
 		evbuffer_drain(data, n);
 		return;
 	}
+	/* A streamed body's sender waits for drained() when it is ahead. */
+	if (!ur->conn->marked) {
+		ur->conn->marked = 1;
+		bufferevent_setwatermark(ur->conn->bev, EV_WRITE, ur->params.drain_mark, 0);
+	}
+	ur->streamed = 1;
 	evbuffer_add_buffer(bufferevent_get_output(ur->conn->bev), data);
 	ur->queued += n;
+	upstream_touch(ur);
 	upstream_conn_flush(ur->conn, ur->conn->connected);
 }
 
 void upstream_send_end(struct upstream_req *ur)
 {
 	ur->sent_all = 1;
+	upstream_touch(ur);
 }
 
 void upstream_read_pause(struct upstream_req *ur, int pause)

@@ -57,6 +57,9 @@ struct upstream_events {
 	void (*upgraded)(void *arg, struct bufferevent *bev);
 	/* The request bytes waiting to be written fell to drain_mark. */
 	void (*drained)(void *arg);
+	/* Everything that arrived so far has been reported (the callee may
+	 * write out what it gathered, in one go); more follows. */
+	void (*caught_up)(void *arg);
 };
 
 struct upstream_params {

@@ -14,7 +14,11 @@
 #       prepared (the ceiling) and unnamed (as proxy/store.c sends them);
 #   (c) replay POST over 100 completed keys vs idemproxy's own pass-through;
 #   (d) (b) and (c) again with 1,000,000 records in the table;
-#   (e) idemproxy's peak RSS after 1,000 idle keep-alive connections.
+#   (e) idemproxy's peak RSS after 1,000 idle keep-alive connections;
+#   (f) a 1 GiB download and a 1 GiB upload (curl) through idemproxy and
+#       through the nginx proxy with proxy_buffering and
+#       proxy_request_buffering off, best of STREAM_RUNS each, MiB/s;
+#   (g) idemproxy's RSS with 100 clients that stop reading large responses.
 # Prints one table and a target check per row (the targets in README.md),
 # writes bench-out/bench.csv, bench-out/bench.png (gnuplot) and
 # bench-out/bench.txt, and copies the CSV and PNG to docs/.
@@ -53,6 +57,10 @@ REPLAY_KEYS=100           # completed keys the replay runs cycle over
 MILLION=1000000           # records loaded for (d)
 IDLE_CONNS=1000           # idle keep-alive connections for (e)
 IDLE_SECONDS=3            # how long (e) holds them open
+STREAM_BYTES=1073741824   # (f): the size of the download and of the upload
+STREAM_RUNS=3             # (f): runs of each transfer, the best counts
+SLOW_READERS=100          # (g): clients that stop reading
+SLOW_SECONDS=3            # (g): how long they hold their responses
 ERROR_PCT_MAX=1           # more failed requests than this (%) voids a run
 MAX_SECONDS=60            # largest BENCH_SECONDS accepted
 FD_LIMIT=16384            # ulimit -n for everything started here
@@ -68,7 +76,8 @@ TARGET_PASS_P99=1.25      # pass-through p99 <= this x nginx, at 64 connections
 TARGET_OWNER=1.0          # owner rps >= this x the pgbench ceiling
 TARGET_REPLAY=1.5         # replay rps >= this x idemproxy's pass-through
 TARGET_MILLION=0.8        # at 1M records >= this x the empty-table rps
-TARGET_RSS_MIB=64         # peak RSS with 1,000 idle connections
+TARGET_RSS_MIB=64         # peak RSS with 1,000 idle connections, and with (g)
+TARGET_STREAM=0.9         # (f): idemproxy MiB/s >= this x nginx's
 
 # The fixed values pgbench sends, as idemproxy would for the bench route.
 PGB_FINGERPRINT='\x9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08'
@@ -104,7 +113,7 @@ fi
 
 [ "$(id -u)" -eq 0 ] || die "must run as root (the PostgreSQL cluster runs as user postgres)"
 [ -x "$BIN" ] || die "$BIN not found: build it with make"
-for tool in wrk "$NGINX" "$PGBIN/pgbench" "$PGBIN/psql" gnuplot "$PY" timeout; do
+for tool in wrk curl "$NGINX" "$PGBIN/pgbench" "$PGBIN/psql" gnuplot "$PY" timeout; do
 	command -v "$tool" >/dev/null || die "$tool not found (make deps installs it)"
 done
 if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt $FD_LIMIT ]; then
@@ -114,6 +123,7 @@ fi
 # ---- processes and clean-up ----
 
 TMP=""
+SHM=""
 PGDIR=""
 PGPORT=""
 started_pg=0
@@ -135,6 +145,7 @@ cleanup() {
 		bash "$ROOT/scripts/pg.sh" stop "$PGDIR" "$PGPORT" >/dev/null
 	fi
 	[ -z "$TMP" ] || rm -rf "$TMP"
+	[ -z "$SHM" ] || rm -rf "$SHM"
 }
 trap cleanup EXIT
 trap 'say "interrupted"; exit 130' INT
@@ -341,9 +352,19 @@ if [ "$fsync" != on ] || [ "$sync_commit" != on ]; then
 	die "PostgreSQL runs with fsync=$fsync synchronous_commit=$sync_commit, expected on/on"
 fi
 
+# (f), (g): the file to download and the upload sink live in memory
+# (tmpfs), so the disk is not what is measured.
+SHM=$(mktemp -d /dev/shm/idemproxy-bench.XXXXXX 2>/dev/null || mktemp -d "$TMP/shm.XXXXXX")
+mkdir -p "$SHM/files" "$SHM/sink/tmp"
+head -c $STREAM_BYTES /dev/zero >"$SHM/files/big" || die "cannot make the $STREAM_BYTES-byte file"
+# nginx's workers run as an unprivileged user: they read the file and write the sink.
+chmod 0755 "$SHM" "$SHM/files"
+chmod 0644 "$SHM/files/big"
+chmod 1777 "$SHM/sink" "$SHM/sink/tmp"
+
 mkdir -p "$TMP/upstream" "$TMP/nginx"
 render "$HERE/upstream.nginx.conf.in" "$TMP/upstream/nginx.conf" \
-	PREFIX="$TMP/upstream" PORT="$UPSTREAM_PORT"
+	PREFIX="$TMP/upstream" PORT="$UPSTREAM_PORT" FILES="$SHM/files" SINK="$SHM/sink"
 render "$HERE/proxy.nginx.conf.in" "$TMP/nginx/nginx.conf" \
 	PREFIX="$TMP/nginx" PORT="$NGINX_PORT" UPSTREAM_PORT="$UPSTREAM_PORT" WORKERS="$WORKERS"
 render "$HERE/idemproxy.conf.in" "$TMP/idemproxy.conf" \
@@ -451,8 +472,6 @@ if [ -z "$HWM_KIB" ]; then
 fi
 check_proxy
 
-# ---- report ----
-
 # Print $1 / $2 with two decimals, or "" when either is missing or $2 is 0.
 ratio() {
 	awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b != "" && b + 0 != 0) printf "%.2f", a / b }'
@@ -483,6 +502,61 @@ fmt() {
 		printf "$1" "$2"
 	fi
 }
+
+# (f) streaming: one transfer with curl; store MiB/s under $1:$2 ($2 "down" or
+# "up") when it moved all STREAM_BYTES, keeping the best of the runs.
+declare -A MIBS
+run_curl() {
+	local name=$1 dir=$2 url=$3 out=$TMP/curl-$1-$2.txt size secs code mibs
+	if [ "$dir" = down ]; then
+		run_bounded $RUN_GRACE "$out" curl -sS -o /dev/null \
+			-w '%{size_download} %{time_total} %{http_code}\n' "$url/big/big" || true
+	else
+		run_bounded $RUN_GRACE "$out" curl -sS -o /dev/null -T "$SHM/files/big" \
+			-w '%{size_upload} %{time_total} %{http_code}\n' "$url/upload/put-$name" || true
+	fi
+	read -r size secs code <"$out" || true
+	case "$code" in 200 | 201 | 204) ;; *) size=0 ;; esac
+	if [ "${size:-0}" != $STREAM_BYTES ]; then
+		cat "$out" >&2
+		say "$name ${dir}load moved ${size:-0} of $STREAM_BYTES bytes (status ${code:-none})"
+		return 0
+	fi
+	mibs=$(awk -v b="$size" -v t="$secs" 'BEGIN { printf "%.1f", b / 1048576 / t }')
+	if [ -z "${MIBS[$name:$dir]:-}" ] || holds "$mibs" ">=" "${MIBS[$name:$dir]}"; then
+		MIBS[$name:$dir]=$mibs
+	fi
+}
+
+say "(f) 1 GiB download and upload, $STREAM_RUNS runs each, idemproxy and nginx alternating"
+for dir in down up; do
+	for ((i = 0; i < STREAM_RUNS; i++)); do
+		run_curl nginx $dir "http://127.0.0.1:$NGINX_PORT"
+		run_curl idemproxy $dir "http://127.0.0.1:$PROXY_PORT"
+	done
+	for name in nginx idemproxy; do
+		[ -n "${MIBS[$name:$dir]:-}" ] || MISSING=$((MISSING + 1))
+	done
+done
+rm -f "$SHM/sink/upload/"* 2>/dev/null || true
+check_proxy
+
+# (g) RSS with SLOW_READERS clients that stop reading 1 GiB responses
+say "(g) $SLOW_READERS clients that stop reading their 1 GiB responses, ${SLOW_SECONDS}s"
+SLOW_RSS_KIB=""
+SLOW_HWM_KIB=""
+if run_bounded $((SLOW_SECONDS + RUN_GRACE)) "$TMP/slow.txt" \
+	"$PY" "$HERE/client.py" slow "$PROXY_PORT" "$proxy_pid" $SLOW_READERS $SLOW_SECONDS /big/big; then
+	read -r SLOW_RSS_KIB SLOW_HWM_KIB <"$TMP/slow.txt" || true
+fi
+if [ -z "$SLOW_RSS_KIB" ]; then
+	cat "$TMP/slow.txt" >&2 || true
+	say "the slow-reader measurement failed"
+	MISSING=$((MISSING + 1))
+fi
+check_proxy
+
+# ---- report ----
 
 CSV=$OUT/bench.csv
 TXT=$OUT/bench.txt
@@ -576,6 +650,29 @@ rss_result=$(verdict "$HWM_MIB" "<=" $TARGET_RSS_MIB)
 echo "e,peak RSS with $IDLE_CONNS idle conns,$IDLE_CONNS,,,,,,,,,,$HWM_MIB,peak RSS <= $TARGET_RSS_MIB MiB,$rss_result" >>"$CSV"
 CHECKS+=("$(printf '%-44s %5s (target <= %s MiB): %s' "peak RSS (VmHWM), $IDLE_CONNS idle conns, MiB" "$(fmt %.1f "$HWM_MIB")" $TARGET_RSS_MIB "$rss_result")")
 
+# (f): MiB/s of idemproxy against nginx's.
+SDAT=$TMP/stream.dat
+: >"$SDAT"
+slot=1
+for dir in down up; do
+	label=$([ $dir = down ] && echo "download 1 GiB" || echo "upload 1 GiB")
+	a=${MIBS[idemproxy:$dir]:-}
+	b=${MIBS[nginx:$dir]:-}
+	r=$(ratio "$a" "$b")
+	res=$(verdict "$r" ">=" $TARGET_STREAM)
+	echo "f,$label (MiB/s),1,$a,,,nginx proxy (buffering off),$b,,,$r,,,MiB/s ratio >= $TARGET_STREAM,$res" >>"$CSV"
+	TABLE+=("$(printf '%-3s %-20s %5s %10s %8s %8s   %-18s %10s %8s %8s   %6s %6s' \
+		f "$label" 1 "$(fmt %.0f "$a")" - - "nginx proxy" "$(fmt %.0f "$b")" - - "$(fmt %.2f "$r")" -)")
+	CHECKS+=("$(printf '%-44s %5s (target >= %s): %s' "$label MiB/s ratio" "$(fmt %.2f "$r")" $TARGET_STREAM "$res")")
+	printf '%s\t%s\t%s\n' "$slot" "${a:-NaN}" "${b:-NaN}" >>"$SDAT"
+	slot=$((slot + 1))
+done
+SLOW_MIB=""
+[ -z "$SLOW_RSS_KIB" ] || SLOW_MIB=$(awk -v k="$SLOW_RSS_KIB" 'BEGIN { printf "%.1f", k / 1024 }')
+slow_result=$(verdict "$SLOW_MIB" "<=" $TARGET_RSS_MIB)
+echo "g,RSS with $SLOW_READERS slow readers,$SLOW_READERS,,,,,,,,,,$SLOW_MIB,RSS <= $TARGET_RSS_MIB MiB,$slow_result" >>"$CSV"
+CHECKS+=("$(printf '%-44s %5s (target <= %s MiB): %s' "RSS (VmRSS), $SLOW_READERS slow readers, MiB" "$(fmt %.1f "$SLOW_MIB")" $TARGET_RSS_MIB "$slow_result")")
+
 ELAPSED=$(($(date +%s) - T0))
 {
 	echo
@@ -588,6 +685,8 @@ ELAPSED=$(($(date +%s) - T0))
 	printf '%s\n' "${TABLE[@]}"
 	printf '%-3s %-20s %5s %10s\n' "e" "peak RSS (VmHWM)" "$IDLE_CONNS" "$(fmt %.1f "$HWM_MIB") MiB"
 	echo "    (VmRSS with the $IDLE_CONNS connections open: $(fmt %.1f "$RSS_MIB") MiB; VmHWM is the peak over the whole run)"
+	printf '%-3s %-20s %5s %10s\n' "g" "RSS, slow readers" "$SLOW_READERS" "$(fmt %.1f "$SLOW_MIB") MiB"
+	echo "    (f: MiB/s in the rps columns; g: VmRSS while $SLOW_READERS clients hold 1 GiB responses unread)"
 	echo
 	echo "targets (README.md, Performance):"
 	printf '  %s\n' "${CHECKS[@]}"
@@ -596,7 +695,7 @@ ELAPSED=$(($(date +%s) - T0))
 } | tee "$TXT"
 
 subtitle="$(nproc) CPUs, workers $WORKERS, wrk ${SECONDS_PER}s per run, $(date -u +%Y-%m-%d); peak RSS with $IDLE_CONNS idle connections: $(fmt %.1f "$HWM_MIB") MiB"
-if ! gnuplot -e "data='$DAT'; out='$OUT/bench.png'; subtitle='$subtitle'" "$HERE/chart.gp" 2>"$TMP/gnuplot.log"; then
+if ! gnuplot -e "data='$DAT'; sdata='$SDAT'; out='$OUT/bench.png'; subtitle='$subtitle'" "$HERE/chart.gp" 2>"$TMP/gnuplot.log"; then
 	cat "$TMP/gnuplot.log" >&2
 	say "gnuplot failed: no chart"
 	MISSING=$((MISSING + 1))

@@ -1,11 +1,13 @@
 # gnuplot script for scripts/bench.sh: requests/s of idemproxy next to its
 # reference for each scenario, one panel per connection count.
-# Called with -e "data='FILE'; out='FILE'; subtitle='TEXT'"; FILE holds one
-# line per scenario and connection count, tab-separated:
+# Called with -e "data='FILE'; sdata='FILE'; out='FILE'; subtitle='TEXT'";
+# data holds one line per scenario and connection count, tab-separated:
 #   CONNECTIONS  SLOT(1-5)  IDEMPROXY_RPS  REFERENCE_RPS
+# and sdata one line per streamed transfer (1 download, 2 upload):
+#   SLOT  IDEMPROXY_MIBS  NGINX_MIBS
 # ("NaN" for a figure that was not measured).
 
-set terminal pngcairo size 1400,1000 font "DejaVu Sans,10"
+set terminal pngcairo size 1400,1400 font "DejaVu Sans,10"
 set output out
 set datafile separator "\t"
 set datafile missing "NaN"
@@ -31,7 +33,7 @@ idem = "#2b6cb0"
 ref = "#a0a0a0"
 L = 0.19
 
-set multiplot layout 2,1 title "idemproxy benchmark (wrk, loopback)\n".subtitle
+set multiplot layout 3,1 title "idemproxy benchmark (wrk, curl, loopback)\n".subtitle
 do for [c in "64 1"] {
 	set title sprintf("%s connection%s", c, c eq "1" ? "" : "s")
 	plot data using ($1 == c + 0 ? $2 - L : NaN):3 with boxes lc rgb idem title "idemproxy", \
@@ -39,4 +41,12 @@ do for [c in "64 1"] {
 	     data using ($1 == c + 0 ? $2 - L : NaN):3:(sprintf("%.0f", $3)) with labels offset 0,0.8 font ",9" notitle, \
 	     data using ($1 == c + 0 ? $2 + L : NaN):4:(sprintf("%.0f", $4)) with labels offset 0,0.8 font ",9" notitle
 }
+set title "1 GiB streamed through (curl, best of 3)"
+set ylabel "MiB/s"
+set xrange [0.4:2.6]
+set xtics nomirror ("download\nref: nginx, proxy_buffering off" 1, "upload\nref: nginx, proxy_request_buffering off" 2)
+plot sdata using ($1 - L):2 with boxes lc rgb idem title "idemproxy", \
+     sdata using ($1 + L):3 with boxes lc rgb ref title "nginx proxy", \
+     sdata using ($1 - L):2:(sprintf("%.0f", $2)) with labels offset 0,0.8 font ",9" notitle, \
+     sdata using ($1 + L):3:(sprintf("%.0f", $3)) with labels offset 0,0.8 font ",9" notitle
 unset multiplot

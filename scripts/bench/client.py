@@ -10,6 +10,11 @@
       and read its 200, hold them all open SECONDS, then print
       "VmRSS_KiB VmHWM_KiB" of process PID read while they are open.
 
+  client.py slow PORT PID COUNT SECONDS PATH
+      open COUNT connections, send GET PATH (a large response) on each,
+      read its head and 64 KiB of body and then nothing more, hold them
+      SECONDS, then print "VmRSS_KiB VmHWM_KiB" of PID read meanwhile.
+
 Exits 1 with a message on stderr when anything is not as expected.
 """
 import socket
@@ -97,12 +102,40 @@ def idle(port, pid, count, seconds):
             sock.close()
 
 
+def slow(port, pid, count, seconds, path):
+    socks = []
+    req = ("GET %s HTTP/1.1\r\nHost: %s:%d\r\n\r\n" % (path, HOST, port)).encode()
+    try:
+        for i in range(count):
+            sock = socket.create_connection((HOST, port), timeout=TIMEOUT)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+            socks.append(sock)
+            sock.sendall(req)
+        for i, sock in enumerate(socks):
+            buf = b""
+            while b"\r\n\r\n" not in buf or len(buf) < 64 << 10:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    raise IOError("connection %d closed early" % i)
+                buf += chunk
+            if int(buf.split(b" ", 2)[1]) != 200:
+                raise IOError("connection %d: GET %s answered %r" % (i, path, buf[:40]))
+        time.sleep(seconds)
+        rss, hwm = proc_status(pid)
+        print(rss, hwm)
+    finally:
+        for sock in socks:
+            sock.close()
+
+
 def main(argv):
     try:
         if len(argv) == 5 and argv[1] == "warm":
             warm(int(argv[2]), argv[3], int(argv[4]))
         elif len(argv) == 6 and argv[1] == "idle":
             idle(int(argv[2]), int(argv[3]), int(argv[4]), float(argv[5]))
+        elif len(argv) == 7 and argv[1] == "slow":
+            slow(int(argv[2]), int(argv[3]), int(argv[4]), float(argv[5]), argv[6])
         else:
             sys.stderr.write(__doc__)
             return 2

@@ -3,9 +3,11 @@
  *
  * The input (after two control bytes) is parsed as a request stream and as a
  * response stream, each fed whole, split in two at a point taken from the
- * control bytes, and (when short) one byte at a time. Every way of feeding
- * must produce the same transcript of messages and final status: an
- * incremental parser must not depend on how its input was cut. Build:
+ * control bytes, and (when short) one byte at a time; and once more with
+ * the head taken first and the body streamed (HTTP_OPT_HEAD, interim
+ * responses as messages). Every way of feeding must produce the same
+ * transcript of messages and final status: an incremental parser must not
+ * depend on how its input was cut, nor on whether its bodies stream. Build:
  *   clang -fsanitize=fuzzer,address,undefined -I. tests/fuzz/fuzz_http.c \
  *         proxy/http.c -levent
  */
@@ -68,10 +70,55 @@ static void fuzz_record(struct evbuffer *log, const struct http_msg *m)
  * len), taking every finished message, then signal eof. The transcript goes
  * to log.
  */
-static void fuzz_run(enum http_kind kind, int no_body, size_t max_body, const uint8_t *data,
-		     const size_t *cuts, size_t ncuts, struct evbuffer *log)
+/*
+ * Streamed: the message whose head was taken (its body collected from
+ * http_parser_body as a caller would drain it), or NULL.
+ */
+static struct http_msg *fuzz_streamed;
+
+/* The finished message: the streamed one, or the one the parser holds. */
+static struct http_msg *fuzz_take(struct http_parser *p)
 {
-	struct http_parser *p = http_parser_new(kind, max_body);
+	struct http_msg *m = fuzz_streamed;
+
+	if (m) {
+		evbuffer_add_buffer(m->body, http_parser_body(p));
+		if (http_parser_take(p))
+			fuzz_fail("take returned a message whose head was taken");
+		fuzz_streamed = NULL;
+		return m;
+	}
+	if (!http_parser_head_complete(p) || !http_parser_msg(p))
+		fuzz_fail("done without a head");
+	return http_parser_take(p);
+}
+
+/* One feed; with streamed, a head is taken and its limit set as a caller would. */
+static enum http_status fuzz_feed(struct http_parser *p, struct evbuffer *in, size_t max_body)
+{
+	enum http_status st = http_parser_feed(p, in);
+
+	if (st == HTTP_HEAD) {
+		if (fuzz_streamed)
+			fuzz_fail("a head while a body streams");
+		if (http_parser_limit_body(p, max_body) < 0)
+			return HTTP_ERR_BODY_TOO_LARGE;
+		fuzz_streamed = http_parser_take_head(p);
+		if (!fuzz_streamed || http_parser_msg(p))
+			fuzz_fail("head not taken");
+		st = http_parser_feed(p, in);
+		if (st == HTTP_HEAD)
+			fuzz_fail("two heads in a row");
+	}
+	if (fuzz_streamed && (st == HTTP_MORE || st == HTTP_DONE))
+		evbuffer_add_buffer(fuzz_streamed->body, http_parser_body(p));
+	return st;
+}
+
+static void fuzz_run(enum http_kind kind, int no_body, size_t max_body, int streamed,
+		     const uint8_t *data, const size_t *cuts, size_t ncuts, struct evbuffer *log)
+{
+	struct http_parser *p = http_parser_new(kind, streamed ? 0 : max_body);
 	struct evbuffer *in = evbuffer_new();
 	enum http_status st = HTTP_MORE;
 	struct http_msg *m;
@@ -79,29 +126,40 @@ static void fuzz_run(enum http_kind kind, int no_body, size_t max_body, const ui
 
 	if (!p || !in)
 		fuzz_fail("out of memory");
+	if (streamed)
+		http_parser_set_options(p, HTTP_OPT_HEAD | HTTP_OPT_INTERIM);
 	http_parser_expect_no_body(p, no_body);
 	for (i = 0; i < ncuts && (st == HTTP_MORE || st == HTTP_DONE); i++) {
 		evbuffer_add(in, data + from, cuts[i] - from);
 		from = cuts[i];
-		while ((st = http_parser_feed(p, in)) == HTTP_DONE) {
-			if (!http_parser_head_complete(p) || !http_parser_msg(p))
-				fuzz_fail("done without a head");
-			m = http_parser_take(p);
-			fuzz_record(log, m);
+		while ((st = fuzz_feed(p, in, max_body)) == HTTP_DONE) {
+			int interim;
+
+			m = fuzz_take(p);
+			interim = m && m->kind == HTTP_RESPONSE && m->status < 200;
+			/* Interim responses kept as messages are what the
+			 * other runs skip: left out of the transcript. */
+			if (!interim)
+				fuzz_record(log, m);
+			else if (m->status == 100 || m->status == 101 || !streamed)
+				fuzz_fail("interim response of the wrong kind");
 			http_msg_free(m);
-			if (http_parser_started(p) || http_parser_take(p))
+			if (http_parser_take(p) || (http_parser_started(p) && !interim))
 				fuzz_fail("parser not reset by take");
-			http_parser_expect_no_body(p, no_body);
+			if (!interim)
+				http_parser_expect_no_body(p, no_body);
 		}
 	}
 	if (st == HTTP_MORE) {
 		st = http_parser_eof(p);
 		if (st == HTTP_DONE) {
-			m = http_parser_take(p);
+			m = fuzz_take(p);
 			fuzz_record(log, m);
 			http_msg_free(m);
 		}
 	}
+	http_msg_free(fuzz_streamed);
+	fuzz_streamed = NULL;
 	evbuffer_add_printf(log, "END %d rest=%zu\n", (int)st,
 			    st == HTTP_MORE || st == HTTP_DONE ? evbuffer_get_length(in) : 0);
 	evbuffer_free(in);
@@ -124,16 +182,22 @@ static void fuzz_kind(enum http_kind kind, int no_body, size_t max_body, const u
 	size_t cuts[2] = {split, len};
 	size_t *bytes, i;
 
-	fuzz_run(kind, no_body, max_body, data, &len, 1, whole);
-	fuzz_run(kind, no_body, max_body, data, cuts, 2, other);
+	fuzz_run(kind, no_body, max_body, 0, data, &len, 1, whole);
+	fuzz_run(kind, no_body, max_body, 0, data, cuts, 2, other);
 	fuzz_compare(whole, other, "split feed differs from whole feed");
+	evbuffer_drain(other, evbuffer_get_length(other));
+	fuzz_run(kind, no_body, max_body, 1, data, cuts, 2, other);
+	fuzz_compare(whole, other, "streamed body differs from whole feed");
 	if (len > 0 && len <= FUZZ_BYTEWISE_MAX) {
 		bytes = malloc(len * sizeof(*bytes));
 		for (i = 0; i < len; i++)
 			bytes[i] = i + 1;
 		evbuffer_drain(other, evbuffer_get_length(other));
-		fuzz_run(kind, no_body, max_body, data, bytes, len, other);
+		fuzz_run(kind, no_body, max_body, 0, data, bytes, len, other);
 		fuzz_compare(whole, other, "bytewise feed differs from whole feed");
+		evbuffer_drain(other, evbuffer_get_length(other));
+		fuzz_run(kind, no_body, max_body, 1, data, bytes, len, other);
+		fuzz_compare(whole, other, "bytewise streamed feed differs from whole feed");
 		free(bytes);
 	}
 	evbuffer_free(whole);

@@ -351,3 +351,98 @@ def test_stalled_upload_times_out(proxy, upstream, ids):
     # The sink logs a request once it read the whole body: never.
     time.sleep(0.5)
     assert upstream.count(actor=ids.actor) == 0
+
+
+# ---- the connection around a streamed exchange ----
+
+def send_head_then_wait_continue(c, method, path, headers, length):
+    """Send a head with Expect: 100-continue and read the 100 it gets."""
+    head = "%s %s HTTP/1.1\r\nHost: t\r\n" % (method, path) + \
+        "".join("%s: %s\r\n" % kv for kv in headers) + \
+        "Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % length
+    c.sock.sendall(head.encode())
+    status, _ = c.head()
+    return status
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["streamed", "intercepted"])
+def test_expect_continue_is_answered_by_idemproxy(proxy, upstream, ids, keyed):
+    p = proxy()
+    body = course().encode()
+    h = passthrough(ids.actor) + [("Content-Type", "application/json")]
+    if keyed:
+        h.append(("Idempotency-Key", ids.key()))
+    with streams.Conn(p.port) as c:
+        assert send_head_then_wait_continue(c, "POST", "/api/courses" if keyed else "/up",
+                                            h, len(body)) == 100
+        c.sock.sendall(body)
+        r = c.read_response(keep=True)
+    assert r.status == 201 and json.loads(bytes(r.keep))["body_sha"] == helpers.sha(body)
+    (got,) = upstream.requests(actor=ids.actor)
+    assert got.headers.get("Expect") is None and got.body == body
+
+
+def test_keep_alive_after_streamed_exchanges(proxy, upstream, ids):
+    """A streamed upload and a streamed download leave the connection ready
+    for the next request, pipelined or not."""
+    p = proxy()
+    n = 3 * MIB
+    with streams.Conn(p.port) as c:
+        c.send_request("POST", "/uploads", passthrough(ids.actor) + [act("sink")], body_size=n)
+        up = c.read_response(keep=True)
+        assert up.status == 201 and not up.closed and json.loads(bytes(up.keep))["len"] == n
+        c.send_request("GET", "/files/a", passthrough(ids.actor) + [act("stream-chunked:%d" % n)])
+        c.send_request("GET", "/files/b", passthrough(ids.actor))
+        down = c.read_response()
+        assert down.status == 200 and down.complete and down.digest == streams.pattern_sha(n)
+        nxt = c.read_response(keep=True)
+        assert nxt.status == 200 and json.loads(bytes(nxt.keep))["path"] == "/files/b"
+    assert upstream.count(actor=ids.actor) == 3
+
+
+def test_upstream_answering_before_the_body_ends(proxy, upstream, ids):
+    """The upstream answers a streamed upload before reading it: the client
+    gets the answer, then the connection closes (the rest of its body is
+    never taken for a next request)."""
+    p = proxy()
+    with streams.Conn(p.port) as c:
+        c.sock.sendall(("POST /early HTTP/1.1\r\nHost: t\r\nX-Actor-Id: %s\r\n"
+                        "X-Test-Action: answer-early\r\nContent-Length: %d\r\n\r\n"
+                        % (ids.actor, 64 * MIB)).encode() + b"x" * 4096)
+        r = c.read_response()
+        assert r.status == 413 and r.closed, r
+        assert c.wait_closed(5)
+    assert upstream.count(actor=ids.actor) == 1
+
+
+def test_malformed_streamed_body_closes(proxy, upstream, ids):
+    """A streamed chunked body that turns malformed: 400 and the connection
+    closed; what follows is no request."""
+    p = proxy()
+    with streams.Conn(p.port) as c:
+        c.sock.sendall(("POST /bad HTTP/1.1\r\nHost: t\r\nX-Actor-Id: %s\r\n"
+                        "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n"
+                        "GET /smuggled HTTP/1.1\r\nHost: t\r\n\r\n" % ids.actor).encode())
+        r = c.read_response()
+        assert r.status == 400 and r.closed, r
+    assert "/smuggled" not in [g.path for g in upstream.requests()]
+
+
+def test_client_leaving_a_download_frees_it(proxy, upstream, ids):
+    p = proxy()
+    c = streams.Conn(p.port)
+    c.send_request("GET", "/files/gone", passthrough(ids.actor) + [act("stream:%d" % (512 * MIB))])
+    status, _ = c.head()
+    assert status == 200
+    c.close()
+    # The exchange ended with its client: logged, nothing in flight.
+    assert helpers.poll(lambda: '"path":"/files/gone"' in p.stderr_text(), 5)
+    assert p.request("GET", "/next", passthrough(ids.actor)).status == 200
+
+
+def test_head_request_passes_through(proxy, upstream, ids):
+    p = proxy()
+    r = streams.exchange(p.port, "HEAD", "/files/h", passthrough(ids.actor) +
+                         [act("stream:%d" % MIB)])
+    assert r.status == 200 and r.complete and r.length == 0
+    assert r.headers.get("Content-Length") == str(MIB)

@@ -37,6 +37,7 @@ Each request chooses its own response with headers:
                  sink               read the body as it comes, keep only its
                                     length and SHA-256 (logged as body_len,
                                     body_sha; answered as "len", "body_sha")
+                 answer-early       answer 413 without reading the body, close
                  ws-echo            WebSocket handshake, then echo every
                                     message; "close-now" makes it close first
 The default body is {"n", "method", "path", "body_sha"}: n is the global
@@ -198,6 +199,16 @@ class Handler(BaseHTTPRequestHandler):
         return sink
 
     def dispatch(self):
+        if self.headers.get("X-Test-Action", "") == "answer-early":
+            LOG.add({"method": self.command, "path": self.path,
+                     "version": self.request_version,
+                     "headers": [[k, v] for k, v in self.headers.items()],
+                     "body_b64": "", "t": time.time()})
+            self.close_connection = True
+            self.send_raw(413, [("Content-Length", "0"), ("Connection", "close")], b"")
+            self.wfile.flush()
+            time.sleep(0.5)
+            return
         if self.headers.get("X-Test-Action", "") == "sink":
             try:
                 sink = self.sink_body()

@@ -966,6 +966,163 @@ static void test_trailer_limits(void)
 	free(s);
 }
 
+/* HTTP_OPT_HEAD: a head with a body stops there; taken, its body streams. */
+static void test_head_first_streaming(void)
+{
+	static const char *const framings[] = {
+		"POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\nhello world",
+		"POST /up HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+		"5\r\nhello\r\n6\r\n world\r\n0\r\nX-T: 1\r\n\r\n",
+	};
+
+	for (size_t f = 0; f < sizeof(framings) / sizeof(framings[0]); f++) {
+		struct http_parser *p = http_parser_new(HTTP_REQUEST, 4);
+		struct evbuffer *in = evbuffer_new(), *got = evbuffer_new();
+		const char *s = framings[f];
+		size_t len = strlen(s), i, done = 0;
+		enum http_status st = HTTP_MORE;
+		struct http_msg *m = NULL;
+
+		http_parser_set_options(p, HTTP_OPT_HEAD);
+		/* Byte by byte: the head first, then the body as it comes. */
+		for (i = 0; i < len && st != HTTP_DONE; i++) {
+			evbuffer_add(in, s + i, 1);
+			st = http_parser_feed(p, in);
+			if (st == HTTP_HEAD) {
+				CHECK(!m);
+				CHECK(http_parser_limit_body(p, 0) == 0); /* the 4 no longer holds */
+				m = http_parser_take_head(p);
+				CHECK(m && strcmp(m->path, "/up") == 0);
+				CHECK(http_parser_msg(p) == NULL);
+				st = http_parser_feed(p, in);
+			}
+			CHECK(st == HTTP_MORE || st == HTTP_DONE);
+			if (m && http_parser_body(p))
+				evbuffer_add_buffer(got, http_parser_body(p));
+		}
+		CHECK(st == HTTP_DONE && i == len);
+		CHECK(m && evbuffer_get_length(m->body) == 0);
+		done = evbuffer_get_length(got);
+		CHECK(done == 11 && memcmp(evbuffer_pullup(got, -1), "hello world", 11) == 0);
+		/* The head was taken: take readies the parser, returns nothing. */
+		CHECK(http_parser_take(p) == NULL);
+		evbuffer_add(in, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", 27);
+		CHECK(http_parser_feed(p, in) == HTTP_DONE);
+		http_msg_free(http_parser_take(p));
+		http_msg_free(m);
+		evbuffer_free(got);
+		evbuffer_free(in);
+		http_parser_free(p);
+	}
+}
+
+/* HTTP_OPT_HEAD: a body limit set after the head, from Content-Length or as chunks come. */
+static void test_limit_after_head(void)
+{
+	struct http_parser *p = http_parser_new(HTTP_REQUEST, 0);
+	struct evbuffer *in = evbuffer_new();
+	const char *big = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n";
+	const char *chunked = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+			      "3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n";
+
+	http_parser_set_options(p, HTTP_OPT_HEAD);
+	evbuffer_add(in, big, strlen(big));
+	CHECK(http_parser_feed(p, in) == HTTP_HEAD);
+	CHECK(http_parser_limit_body(p, 9) == -1);
+	CHECK(http_parser_feed(p, in) == HTTP_ERR_BODY_TOO_LARGE);
+	http_parser_free(p);
+
+	p = http_parser_new(HTTP_REQUEST, 0);
+	http_parser_set_options(p, HTTP_OPT_HEAD);
+	evbuffer_drain(in, evbuffer_get_length(in));
+	evbuffer_add(in, chunked, strlen(chunked));
+	CHECK(http_parser_feed(p, in) == HTTP_HEAD);
+	CHECK(http_parser_limit_body(p, 5) == 0);
+	CHECK(http_parser_feed(p, in) == HTTP_ERR_BODY_TOO_LARGE);
+	http_parser_free(p);
+
+	/* Without a body there is no HTTP_HEAD: the message is complete. */
+	p = http_parser_new(HTTP_REQUEST, 0);
+	http_parser_set_options(p, HTTP_OPT_HEAD);
+	evbuffer_drain(in, evbuffer_get_length(in));
+	evbuffer_add(in, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", 27);
+	CHECK(http_parser_feed(p, in) == HTTP_DONE);
+	http_msg_free(http_parser_take(p));
+	http_parser_free(p);
+	evbuffer_free(in);
+}
+
+/* HTTP_OPT_INTERIM: 103 is a message of its own; 100 is still skipped. */
+static void test_interim_kept(void)
+{
+	struct http_parser *p = http_parser_new(HTTP_RESPONSE, 0);
+	struct evbuffer *in = evbuffer_new();
+	const char *s = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"
+			"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi";
+	struct http_msg *m;
+
+	http_parser_set_options(p, HTTP_OPT_INTERIM);
+	http_parser_expect_no_body(p, 1);
+	evbuffer_add(in, s, strlen(s));
+	CHECK(http_parser_feed(p, in) == HTTP_DONE);
+	m = http_parser_take(p);
+	CHECK(m && m->status == 103 && strcmp(http_msg_header(m, "Link"), "</a>") == 0);
+	http_msg_free(m);
+	/* The HEAD setting survives the interim response. */
+	CHECK(http_parser_feed(p, in) == HTTP_DONE);
+	m = http_parser_take(p);
+	CHECK(m && m->status == 200 && evbuffer_get_length(m->body) == 0);
+	CHECK(evbuffer_get_length(in) == 2);
+	http_msg_free(m);
+	evbuffer_free(in);
+	http_parser_free(p);
+}
+
+/* A 101 answers only a request that asked to upgrade; what follows is not HTTP. */
+static void test_upgrade_response(void)
+{
+	const char *s = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+			"Connection: Upgrade\r\n\r\n\x81\x02hi";
+	struct http_parser *p = http_parser_new(HTTP_RESPONSE, 0);
+	struct evbuffer *in = evbuffer_new();
+	struct http_msg *m;
+
+	CHECK(resp(s, 0, &m) == HTTP_ERR_BAD);
+	http_msg_free(m);
+	http_parser_expect_upgrade(p, 1);
+	evbuffer_add(in, s, strlen(s));
+	CHECK(http_parser_feed(p, in) == HTTP_DONE);
+	m = http_parser_take(p);
+	CHECK(m && m->status == 101 && evbuffer_get_length(in) == 4);
+	http_msg_free(m);
+	evbuffer_free(in);
+	http_parser_free(p);
+}
+
+/* Requests that ask to switch protocols. */
+static void test_wants_upgrade(void)
+{
+	static const struct {
+		const char *head;
+		int want;
+	} cases[] = {
+		{"GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", 1},
+		{"GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, upgrade\r\nUpgrade: h2c\r\n\r\n", 1},
+		{"GET / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\n\r\n", 0},
+		{"GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\n\r\n", 0},
+		{"GET / HTTP/1.0\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n", 0},
+		{"GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: a\r\nUpgrade: b\r\n\r\n", 0},
+	};
+	struct http_msg *m;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		CHECK(parse_whole(HTTP_REQUEST, 0, cases[i].head, strlen(cases[i].head), &m) ==
+		      HTTP_DONE);
+		CHECK(m && http_msg_wants_upgrade(m) == cases[i].want);
+		http_msg_free(m);
+	}
+}
+
 int main(void)
 {
 	test_simple_get();
@@ -989,5 +1146,10 @@ int main(void)
 	test_large_body();
 	test_chains();
 	test_trailer_limits();
+	test_head_first_streaming();
+	test_limit_after_head();
+	test_interim_kept();
+	test_upgrade_response();
+	test_wants_upgrade();
 	UNIT_DONE("http");
 }

@@ -457,20 +457,31 @@ else
 	check_proxy
 fi
 
+# Run client.py MODE (idle or slow) for $2 seconds with the arguments after;
+# it prints idemproxy's "VmRSS_KiB VmHWM_KiB", read into MEM_RSS_KIB and
+# MEM_HWM_KIB (empty, and counted missing, when it failed).
+measure_memory() {
+	local mode=$1 secs=$2
+	shift 2
+	MEM_RSS_KIB=""
+	MEM_HWM_KIB=""
+	if run_bounded $((secs + RUN_GRACE)) "$TMP/$mode.txt" \
+		"$PY" "$HERE/client.py" "$mode" "$PROXY_PORT" "$proxy_pid" "$@"; then
+		read -r MEM_RSS_KIB MEM_HWM_KIB <"$TMP/$mode.txt" || true
+	fi
+	if [ -z "$MEM_HWM_KIB" ]; then
+		cat "$TMP/$mode.txt" >&2 || true
+		say "the $mode measurement failed"
+		MISSING=$((MISSING + 1))
+	fi
+	check_proxy
+}
+
 # (e) RSS with IDLE_CONNS idle keep-alive connections
 say "opening $IDLE_CONNS idle keep-alive connections for ${IDLE_SECONDS}s"
-RSS_KIB=""
-HWM_KIB=""
-if run_bounded $((IDLE_SECONDS + RUN_GRACE)) "$TMP/idle.txt" \
-	"$PY" "$HERE/client.py" idle "$PROXY_PORT" "$proxy_pid" $IDLE_CONNS $IDLE_SECONDS; then
-	read -r RSS_KIB HWM_KIB <"$TMP/idle.txt" || true
-fi
-if [ -z "$HWM_KIB" ]; then
-	cat "$TMP/idle.txt" >&2 || true
-	say "the idle-connection measurement failed"
-	MISSING=$((MISSING + 1))
-fi
-check_proxy
+measure_memory idle $IDLE_SECONDS $IDLE_CONNS $IDLE_SECONDS
+RSS_KIB=$MEM_RSS_KIB
+HWM_KIB=$MEM_HWM_KIB
 
 # Print $1 / $2 with two decimals, or "" when either is missing or $2 is 0.
 ratio() {
@@ -543,18 +554,8 @@ check_proxy
 
 # (g) RSS with SLOW_READERS clients that stop reading 1 GiB responses
 say "(g) $SLOW_READERS clients that stop reading their 1 GiB responses, ${SLOW_SECONDS}s"
-SLOW_RSS_KIB=""
-SLOW_HWM_KIB=""
-if run_bounded $((SLOW_SECONDS + RUN_GRACE)) "$TMP/slow.txt" \
-	"$PY" "$HERE/client.py" slow "$PROXY_PORT" "$proxy_pid" $SLOW_READERS $SLOW_SECONDS /big/big; then
-	read -r SLOW_RSS_KIB SLOW_HWM_KIB <"$TMP/slow.txt" || true
-fi
-if [ -z "$SLOW_RSS_KIB" ]; then
-	cat "$TMP/slow.txt" >&2 || true
-	say "the slow-reader measurement failed"
-	MISSING=$((MISSING + 1))
-fi
-check_proxy
+measure_memory slow $SLOW_SECONDS $SLOW_READERS $SLOW_SECONDS /big/big
+SLOW_RSS_KIB=$MEM_RSS_KIB
 
 # ---- report ----
 

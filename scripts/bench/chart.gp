@@ -41,10 +41,10 @@ do for [c in "64 1"] {
 	     data using ($1 == c + 0 ? $2 - L : NaN):3:(sprintf("%.0f", $3)) with labels offset 0,0.8 font ",9" notitle, \
 	     data using ($1 == c + 0 ? $2 + L : NaN):4:(sprintf("%.0f", $4)) with labels offset 0,0.8 font ",9" notitle
 }
-set title "1 GiB streamed through (curl, best of 3)"
+set title "1 GiB streamed through (curl, best of 5)"
 set ylabel "MiB/s"
 set xrange [0.4:2.6]
-set xtics nomirror ("download\nref: nginx, proxy_buffering off" 1, "upload\nref: nginx, proxy_request_buffering off" 2)
+set xtics nomirror noenhanced ("download\nref: nginx, proxy_buffering off" 1, "upload\nref: nginx, proxy_request_buffering off" 2)
 plot sdata using ($1 - L):2 with boxes lc rgb idem title "idemproxy", \
      sdata using ($1 + L):3 with boxes lc rgb ref title "nginx proxy", \
      sdata using ($1 - L):2:(sprintf("%.0f", $2)) with labels offset 0,0.8 font ",9" notitle, \

@@ -2,8 +2,12 @@
 #include "proxy/fingerprint.h"
 #include "tests/unit/unit.h"
 
+#include <malloc.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define CANON_MAX 4096
 #define DEEP_OK	  100 /* nesting the canonical form must accept */
@@ -167,6 +171,28 @@ static void test_numbers(void)
 	/* Exponents too long to hold are not canonicalised. */
 	CHECK(canon("1e1000000000000000") == NULL);
 	CHECK_STR(canon("1e0000000000000000000001"), "10");
+}
+
+/* Objects in order and out of order inside each other, and fields through both. */
+static void test_layouts(void)
+{
+	static const struct fp_field inner[] = {{"a.b", FPT_NONE}, {"z.y", FPT_NONE}};
+
+	CHECK_STR(canon("{\"a\":{\"c\":1,\"b\":2},\"z\":1}"), "{\"a\":{\"b\":2,\"c\":1},\"z\":1}");
+	CHECK_STR(canon("{\"z\":{\"a\":1,\"b\":2},\"a\":[{\"y\":{},\"x\":[]}]}"),
+		  "{\"a\":[{\"x\":[],\"y\":{}}],\"z\":{\"a\":1,\"b\":2}}");
+	CHECK_STR(canon("[{\"b\":[{\"d\":1,\"c\":{\"f\":1,\"e\":2}}],\"a\":0},{\"x\":{}},{}]"),
+		  "[{\"a\":0,\"b\":[{\"c\":{\"e\":2,\"f\":1},\"d\":1}]},{\"x\":{}},{}]");
+	CHECK_STR(canon("{\"a\":{\"b\":{\"d\":1,\"c\":2}},\"b\":{\"a\":{\"d\":1,\"c\":2}}}"),
+		  "{\"a\":{\"b\":{\"c\":2,\"d\":1}},\"b\":{\"a\":{\"c\":2,\"d\":1}}}");
+	/* Keys that differ only after an escape, and a shorter key first. */
+	CHECK_STR(canon("{\"a\\\"\":1,\"a\\n\":2,\"a\":3,\"a\\\\\":4}"),
+		  "{\"a\":3,\"a\\u000a\":2,\"a\\\"\":1,\"a\\\\\":4}");
+	CHECK_STR(
+	    canon_fields(
+		"{\"z\":{\"y\":{\"b\":1,\"a\":2},\"x\":0},\"a\":{\"b\":[3,{\"d\":1,\"c\":2}]}}",
+		inner, 2),
+	    "{\"a.b\":[3,{\"c\":2,\"d\":1}],\"z.y\":{\"a\":2,\"b\":1}}");
 }
 
 static void test_invalid(void)
@@ -453,9 +479,278 @@ static void test_known_digest(void)
 	CHECK(memcmp(x, expect, FINGERPRINT_LEN) == 0);
 }
 
+/*
+ * IDEMPROXY_FP_BENCH=1: what fingerprinting a 1 MiB JSON body costs, for
+ * bodies of several shapes, against the targets of 10 ms and 4 MiB beyond
+ * the body. Time is the median thread CPU time of BENCH_RUNS; memory is
+ * the peak of live heap bytes (every allocation in the process, yajl's
+ * and OpenSSL's included, counted by the allocator below). The raw-bytes
+ * fingerprint of the same body is the reference measured in the same run.
+ */
+#define BENCH_BODY	(1 << 20)
+#define BENCH_RUNS	21
+#define BENCH_MAX_MS	10.0
+#define BENCH_MAX_EXTRA (4.0 * 1024 * 1024)
+
+#ifndef __SANITIZE_ADDRESS__
+/* Counting allocator: glibc's, with the live and peak bytes kept. */
+void *__libc_malloc(size_t n);
+void *__libc_calloc(size_t n, size_t size);
+void *__libc_realloc(void *p, size_t n);
+void *__libc_memalign(size_t align, size_t n);
+void __libc_free(void *p);
+
+static size_t bench_live, bench_peak;
+
+static void *bench_count(void *p)
+{
+	if (p) {
+		bench_live += malloc_usable_size(p);
+		if (bench_live > bench_peak)
+			bench_peak = bench_live;
+	}
+	return p;
+}
+
+void *malloc(size_t n)
+{
+	return bench_count(__libc_malloc(n));
+}
+
+void *calloc(size_t n, size_t size)
+{
+	return bench_count(__libc_calloc(n, size));
+}
+
+void *realloc(void *p, size_t n)
+{
+	size_t was = p ? malloc_usable_size(p) : 0;
+	void *q = __libc_realloc(p, n);
+
+	if (q || n == 0)
+		bench_live -= was;
+	return bench_count(q);
+}
+
+void *memalign(size_t align, size_t n)
+{
+	return bench_count(__libc_memalign(align, n));
+}
+
+void *aligned_alloc(size_t align, size_t n)
+{
+	return bench_count(__libc_memalign(align, n));
+}
+
+int posix_memalign(void **p, size_t align, size_t n)
+{
+	*p = bench_count(__libc_memalign(align, n));
+	return *p ? 0 : 12; /* ENOMEM */
+}
+
+void free(void *p)
+{
+	if (p)
+		bench_live -= malloc_usable_size(p);
+	__libc_free(p);
+}
+#define BENCH_MEMORY 1
+#else
+static size_t bench_live, bench_peak;
+#define BENCH_MEMORY 0
+#endif
+
+/* Appends element i of the shape to b (at most 512 bytes). Returns the bytes written. */
+typedef int (*bench_element)(char *b, int i);
+
+static int bench_records(char *b, int i)
+{
+	return sprintf(
+	    b,
+	    "{\"id\":%d,\"name\":\"customer %d\",\"tags\":[\"a\",\"b\"],\"amount\":%d.25,"
+	    "\"currency\":\"eur\",\"active\":true,\"meta\":{\"source\":\"web\",\"attempt\":%d}}",
+	    i, i, i % 10000, i % 7);
+}
+
+static int bench_sorted(char *b, int i)
+{
+	return sprintf(b,
+		       "{\"active\":true,\"amount\":%d.25,\"currency\":\"eur\",\"id\":%d,"
+		       "\"meta\":{\"attempt\":%d,\"source\":\"web\"},\"name\":\"customer "
+		       "%d\",\"tags\":[\"a\",\"b\"]}",
+		       i % 10000, i, i % 7, i);
+}
+
+static int bench_numbers(char *b, int i)
+{
+	return sprintf(b, "%d", i * 7919);
+}
+
+static int bench_decimals(char *b, int i)
+{
+	return sprintf(b, "%d.%03de%d", i % 1000, i % 997, i % 20 - 10);
+}
+
+static int bench_escapes(char *b, int i)
+{
+	return sprintf(b, "\"line %d\\n\\ttab \\\"quoted\\\" \\u00e9\\u20ac\\ud83d\\ude00\"", i);
+}
+
+static int bench_small_objects(char *b, int i)
+{
+	return sprintf(b, "{\"b\":%d,\"a\":0}", i % 10);
+}
+
+static int bench_empty_objects(char *b, int i)
+{
+	(void)i;
+	return sprintf(b, "{}");
+}
+
+static int bench_deep(char *b, int i)
+{
+	int n = 0, depth = 200;
+
+	(void)i;
+	for (int k = 0; k < depth; k++)
+		n += sprintf(b + n, "{\"k\":");
+	n += sprintf(b + n, "0");
+	for (int k = 0; k < depth; k++)
+		b[n++] = '}';
+	b[n] = '\0';
+	return n;
+}
+
+/* A flat object with many keys in no order. */
+static int bench_wide(char *b, int i)
+{
+	return sprintf(b, "\"k%08x\":%d", (unsigned)i * 2654435761u, i);
+}
+
+struct bench_shape {
+	const char *name;
+	bench_element element;
+	int object; /* elements are members of one object, else elements of one array */
+};
+
+/* A body of the shape padded with spaces to exactly BENCH_BODY bytes. */
+static char *bench_body(const struct bench_shape *shape)
+{
+	char *b = malloc(BENCH_BODY + 1);
+	size_t n = 1;
+	int i = 0, k;
+
+	if (!b)
+		return NULL;
+	b[0] = shape->object ? '{' : '[';
+	for (;;) {
+		char el[8192];
+
+		k = shape->element(el, i);
+		if (n + (i > 0) + (size_t)k + 1 > BENCH_BODY)
+			break;
+		if (i++ > 0)
+			b[n++] = ',';
+		memcpy(b + n, el, (size_t)k);
+		n += (size_t)k;
+	}
+	b[n++] = shape->object ? '}' : ']';
+	memset(b + n, ' ', BENCH_BODY - n);
+	b[BENCH_BODY] = '\0';
+	return b;
+}
+
+static double bench_cpu_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static int bench_double_cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Median CPU milliseconds of one fingerprint of body in mode; -1 when one fails. */
+static double bench_time(const char *body, enum fp_mode mode)
+{
+	unsigned char out[FINGERPRINT_LEN];
+	double t[BENCH_RUNS], start;
+
+	for (int r = 0; r < BENCH_RUNS; r++) {
+		start = bench_cpu_ms();
+		if (fingerprint_request("POST", "/v1/charges", 11, NULL, 0,
+					(const unsigned char *)body, BENCH_BODY, mode, NULL, 0,
+					out) != 0)
+			return -1;
+		t[r] = bench_cpu_ms() - start;
+	}
+	qsort(t, BENCH_RUNS, sizeof(t[0]), bench_double_cmp);
+	return t[BENCH_RUNS / 2];
+}
+
+static int bench(void)
+{
+	static const struct bench_shape shapes[] = {
+	    {"records", bench_records, 0},
+	    {"records-sorted", bench_sorted, 0},
+	    {"integers", bench_numbers, 0},
+	    {"decimals", bench_decimals, 0},
+	    {"escaped-strings", bench_escapes, 0},
+	    {"small-objects", bench_small_objects, 0},
+	    {"empty-objects", bench_empty_objects, 0},
+	    {"deep-200", bench_deep, 0},
+	    {"wide-object", bench_wide, 1},
+	};
+	unsigned char out[FINGERPRINT_LEN];
+	int missed = 0, failed = 0;
+
+	printf("fingerprint of a %d-byte JSON body: shape, json ms, raw ms, ratio, MiB beyond the "
+	       "body, within 10 ms and 4 MiB\n",
+	       BENCH_BODY);
+	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+		char *body = bench_body(&shapes[i]);
+		double json, raw, extra;
+		char mib[32] = "n/a";
+		size_t base;
+		int ok;
+
+		if (!body)
+			return 1;
+		json = bench_time(body, FP_JSON);
+		raw = bench_time(body, FP_BODY);
+		base = bench_live;
+		bench_peak = bench_live;
+		if (fingerprint_request("POST", "/v1/charges", 11, NULL, 0,
+					(const unsigned char *)body, BENCH_BODY, FP_JSON, NULL, 0,
+					out) != 0)
+			json = -1;
+		extra = (double)(bench_peak - base);
+		ok = json >= 0 && json <= BENCH_MAX_MS &&
+		     (!BENCH_MEMORY || extra <= BENCH_MAX_EXTRA);
+		failed += json < 0;
+		missed += !ok;
+		if (BENCH_MEMORY)
+			snprintf(mib, sizeof(mib), "%.2f", extra / (1024.0 * 1024.0));
+		printf("fingerprint %-16s %7.2f %7.2f %6.1f %7s %s\n", shapes[i].name, json, raw,
+		       raw > 0 ? json / raw : 0.0, mib, ok ? "yes" : "MISSED");
+		free(body);
+	}
+	printf("fingerprint bench: %d shapes, %d missed a target\n",
+	       (int)(sizeof(shapes) / sizeof(shapes[0])), missed);
+	return failed ? 1 : 0;
+}
+
 int main(void)
 {
+	if (getenv("IDEMPROXY_FP_BENCH"))
+		return bench();
 	test_structure();
+	test_layouts();
 	test_key_order();
 	test_duplicates();
 	test_strings();

@@ -15,6 +15,8 @@
 #include "conf/conf.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,11 +26,14 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "proxy/marker.h"
+
 #define CONF_FILE_MAX		  (1024 * 1024)
-#define CONF_DIRECTIVES_MAX	  32
+#define CONF_DIRECTIVES_MAX	  64
 #define CONF_ARGS_ANY		  (-1)
 #define CONF_OPERATION_MAX	  128
 #define CONF_WORKERS_MAX	  256
+#define CONF_CONNECTIONS_MAX	  1000000
 #define CONF_PORT_MAX		  65535
 #define CONF_HOSTNAME_MAX	  253
 #define CONF_LEASE_MARGIN_MS	  (30 * 1000)
@@ -413,6 +418,69 @@ static int conf_set_workers(struct conf_parser *p, struct route *r, int argc, ch
 	return 0;
 }
 
+static int conf_set_max_connections(struct conf_parser *p, struct route *r, int argc, char **argv)
+{
+	if (conf_parse_int(argv[0], 1, CONF_CONNECTIONS_MAX, &p->conf->max_connections))
+		return conf_error(p, "invalid max_connections \"%s\" (1-%d)", argv[0],
+				  CONF_CONNECTIONS_MAX);
+	return 0;
+}
+
+/* One CIDR block ("10.0.0.0/8", "::1", "fd00::/8") into *out. Returns 0 or -1. */
+static int conf_parse_cidr(const char *s, struct conf_cidr *out)
+{
+	char host[INET6_ADDRSTRLEN];
+	const char *slash = strchr(s, '/');
+	size_t len = slash ? (size_t)(slash - s) : strlen(s);
+	int max, bits;
+
+	if (len == 0 || len >= sizeof(host))
+		return -1;
+	memcpy(host, s, len);
+	host[len] = '\0';
+	memset(out, 0, sizeof(*out));
+	if (inet_pton(AF_INET, host, out->addr) == 1) {
+		out->family = AF_INET;
+		max = 32;
+	} else if (inet_pton(AF_INET6, host, out->addr) == 1) {
+		out->family = AF_INET6;
+		max = 128;
+	} else {
+		return -1;
+	}
+	bits = max;
+	if (slash && conf_parse_int(slash + 1, 0, max, &bits))
+		return -1;
+	/* The bits past the prefix must be zero: 10.1.2.3/8 is most likely a typo. */
+	for (int i = bits; i < max; i++) {
+		if (out->addr[i / 8] & (0x80 >> (i % 8)))
+			return -1;
+	}
+	out->bits = bits;
+	return 0;
+}
+
+/* trusted_proxies CIDR...: peers whose X-Forwarded-* and Forwarded headers are kept. */
+static int conf_set_trusted_proxies(struct conf_parser *p, struct route *r, int argc, char **argv)
+{
+	struct conf *c = p->conf;
+
+	free(c->trusted_proxies);
+	c->ntrusted_proxies = 0;
+	c->trusted_proxies = calloc((size_t)argc, sizeof(*c->trusted_proxies));
+	if (!c->trusted_proxies)
+		return conf_error(p, "out of memory");
+	for (int i = 0; i < argc; i++) {
+		if (conf_parse_cidr(argv[i], &c->trusted_proxies[i]))
+			return conf_error(p,
+					  "invalid trusted_proxies block \"%s\" (an IPv4 or IPv6 "
+					  "address, /BITS optional, with no bits set past the prefix)",
+					  argv[i]);
+		c->ntrusted_proxies++;
+	}
+	return 0;
+}
+
 /* Parse the duration S for the current directive into *MS; it must be > 0. */
 static int conf_duration_arg(struct conf_parser *p, const char *s, int64_t *ms)
 {
@@ -519,8 +587,15 @@ static int conf_set_match(struct conf_parser *p, struct route *r, int argc, char
 	char reason[CONF_ERR_MAX];
 	char *c;
 
-	if (!conf_is_token(argv[0]))
-		return conf_error(p, "invalid method \"%s\"", argv[0]);
+	for (c = argv[0]; *c; c++) {
+		if (!((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || *c == '-' || *c == '_'))
+			return conf_error(p,
+					  "invalid method \"%s\" (letters, \"-\" and \"_\": requests "
+					  "with any other method are refused)",
+					  argv[0]);
+	}
+	if (!*argv[0])
+		return conf_error(p, "invalid method \"\"");
 	matches = realloc(r->matches, (r->nmatches + 1) * sizeof(*matches));
 	if (!matches)
 		return conf_error(p, "out of memory");
@@ -703,6 +778,10 @@ static int conf_set_store_headers(struct conf_parser *p, struct route *r, int ar
 					  "header \"%s\" is never stored (credentials and "
 					  "hop-by-hop headers)",
 					  argv[i]);
+		if (marker_header(argv[i]))
+			return conf_error(p,
+					  "header \"%s\" is never stored (only idemproxy sets it)",
+					  argv[i]);
 		if (conf_set_str(p, &r->store_headers[i], argv[i]))
 			return -1;
 		r->nstore_headers++;
@@ -809,6 +888,8 @@ static const struct conf_choice conf_key_modes[] = {
     {"required", KEY_REQUIRED}, {"optional", KEY_OPTIONAL}, {NULL, 0}};
 static const struct conf_choice conf_recovery_modes[] = {
     {"hold", RECOVERY_HOLD}, {"forward", RECOVERY_FORWARD}, {NULL, 0}};
+static const struct conf_choice conf_match_cases[] = {
+    {"insensitive", MATCH_CASE_INSENSITIVE}, {"sensitive", MATCH_CASE_SENSITIVE}, {NULL, 0}};
 
 #define TOP(field)   offsetof(struct conf, field)
 #define ROUTE(field) offsetof(struct route, field)
@@ -842,11 +923,13 @@ static const struct conf_directive conf_directives[] = {
     CONF_ROW("lease", CONF_TOP, 1, 1, CT_DURATION, TOP(lease_ms), NULL, NULL, 0), /* upstream_timeout + 30s */
     CONF_ROW("shutdown_timeout", CONF_TOP, 1, 1, CT_DURATION, TOP(shutdown_timeout_ms), NULL, "30s", 0),
     CONF_ROW("sweep_interval", CONF_TOP, 1, 1, CT_DURATION, TOP(sweep_interval_ms), NULL, "10s", CF_OFF),
-    CONF_ROW("max_request_body", CONF_TOP, 1, 1, CT_SIZE, TOP(max_request_body), NULL, "1m", 0),
-    CONF_ROW("max_stored_body", CONF_TOP, 1, 1, CT_SIZE, TOP(max_stored_body), NULL, "1m", 0),
+    CONF_ROW("max_request_body", CONF_TOP, 1, 1, CT_SIZE, TOP(max_request_body), NULL, "1m", CF_NONZERO),
+    CONF_ROW("max_stored_body", CONF_TOP, 1, 1, CT_SIZE, TOP(max_stored_body), NULL, "1m", CF_NONZERO),
     CONF_ROW("replay_cache", CONF_TOP, 1, 1, CT_SIZE, TOP(replay_cache), NULL, "4m", CF_RESTART),
     CONF_ROW("relay_buffer", CONF_TOP, 1, 1, CT_SIZE, TOP(relay_buffer), NULL, "256k", CF_NONZERO),
     CONF_ROW("tunnel_timeout", CONF_TOP, 1, 1, CT_DURATION, TOP(tunnel_timeout_ms), NULL, "1h", 0),
+    CONF_ROW("max_connections", CONF_TOP, 1, 1, CT_INT, TOP(max_connections), conf_set_max_connections, "10000", 0),
+    CONF_ROW("trusted_proxies", CONF_TOP, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_trusted_proxies, NULL, 0),
     CONF_ENUM_ROW("store_unavailable", CONF_TOP, TOP(store_unavailable), "fail-closed", conf_store_modes, NULL),
     CONF_ROW("problem_base", CONF_TOP, 1, 1, CT_STRING, TOP(problem_base), conf_set_problem_base, CONF_PROBLEM_BASE_DEFAULT, 0),
     CONF_ROW("route", CONF_TOP, 1, 1, CT_CUSTOM, 0, conf_open_route, NULL, CF_BLOCK | CF_REPEAT),
@@ -860,6 +943,7 @@ static const struct conf_directive conf_directives[] = {
     CONF_ROW("store_headers", CONF_BOTH, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_store_headers, NULL, 0),
     CONF_ROW("in_progress", CONF_BOTH, 1, 2, CT_CUSTOM, 0, conf_set_in_progress, "reject", 0),
     CONF_ENUM_ROW("recovery", CONF_BOTH, ROUTE(recovery), "hold", conf_recovery_modes, NULL),
+    CONF_ENUM_ROW("match_case", CONF_BOTH, ROUTE(match_case), "insensitive", conf_match_cases, NULL),
 };
 /* clang-format on */
 
@@ -1161,6 +1245,8 @@ static int conf_route_inherit(struct conf_parser *p, struct route *dst, const st
 	}
 	if (!dst->recovery)
 		dst->recovery = src->recovery;
+	if (!dst->match_case)
+		dst->match_case = src->match_case;
 	return 0;
 }
 
@@ -1193,13 +1279,22 @@ static int conf_finish(struct conf_parser *p)
 
 	if (!c->upstream_url)
 		return conf_error(p, "\"upstream\" is required");
-	if (!c->lease_ms)
+	if (!c->lease_ms) {
 		c->lease_ms = c->upstream_timeout_ms + CONF_LEASE_MARGIN_MS;
-	else if (c->lease_ms <= c->upstream_timeout_ms)
+		if (c->lease_ms <= c->upstream_timeout_ms + c->store_timeout_ms)
+			return conf_error_at(p, conf_top_line(p, "store_timeout"),
+					     "the default \"lease\" (upstream_timeout + 30s = %lldms) "
+					     "must be longer than \"upstream_timeout\" plus "
+					     "\"store_timeout\" (%lldms): set \"lease\"",
+					     (long long)c->lease_ms,
+					     (long long)(c->upstream_timeout_ms + c->store_timeout_ms));
+	} else if (c->lease_ms <= c->upstream_timeout_ms + c->store_timeout_ms) {
 		return conf_error_at(p, conf_top_line(p, "lease"),
 				     "\"lease\" (%lldms) must be longer than \"upstream_timeout\" "
-				     "(%lldms)",
-				     (long long)c->lease_ms, (long long)c->upstream_timeout_ms);
+				     "plus \"store_timeout\" (%lldms)",
+				     (long long)c->lease_ms,
+				     (long long)(c->upstream_timeout_ms + c->store_timeout_ms));
+	}
 	if (c->admin.host && c->admin.port == c->listen.port &&
 	    strcmp(c->admin.host, c->listen.host) == 0)
 		return conf_error_at(p, conf_top_line(p, "admin"),
@@ -1309,6 +1404,7 @@ void conf_free(struct conf *conf)
 	free(conf->upstream_url);
 	free(conf->upstream_host);
 	free(conf->upstream_hostport);
+	free(conf->trusted_proxies);
 	free(conf->database);
 	free(conf->admin.host);
 	free(conf->key_header);
@@ -1365,9 +1461,8 @@ const char *conf_restart_only_change(const struct conf *old, const struct conf *
 	return NULL;
 }
 
-/* The first route whose match accepts method and path (path only, no query). */
 const struct route *conf_find_route(const struct conf *conf, const char *method, const char *path,
-				    size_t path_len)
+				    size_t path_len, char *spelled)
 {
 	const struct route *r;
 	const struct route_match *m;
@@ -1378,9 +1473,44 @@ const struct route *conf_find_route(const struct conf *conf, const char *method,
 		for (j = 0; j < r->nmatches; j++) {
 			m = &r->matches[j];
 			if (strcmp(m->method, method) == 0 &&
-			    route_template_match(m->segs, m->nsegs, path, path_len))
+			    route_template_match(m->segs, m->nsegs, path, path_len,
+						 r->match_case != MATCH_CASE_SENSITIVE, spelled))
 				return r;
 		}
 	}
 	return NULL;
+}
+
+int conf_trusted_proxy(const struct conf *conf, const struct sockaddr *sa)
+{
+	static const unsigned char v4_mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	const unsigned char *addr;
+	const struct conf_cidr *b;
+	int family, i, bits;
+
+	if (sa->sa_family == AF_INET) {
+		family = AF_INET;
+		addr = (const unsigned char *)&((const struct sockaddr_in *)sa)->sin_addr;
+	} else if (sa->sa_family == AF_INET6) {
+		addr = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+		family = AF_INET6;
+		if (memcmp(addr, v4_mapped, sizeof(v4_mapped)) == 0) {
+			family = AF_INET; /* ::ffff:a.b.c.d is the IPv4 peer a.b.c.d */
+			addr += sizeof(v4_mapped);
+		}
+	} else {
+		return 0;
+	}
+	for (i = 0; i < conf->ntrusted_proxies; i++) {
+		b = &conf->trusted_proxies[i];
+		if (b->family != family)
+			continue;
+		bits = b->bits;
+		if (memcmp(addr, b->addr, (size_t)(bits / 8)) != 0)
+			continue;
+		if (bits % 8 == 0 ||
+		    ((addr[bits / 8] ^ b->addr[bits / 8]) & (0xff00 >> (bits % 8))) == 0)
+			return 1;
+	}
+	return 0;
 }

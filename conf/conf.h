@@ -60,6 +60,12 @@ enum recovery_mode {
 	RECOVERY_FORWARD,   /* take over and forward again, same key */
 };
 
+enum match_case {
+	MATCH_CASE_UNSET = 0,
+	MATCH_CASE_INSENSITIVE, /* ASCII letters of match paths in either case */
+	MATCH_CASE_SENSITIVE,
+};
+
 /* One selected JSON field: a dot path ("a.b.c") and its transform. */
 struct fp_field {
 	char *path;
@@ -108,6 +114,14 @@ struct route {
 	enum in_progress_mode in_progress;
 	int64_t in_progress_wait_ms;   /* IN_PROGRESS_WAIT only */
 	enum recovery_mode recovery;
+	enum match_case match_case;
+};
+
+/* An address block of trusted_proxies: family AF_INET or AF_INET6, the first bits of addr. */
+struct conf_cidr {
+	int family;
+	unsigned char addr[16];
+	int bits;
 };
 
 /* A numeric listening address; host NULL: off. */
@@ -151,6 +165,10 @@ struct conf {
 	enum store_unavailable_mode store_unavailable;
 	char *problem_base;
 
+	int max_connections;           /* client connections, all workers together */
+	struct conf_cidr *trusted_proxies; /* peers whose forwarding headers are kept */
+	int ntrusted_proxies;
+
 	struct route *routes;          /* file order; the first match wins */
 	int nroutes;
 };
@@ -178,11 +196,18 @@ void conf_free(struct conf *conf);
 const char *conf_restart_only_change(const struct conf *old, const struct conf *new);
 
 /*
- * The first route whose match accepts METHOD and PATH (path only, no query;
- * not percent-decoded), or NULL.
+ * The first route whose match accepts METHOD and PATH (normalised, no
+ * query: http.h), or NULL. With spelled (NULL, or path_len bytes holding
+ * the path, which may be path itself), the winning match rewrites the
+ * literal segments there in its template's spelling: the path the
+ * fingerprint takes.
  */
 const struct route *conf_find_route(const struct conf *conf, const char *method,
-				    const char *path, size_t path_len);
+				    const char *path, size_t path_len, char *spelled);
+
+/* 1 when the peer address sa (AF_INET or AF_INET6) is in trusted_proxies. */
+struct sockaddr;
+int conf_trusted_proxy(const struct conf *conf, const struct sockaddr *sa);
 
 /* Value parsers, shared with the command line and tests. Return 0 on
  * success, -1 on bad input. */

@@ -4,14 +4,18 @@
  * A template is "/" followed by segments separated by "/": literal text,
  * "{name}" for exactly one non-empty segment, or a final "*" for zero or more
  * remaining segments. A template "/a/b" is stored as the segments "a", "b";
- * each segment but "*" consumes a "/" and its text from the request path, so
- * a trailing slash ("/a/") is an empty last segment and stays significant.
+ * each segment but "*" consumes a "/" and its text from the request path.
+ * Request paths arrive normalised (proxy/path.h), and templates must be
+ * written so too (route_template_parse refuses others), so "/" is the only
+ * template with an empty segment.
  */
 #include "conf/route.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "proxy/path.h"
 
 /* Whether C may appear in a literal segment: visible ASCII without the
  * characters that mean something in a template or never reach a path. */
@@ -87,6 +91,29 @@ static int route_check_param(const char *s, size_t len, const struct path_seg *s
 }
 
 /*
+ * Check that TMPL is written as requests are compared: normalised. Returns
+ * 0, or -1 with the reason in err.
+ */
+static int route_check_normal(const char *tmpl, char *err, size_t errlen)
+{
+	char *copy = strdup(tmpl);
+	size_t len = strlen(tmpl);
+	const char *why;
+	int rc = -1;
+
+	if (!copy)
+		snprintf(err, errlen, "out of memory");
+	else if (path_normalise(copy, &len, &why) < 0)
+		snprintf(err, errlen, "holds %s", why);
+	else if (strcmp(copy, tmpl) != 0)
+		snprintf(err, errlen, "requests are compared normalised: write \"%s\"", copy);
+	else
+		rc = 0;
+	free(copy);
+	return rc;
+}
+
+/*
  * Parse TMPL into a new array of segments stored in *segs and *nsegs (the
  * caller frees them with route_template_free). Returns 0, or -1 with the
  * reason (without the template itself) in err; *segs is then untouched.
@@ -103,6 +130,8 @@ int route_template_parse(const char *tmpl, struct path_seg **segs, int *nsegs, c
 		snprintf(err, errlen, "must start with \"/\"");
 		goto out;
 	}
+	if (route_check_normal(tmpl, err, errlen))
+		goto out;
 	for (s = tmpl + 1; *s; s++)
 		count += *s == '/';
 	out = calloc(count, sizeof(*out));
@@ -171,11 +200,33 @@ void route_template_free(struct path_seg *segs, int nsegs)
 	free(segs);
 }
 
+/* 1 when the n bytes at a and b are the same, ASCII letters in either case when icase. */
+static int route_same(const char *a, const char *b, size_t n, int icase)
+{
+	unsigned char x, y;
+
+	if (!icase)
+		return memcmp(a, b, n) == 0;
+	for (size_t i = 0; i < n; i++) {
+		x = (unsigned char)a[i];
+		y = (unsigned char)b[i];
+		if (x >= 'A' && x <= 'Z')
+			x = (unsigned char)(x - 'A' + 'a');
+		if (y >= 'A' && y <= 'Z')
+			y = (unsigned char)(y - 'A' + 'a');
+		if (x != y)
+			return 0;
+	}
+	return 1;
+}
+
 /*
- * Whether the raw request path PATH (PATH_LEN bytes, no query) matches the
- * template SEGS. Returns 1 or 0.
+ * Walks PATH (PATH_LEN bytes) along the template SEGS; with spelled, writes
+ * each literal segment there in the template's spelling. Returns 1 when
+ * the path matches, else 0.
  */
-int route_template_match(const struct path_seg *segs, int nsegs, const char *path, size_t path_len)
+static int route_walk(const struct path_seg *segs, int nsegs, const char *path, size_t path_len,
+		      int icase, char *spelled)
 {
 	const char *slash;
 	size_t pos = 0, len;
@@ -194,10 +245,22 @@ int route_template_match(const struct path_seg *segs, int nsegs, const char *pat
 		if (segs[i].kind == SEG_PARAM) {
 			if (len == 0)
 				return 0;
-		} else if (len != segs[i].len || memcmp(path + pos, segs[i].text, len) != 0) {
+		} else if (len != segs[i].len || !route_same(path + pos, segs[i].text, len, icase)) {
 			return 0;
+		} else if (spelled) {
+			memcpy(spelled + pos, segs[i].text, len);
 		}
 		pos += len;
 	}
 	return pos == path_len;
+}
+
+int route_template_match(const struct path_seg *segs, int nsegs, const char *path, size_t path_len,
+			 int icase, char *spelled)
+{
+	if (!route_walk(segs, nsegs, path, path_len, icase, NULL))
+		return 0;
+	if (spelled)
+		route_walk(segs, nsegs, path, path_len, icase, spelled);
+	return 1;
 }

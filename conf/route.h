@@ -1,7 +1,8 @@
 /*
  * Route path templates: "/" followed by segments separated by "/", each
  * literal text, "{name}" for exactly one non-empty segment, or a final "*"
- * for zero or more remaining segments.
+ * for zero or more remaining segments. Templates are written normalised
+ * (proxy/path.h) and match normalised request paths.
  */
 #ifndef IDEMPROXY_ROUTE_H
 #define IDEMPROXY_ROUTE_H
@@ -27,9 +28,15 @@ struct path_seg {
 int route_template_parse(const char *tmpl, struct path_seg **segs, int *nsegs,
 			 char *err, size_t errlen);
 
-/* 1 when path (path_len bytes, no query) matches the template. */
+/*
+ * 1 when path (path_len bytes, normalised, no query) matches the template,
+ * ASCII letters of literal segments in either case when icase. On a match
+ * with spelled (NULL, or path_len bytes holding path, which may be path
+ * itself), the literal segments there are rewritten in the template's
+ * spelling.
+ */
 int route_template_match(const struct path_seg *segs, int nsegs, const char *path,
-			 size_t path_len);
+			 size_t path_len, int icase, char *spelled);
 
 void route_template_free(struct path_seg *segs, int nsegs);
 

@@ -2,14 +2,27 @@
 #ifndef IDEMPROXY_ACTOR_H
 #define IDEMPROXY_ACTOR_H
 
+#include <stddef.h>
+
 struct http_msg;
 struct route;
 
+#define ACTOR_MAX 256 /* bytes of an actor value */
+
 enum actor_result {
 	ACTOR_OK,
-	ACTOR_ABSENT,  /* the source is missing, empty or given twice */
+	ACTOR_ABSENT,  /* the source is missing */
+	ACTOR_INVALID, /* empty, given twice, or not an actor value (actor_value_ok) */
 	ACTOR_NOMEM,
 };
+
+/*
+ * 1 when the n bytes at s may be an actor: 1 to ACTOR_MAX bytes of UTF-8
+ * without control characters (C0, DEL, C1). Anything else is never
+ * claimed: it could not be stored, or would read differently in logs and
+ * in the records API.
+ */
+int actor_value_ok(const char *s, size_t n);
 
 /*
  * The actor of request m on route r as the scope stores it: "h:" and the

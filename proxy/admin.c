@@ -22,11 +22,13 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
+#include <event2/listener.h>
 #include <event2/keyvalq_struct.h>
 #include <libpq-fe.h>
 
 #include "conf/conf.h"
 #include "proxy/admin.h"
+#include "proxy/clock.h"
 #include "proxy/evfree.h"
 #include "proxy/log.h"
 #include "proxy/records.h"
@@ -34,6 +36,8 @@
 #include "proxy/sweeper.h"
 
 #define ADMIN_TIMEOUT_S	     10
+#define ADMIN_ACCEPT_PAUSE_MS 100     /* accept(2) failed (descriptors): pause this long */
+#define ADMIN_WARN_INTERVAL_US 1000000
 #define ADMIN_HEADERS_MAX    8192
 #define ADMIN_ERR_MAX	     256
 #define ADMIN_JSON	     "application/json"
@@ -296,6 +300,61 @@ static void admin_request(struct evhttp_request *req, void *arg)
 		admin_error(req, 404, "no such admin endpoint");
 }
 
+static struct log_limit admin_accept_warnings;
+
+static void admin_resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+	evconnlistener_enable(arg);
+}
+
+/*
+ * accept(2) failed (out of descriptors, most likely): pause instead of
+ * spinning on it. (arg is evhttp's; the listener lives as long as the
+ * admin, and so as the loop, so the one-shot timer may hold it.)
+ */
+static void admin_accept_error(struct evconnlistener *l, void *arg)
+{
+	struct timeval tv = {0, ADMIN_ACCEPT_PAUSE_MS * 1000};
+	int err = EVUTIL_SOCKET_ERROR(), skipped;
+
+	evconnlistener_disable(l);
+	event_base_once(evconnlistener_get_base(l), -1, EV_TIMEOUT, admin_resume_cb, l, &tv);
+	if (log_limit_pass(&admin_accept_warnings, clock_now_us(), ADMIN_WARN_INTERVAL_US,
+			   &skipped))
+		log_warn(NULL, "admin: cannot accept connections: %s; pausing accepts for %dms "
+			       "(%d more failures since the last message)",
+			 evutil_socket_error_to_string(err), ADMIN_ACCEPT_PAUSE_MS, skipped);
+}
+
+/* Listen on the admin address, accepting for a->http. Returns 0 or -1. */
+static int admin_listen(struct admin *a, struct event_base *base, const struct conf *conf)
+{
+	struct evconnlistener *l;
+	struct sockaddr_storage ss;
+	int sslen = sizeof(ss);
+	char addr[300];
+
+	if (strchr(conf->admin.host, ':'))
+		snprintf(addr, sizeof(addr), "[%s]:%d", conf->admin.host, conf->admin.port);
+	else
+		snprintf(addr, sizeof(addr), "%s:%d", conf->admin.host, conf->admin.port);
+	if (evutil_parse_sockaddr_port(addr, (struct sockaddr *)&ss, &sslen) < 0)
+		return -1;
+	l = evconnlistener_new_bind(base, NULL, NULL,
+				    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC |
+					LEV_OPT_DISABLED,
+				    -1, (struct sockaddr *)&ss, sslen);
+	if (!l)
+		return -1;
+	/* From here the listener is evhttp's: freed with it. */
+	if (!evhttp_bind_listener(a->http, l)) {
+		evconnlistener_free(l);
+		return -1;
+	}
+	evconnlistener_set_error_cb(l, admin_accept_error);
+	return evconnlistener_enable(l);
+}
+
 struct admin *admin_new(struct event_base *base, const struct conf *conf, struct store *st,
 			struct stats *const *each, int n, struct sweeper *sw)
 {
@@ -318,7 +377,7 @@ struct admin *admin_new(struct event_base *base, const struct conf *conf, struct
 	evhttp_set_max_body_size(a->http, (ev_ssize_t)conf->max_stored_body);
 	evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
 	evhttp_set_gencb(a->http, admin_request, a);
-	if (evhttp_bind_socket(a->http, conf->admin.host, (ev_uint16_t)conf->admin.port) < 0) {
+	if (admin_listen(a, base, conf) < 0) {
 		log_error(NULL, "admin: cannot listen on %s:%d", conf->admin.host, conf->admin.port);
 		goto fail;
 	}

@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <sys/queue.h>
+#include <sys/socket.h>
 
 struct bufferevent;
 struct event;
@@ -40,7 +41,8 @@ struct client_conn {
 	int read_paused;            /* input buffer full: read_ev removed */
 	int relay_paused;           /* the relay's receiver is behind: read_ev removed */
 	enum conn_input input;
-	char peer[64];              /* client address, for X-Forwarded-For */
+	char peer[64];              /* client address, numeric, for the forwarding headers */
+	struct sockaddr_storage peer_addr; /* the same, for trusted_proxies */
 	int close_after;            /* close once the response is written */
 	int writing;                /* a response is being written out */
 	int streaming;              /* ... piece by piece: more follows */

@@ -7,36 +7,100 @@
 #include <event2/buffer.h>
 
 #include "proxy/http.h"
+#include "proxy/marker.h"
 
-/* "Name: v1, v2, ..., ours": every occurrence of name in m, then ours. */
-static void forward_joined_header(struct evbuffer *out, const struct http_msg *m,
-				  const char *name, const char *ours)
+/* The forwarding headers, rebuilt from what idemproxy saw. */
+static const char *const forward_view_names[] = {
+    "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "Forwarded", "X-Real-IP",
+};
+
+/* Appends the values of every occurrence of name in m, each followed by ", "; 1 when there was one. */
+static int forward_values(struct evbuffer *out, const struct http_msg *m, const char *name)
 {
-	http_add_str(out, name);
-	http_add_lit(out, ": ");
+	int any = 0;
+
 	for (int i = 0; i < m->nheaders; i++) {
 		if (!strcasecmp(m->headers[i].name, name) && *m->headers[i].value) {
 			http_add_str(out, m->headers[i].value);
 			http_add_lit(out, ", ");
+			any = 1;
 		}
 	}
+	return any;
+}
+
+/* "Name: v1, v2, ..., ours": every occurrence of name in m (when kept), then ours. */
+static void forward_joined_header(struct evbuffer *out, const struct http_msg *m,
+				  const char *name, int keep, const char *ours)
+{
+	http_add_str(out, name);
+	http_add_lit(out, ": ");
+	if (keep)
+		forward_values(out, m, name);
 	http_add_str(out, ours);
+	http_add_lit(out, "\r\n");
+}
+
+/* "Name: theirs" from a trusted peer that sent it, else "Name: ours". */
+static void forward_kept_header(struct evbuffer *out, const struct http_msg *m, const char *name,
+				int keep, const char *ours)
+{
+	const char *theirs = keep ? http_msg_header(m, name) : NULL;
+
+	http_add_header(out, name, theirs && *theirs ? theirs : ours);
+}
+
+/* Appends s as an RFC 9110 quoted-string. */
+static void forward_quoted(struct evbuffer *out, const char *s)
+{
+	http_add_lit(out, "\"");
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			http_add_lit(out, "\\");
+		evbuffer_add(out, s, 1);
+	}
+	http_add_lit(out, "\"");
+}
+
+/* Forwarded (RFC 7239): the trusted peer's elements, then ours: for, host, proto. */
+static void forward_forwarded(struct evbuffer *out, const struct http_msg *m,
+			      const struct forward_view *v, const char *host)
+{
+	http_add_lit(out, "Forwarded: ");
+	if (v->trusted)
+		forward_values(out, m, "Forwarded");
+	http_add_lit(out, "for=");
+	if (strchr(v->peer, ':')) {
+		http_add_lit(out, "\"[");
+		http_add_str(out, v->peer);
+		http_add_lit(out, "]\"");
+	} else {
+		http_add_str(out, v->peer);
+	}
+	http_add_lit(out, ";host=");
+	forward_quoted(out, host);
+	http_add_lit(out, ";proto=");
+	http_add_str(out, v->proto);
 	http_add_lit(out, "\r\n");
 }
 
 /* Headers of the client's request that idemproxy replaces or drops. */
 static int forward_drops(const struct http_msg *m, const char *name)
 {
-	return http_msg_is_hop_header(m, name) || !strcasecmp(name, "Content-Length") ||
-	       !strcasecmp(name, "Expect") || !strcasecmp(name, "X-Forwarded-Proto") ||
-	       !strcasecmp(name, "X-Forwarded-For") || !strcasecmp(name, "Via");
+	for (size_t i = 0; i < sizeof(forward_view_names) / sizeof(forward_view_names[0]); i++) {
+		if (!strcasecmp(name, forward_view_names[i]))
+			return 1;
+	}
+	return http_msg_is_hop_header(m, name) || marker_header(name) ||
+	       !strcasecmp(name, "Content-Length") || !strcasecmp(name, "Expect") ||
+	       !strcasecmp(name, "Via");
 }
 
-void forward_build(struct evbuffer *out, struct http_msg *m, const char *peer,
-		   const char *default_host, unsigned flags)
+void forward_build(struct evbuffer *out, struct http_msg *m, const struct forward_view *v,
+		   unsigned flags)
 {
 	size_t body_len = evbuffer_get_length(m->body);
-	int has_host = 0;
+	const char *host = http_msg_header(m, "Host");
 
 	http_add_str(out, m->method);
 	http_add_lit(out, " ");
@@ -44,17 +108,20 @@ void forward_build(struct evbuffer *out, struct http_msg *m, const char *peer,
 	http_add_lit(out, " HTTP/1.1\r\n");
 	for (int i = 0; i < m->nheaders; i++) {
 		const struct http_header *h = &m->headers[i];
-		if (forward_drops(m, h->name))
-			continue;
-		if (!strcasecmp(h->name, "Host"))
-			has_host = 1;
-		http_add_header(out, h->name, h->value);
+		if (!forward_drops(m, h->name))
+			http_add_header(out, h->name, h->value);
 	}
-	if (!has_host)
-		http_add_header(out, "Host", default_host);
-	forward_joined_header(out, m, "X-Forwarded-For", peer);
-	http_add_lit(out, "X-Forwarded-Proto: http\r\n");
-	forward_joined_header(out, m, "Via", m->version_minor ? "1.1 idemproxy" : "1.0 idemproxy");
+	if (!host || !*host) {
+		host = v->default_host;
+		if (!http_msg_header(m, "Host"))
+			http_add_header(out, "Host", host);
+	}
+	forward_joined_header(out, m, "X-Forwarded-For", v->trusted, v->peer);
+	forward_kept_header(out, m, "X-Forwarded-Proto", v->trusted, v->proto);
+	forward_kept_header(out, m, "X-Forwarded-Host", v->trusted, host);
+	forward_kept_header(out, m, "X-Real-IP", v->trusted, v->peer);
+	forward_forwarded(out, m, v, host);
+	forward_joined_header(out, m, "Via", 1, m->version_minor ? "1.1 idemproxy" : "1.0 idemproxy");
 	if (flags & FORWARD_UPGRADE) {
 		http_add_lit(out, "Connection: upgrade\r\n");
 		http_add_header(out, "Upgrade", http_msg_header(m, "Upgrade"));

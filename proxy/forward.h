@@ -13,14 +13,24 @@ enum forward_flags {
 	FORWARD_UPGRADE = 2,
 };
 
+/* How idemproxy sees the client, for the forwarding headers (DESIGN 5.3). */
+struct forward_view {
+	const char *peer;         /* the client's address, numeric */
+	int trusted;              /* peer is in trusted_proxies: its forwarding headers are kept */
+	const char *proto;        /* "http", or "https" on a TLS listener */
+	const char *default_host; /* Host when the client sent none */
+};
+
 /*
- * Append request m, as it goes upstream, to out: hop-by-hop headers and
- * Expect removed, Host added from default_host when m has none,
- * X-Forwarded-For (earlier hops kept, peer appended), X-Forwarded-Proto and
- * Via set. Without FORWARD_STREAMED, m's body follows, framed by
- * Content-Length, and is moved into out.
+ * Append request m, as it goes upstream, to out: hop-by-hop headers,
+ * Expect and idemproxy's own markers removed, Host added when m has none.
+ * X-Forwarded-For, X-Forwarded-Proto, X-Forwarded-Host, Forwarded and
+ * X-Real-IP say what idemproxy saw (v); from a trusted peer its own values
+ * are kept, the peer appended to the two lists (X-Forwarded-For,
+ * Forwarded). Via is set. Without FORWARD_STREAMED, m's body follows,
+ * framed by Content-Length, and is moved into out.
  */
-void forward_build(struct evbuffer *out, struct http_msg *m, const char *peer,
-		   const char *default_host, unsigned flags);
+void forward_build(struct evbuffer *out, struct http_msg *m, const struct forward_view *v,
+		   unsigned flags);
 
 #endif

@@ -27,6 +27,7 @@
 #include <event2/buffer.h>
 
 #include "proxy/evfree.h"
+#include "proxy/path.h"
 
 #define HTTP_MAX_CONTENT_LENGTH (INT64_C(1) << 62) /* also caps a decoded body */
 #define HTTP_MAX_CHUNK_DIGITS	15
@@ -257,51 +258,100 @@ static int http_parse_version(const char *s, size_t len)
 	return s[HTTP_VERSION_LEN - 1] - '0';
 }
 
+/* RFC 9110 methods as idemproxy takes them: upper-case letters, '-' and '_' (nginx's rule). */
+static int http_method_ok(const char *m)
+{
+	for (; *m; m++) {
+		if (!((*m >= 'A' && *m <= 'Z') || *m == '-' || *m == '_'))
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * The path of an absolute-form target (http://host/path?query, RFC 9112
+ * 3.2.2): its offset in target (t bytes), or -1 for anything else that
+ * does not start with '/'. An empty path is "/" (the caller supplies it).
+ */
+static long http_absolute_path(const char *target, size_t t)
+{
+	size_t i;
+
+	if (t > 7 && strncasecmp(target, "http://", 7) == 0)
+		i = 7;
+	else if (t > 8 && strncasecmp(target, "https://", 8) == 0)
+		i = 8;
+	else
+		return -1;
+	if (target[i] == '/' || target[i] == '?')
+		return -1; /* no host */
+	while (i < t && target[i] != '/' && target[i] != '?')
+		i++;
+	return (long)i;
+}
+
 /*
  * Parse the request-line (len bytes, NUL-terminated at len) in place into
- * m; path and query are copied into area, which has room for len + 2
- * bytes. Returns 0 or -1.
+ * m; the path (normalised, path.h) and the query are copied into area,
+ * which has room for len + 2 bytes. Returns HTTP_DONE, HTTP_ERR_BAD,
+ * HTTP_ERR_METHOD or HTTP_ERR_TARGET.
  */
-static int http_parse_request_line(struct http_msg *m, char *line, size_t len, char *area)
+static enum http_status http_parse_request_line(struct http_msg *m, char *line, size_t len,
+						char *area)
 {
 	char *target, *q;
-	size_t n = 0, t = 0, rest;
+	size_t n = 0, t = 0, rest, path_off = 0;
+	const char *why;
+	long abs;
 
 	while (n < len && (http_ctype[(unsigned char)line[n]] & C_TOKEN))
 		n++;
 	if (n == 0 || n == len || line[n] != ' ')
-		return -1;
+		return HTTP_ERR_BAD;
 	line[n] = '\0';
 	target = line + n + 1;
 	rest = len - n - 1;
 	while (t < rest && (http_ctype[(unsigned char)target[t]] & C_TARGET))
 		t++;
 	if (t == 0 || t == rest || target[t] != ' ')
-		return -1;
+		return HTTP_ERR_BAD;
 	target[t] = '\0';
 	m->version_minor = http_parse_version(target + t + 1, rest - t - 1);
 	if (m->version_minor < 0)
-		return -1;
-	if (strcmp(target, "*") == 0) {
-		if (strcmp(line, "OPTIONS") != 0)
-			return -1;
-	} else if (target[0] != '/') {
-		return -1;
-	}
+		return HTTP_ERR_BAD;
+	if (!http_method_ok(line))
+		return HTTP_ERR_METHOD;
 	m->method = line;
 	m->target = target;
 	q = memchr(target, '?', t);
 	m->path_len = q ? (size_t)(q - target) : t;
-	memcpy(area, target, m->path_len);
+	m->raw_path_len = m->path_len;
+	if (strcmp(target, "*") == 0) {
+		if (strcmp(line, "OPTIONS") != 0)
+			return HTTP_ERR_BAD;
+	} else if (target[0] != '/') {
+		if ((abs = http_absolute_path(target, t)) < 0)
+			return HTTP_ERR_BAD;
+		path_off = (size_t)abs;
+		m->path_len -= path_off;
+	}
+	if (m->path_len == 0) {
+		area[0] = '/';
+		m->path_len = 1;
+	} else {
+		memcpy(area, target + path_off, m->path_len);
+	}
 	area[m->path_len] = '\0';
 	m->path = area;
+	if (area[0] == '/' && path_normalise(area, &m->path_len, &why) < 0)
+		return HTTP_ERR_TARGET;
 	if (q) {
-		m->query_len = t - m->path_len - 1;
+		m->query_len = t - (size_t)(q - target) - 1;
 		m->query = area + m->path_len + 1;
 		memcpy(m->query, q + 1, m->query_len);
 		m->query[m->query_len] = '\0';
 	}
-	return 0;
+	return HTTP_DONE;
 }
 
 /*
@@ -444,26 +494,28 @@ static int http_check_fields(struct http_msg *m, const struct http_fields *f)
 
 /*
  * Allocate the message for a head of head_len bytes at the start of in
- * (found by the scan), move the head into it and parse it. Returns the
- * message (also stored in p->msg, which owns it) or NULL when the head is
- * malformed or memory ran out.
+ * (found by the scan), move the head into it and parse it into p->msg,
+ * which owns it. Returns HTTP_DONE, or an error: HTTP_ERR_BAD when the
+ * head is malformed or memory ran out, HTTP_ERR_METHOD or HTTP_ERR_TARGET
+ * for a request line that is well-formed but not acceptable.
  */
-static struct http_msg *http_parse_head(struct http_parser *p, struct evbuffer *in)
+static enum http_status http_parse_head(struct http_parser *p, struct evbuffer *in)
 {
 	const uint16_t *lf = p->scan.lf;
 	size_t head_len = p->scan.scanned, nfields, size, i;
 	struct http_fields fields = {0};
 	struct http_msg *m;
+	enum http_status st;
 	char *head, *line;
 
 	if (p->scan.nlines == 0)
-		return NULL;
+		return HTTP_ERR_BAD;
 	nfields = p->scan.nlines - 1;
 	/* the path and query copies need at most the request-line's length */
 	size = sizeof(*m) + nfields * sizeof(struct http_header) + head_len + lf[0] + 2;
 	m = malloc(size);
 	if (!m)
-		return NULL;
+		return HTTP_ERR_BAD;
 	memset(m, 0, sizeof(*m));
 	p->msg = m;
 	m->kind = p->kind;
@@ -472,14 +524,15 @@ static struct http_msg *http_parse_head(struct http_parser *p, struct evbuffer *
 	head = (char *)(m->headers + nfields);
 	m->body = evbuffer_new();
 	if (!m->body || evbuffer_remove(in, head, head_len) != (int)head_len)
-		return NULL;
+		return HTTP_ERR_BAD;
 
 	head[lf[0] - 1] = '\0';
 	if (p->kind == HTTP_REQUEST) {
-		if (http_parse_request_line(m, head, lf[0] - 1u, head + head_len) < 0)
-			return NULL;
+		st = http_parse_request_line(m, head, lf[0] - 1u, head + head_len);
+		if (st != HTTP_DONE)
+			return st;
 	} else if (http_parse_status_line(m, head, lf[0] - 1u) < 0) {
-		return NULL;
+		return HTTP_ERR_BAD;
 	}
 	for (i = 0; i < nfields; i++) {
 		size_t name_len, value_off, value_len;
@@ -488,20 +541,20 @@ static struct http_msg *http_parse_head(struct http_parser *p, struct evbuffer *
 		head[lf[i + 1] - 1] = '\0';
 		if (http_parse_field(line, lf[i + 1] - lf[i] - 2u, &name_len, &value_off,
 				     &value_len) < 0)
-			return NULL;
+			return HTTP_ERR_BAD;
 		line[name_len] = '\0';
 		line[value_off + value_len] = '\0';
 		m->headers[i].name = line;
 		m->headers[i].value = line + value_off;
 		m->nheaders++;
 		if (http_note_field(m, &fields, line, name_len, line + value_off) < 0)
-			return NULL;
+			return HTTP_ERR_BAD;
 	}
 	p->head_len = head_len;
 	p->nheaders = m->nheaders;
 	if (http_check_fields(m, &fields) < 0)
-		return NULL;
-	return m;
+		return HTTP_ERR_BAD;
+	return HTTP_DONE;
 }
 
 /* Where the decoded body goes: the message, or the stream once the head was taken. */
@@ -616,8 +669,9 @@ static enum http_status http_step_head(struct http_parser *p, struct evbuffer *i
 	st = http_scan_section(&p->scan, in, HTTP_MAX_HEAD, HTTP_MAX_HEADERS + 1);
 	if (st != HTTP_DONE)
 		return st;
-	if (!http_parse_head(p, in))
-		return HTTP_ERR_BAD;
+	st = http_parse_head(p, in);
+	if (st != HTTP_DONE)
+		return st;
 	p->head_done = 1;
 	st = http_frame_body(p);
 	if (st == HTTP_DONE && (p->options & HTTP_OPT_HEAD) && p->state != HTTP_ST_DONE &&

@@ -33,9 +33,11 @@ struct http_msg {
 	enum http_kind kind;
 
 	/* requests */
-	char *method;     /* as received (methods are case-sensitive) */
-	char *target;     /* request-target as received */
-	char *path;       /* target up to '?', NUL-terminated copy */
+	char *method;     /* as received: upper-case letters, '-' and '_' */
+	char *target;     /* request-target as received (what goes upstream) */
+	size_t raw_path_len; /* target's bytes before its '?' */
+	char *path;       /* the target's path normalised (path.h), NUL-terminated copy;
+			   * an absolute-form target's path, "*" for OPTIONS * */
 	size_t path_len;
 	char *query;      /* after '?', NUL-terminated copy; NULL when no '?' */
 	size_t query_len;
@@ -61,6 +63,8 @@ enum http_status {
 	HTTP_DONE,              /* one whole message parsed */
 	HTTP_HEAD,              /* HTTP_OPT_HEAD: a head is complete and a body follows */
 	HTTP_ERR_BAD,           /* malformed or ambiguous framing */
+	HTTP_ERR_METHOD,        /* a request method other than A-Z, '-' and '_' */
+	HTTP_ERR_TARGET,        /* a request path that cannot be normalised (path.h) */
 	HTTP_ERR_HEAD_TOO_LARGE,
 	HTTP_ERR_BODY_TOO_LARGE,
 };

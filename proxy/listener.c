@@ -16,16 +16,18 @@
 #include "proxy/listener.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
-#include <event2/listener.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "conf/conf.h"
 #include "proxy/clock.h"
@@ -42,16 +44,34 @@
 #define LISTEN_BACKLOG 1024
 /* Input buffered per client beyond what the parser has taken. */
 #define CLIENT_READ_HIGH_WATERMARK (256 * 1024)
+/* Connections accepted per readiness event, so that one busy listener
+ * does not hold up the connections it has already. */
+#define ACCEPTS_PER_EVENT 64
+/* Out of descriptors (or memory): accepting pauses this long, then tries again. */
+#define ACCEPT_PAUSE_MS 100
+/* At max_connections: how often a worker looks whether another one's
+ * connections closed (its own closing resumes it at once). */
+#define ACCEPT_FULL_CHECK_MS 50
+/* accept(2) failures are logged at most this often, all workers together. */
+#define ACCEPT_WARN_INTERVAL_US 1000000
 
 struct listener {
 	struct event_base *base;
-	struct evconnlistener *evl;
+	evutil_socket_t fd;           /* the listening socket, -1 once stopped */
+	struct event *accept_ev;      /* fd is readable: connections wait */
+	struct event *pause_timer;    /* accepting paused: look again */
+	int paused;                   /* accept_ev removed (limit or descriptors) */
 	const struct conf_gens *gens; /* the configuration new requests get */
 	struct request_ctx *reqs;
 	LIST_HEAD(, client_conn) conns;
 	int nconns;
 	int draining;                 /* shutdown: close after each response */
 };
+
+/* Client connections open in all workers: max_connections bounds them together. */
+static _Atomic int listener_open;
+/* accept(2) failures, logged at most once a second. */
+static struct log_limit listener_accept_warnings;
 
 static const char continue_line[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
@@ -70,12 +90,16 @@ static void listener_timer_add(struct event *ev, int64_t ms)
 	evtimer_add(ev, &tv);
 }
 
+static void listener_resume(struct listener *l);
+
 static void listener_conn_free(struct client_conn *c)
 {
 	if (c->req)
 		request_conn_gone(c->req);
 	LIST_REMOVE(c, link);
 	c->l->nconns--;
+	atomic_fetch_sub(&listener_open, 1);
+	listener_resume(c->l);
 	evfree_event(&c->read_ev);
 	evfree_event(&c->timer);
 	evfree_event(&c->next_ev);
@@ -280,6 +304,17 @@ static void listener_process(struct client_conn *c)
 			respond_problem(c, conf, PROBLEM_TOO_LARGE,
 					"the request body exceeds max_request_body", RESPOND_CLOSE);
 			return;
+		case HTTP_ERR_METHOD:
+			respond_problem(c, conf, PROBLEM_BAD_REQUEST,
+					"a method is upper-case letters, \"-\" and \"_\"",
+					RESPOND_CLOSE);
+			return;
+		case HTTP_ERR_TARGET:
+			respond_problem(c, conf, PROBLEM_BAD_REQUEST,
+					"the request path cannot be normalised (a malformed "
+					"percent-encoding, %00 or \"..\" above the root)",
+					RESPOND_CLOSE);
+			return;
 		case HTTP_ERR_BAD:
 		default:
 			break;
@@ -356,19 +391,21 @@ static struct client_conn *listener_conn_new(struct listener *l, evutil_socket_t
 		free(c);
 		return NULL;
 	}
-	if (sa->sa_family == AF_INET)
+	if (sa->sa_family == AF_INET) {
 		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, c->peer,
 			  sizeof(c->peer));
-	else if (sa->sa_family == AF_INET6)
+		memcpy(&c->peer_addr, sa, sizeof(struct sockaddr_in));
+	} else if (sa->sa_family == AF_INET6) {
 		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, c->peer,
 			  sizeof(c->peer));
+		memcpy(&c->peer_addr, sa, sizeof(struct sockaddr_in6));
+	}
 	return c;
 }
 
-static void listener_accept_cb(struct evconnlistener *evl, evutil_socket_t fd, struct sockaddr *sa,
-			       int socklen, void *arg)
+/* A connection was accepted on fd (its slot reserved): serve it. */
+static void listener_accepted(struct listener *l, evutil_socket_t fd, const struct sockaddr *sa)
 {
-	struct listener *l = arg;
 	const struct conf *conf = conf_gens_conf(l->gens);
 	struct client_conn *c;
 	struct timeval write_tv;
@@ -376,8 +413,10 @@ static void listener_accept_cb(struct evconnlistener *evl, evutil_socket_t fd, s
 
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c = listener_conn_new(l, fd, sa);
-	if (!c)
+	if (!c) {
+		atomic_fetch_sub(&listener_open, 1);
 		return;
+	}
 	LIST_INSERT_HEAD(&l->conns, c, link);
 	l->nconns++;
 	/* A client that stops reading its response is dropped after
@@ -391,6 +430,117 @@ static void listener_accept_cb(struct evconnlistener *evl, evutil_socket_t fd, s
 	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
 	event_add(c->read_ev, NULL);
 	listener_timer_add(c->timer, conf->client_timeout_ms);
+}
+
+/* Takes one of max_connections' slots; 0 when all are taken. */
+static int listener_reserve(int max)
+{
+	int n = atomic_load(&listener_open);
+
+	do {
+		if (n >= max)
+			return 0;
+	} while (!atomic_compare_exchange_weak(&listener_open, &n, n + 1));
+	return 1;
+}
+
+/* Stops accepting for ms: the kernel's backlog holds new connections meanwhile. */
+static void listener_pause(struct listener *l, int64_t ms)
+{
+	struct timeval tv = clock_tv(ms);
+
+	event_del(l->accept_ev);
+	l->paused = 1;
+	evtimer_add(l->pause_timer, &tv);
+}
+
+/* Accepts again after a pause, unless stopped. */
+static void listener_resume(struct listener *l)
+{
+	if (!l->paused || l->fd < 0)
+		return;
+	l->paused = 0;
+	evtimer_del(l->pause_timer);
+	event_add(l->accept_ev, NULL);
+	event_active(l->accept_ev, EV_READ, 0);
+}
+
+static void listener_pause_cb(evutil_socket_t fd, short what, void *arg)
+{
+	listener_resume(arg);
+}
+
+/*
+ * accept(2) failed with err: a pause when descriptors (or memory) ran out,
+ * so the loop does not spin on a backlog it cannot take; logged at most
+ * once a second for all workers, with how many failures went unlogged.
+ */
+static void listener_accept_failed(struct listener *l, int err)
+{
+	int unwarned;
+
+	listener_pause(l, ACCEPT_PAUSE_MS);
+	if (!log_limit_pass(&listener_accept_warnings, clock_now_us(), ACCEPT_WARN_INTERVAL_US,
+			    &unwarned))
+		return;
+	log_warn(NULL,
+		 "cannot accept connections: %s (%d open); pausing accepts for %dms (%d more "
+		 "failures since the last message)",
+		 strerror(err), atomic_load(&listener_open), ACCEPT_PAUSE_MS, unwarned);
+}
+
+/*
+ * Connections wait: accept them, each into a reserved slot of
+ * max_connections; at the limit, stop accepting until one closes.
+ */
+static void listener_accept_event(evutil_socket_t fd, short what, void *arg)
+{
+	struct listener *l = arg;
+	const struct conf *conf = conf_gens_conf(l->gens);
+	struct sockaddr_storage ss;
+	socklen_t len;
+	evutil_socket_t cfd;
+
+	for (int i = 0; i < ACCEPTS_PER_EVENT; i++) {
+		if (!listener_reserve(conf->max_connections)) {
+			listener_pause(l, ACCEPT_FULL_CHECK_MS);
+			return;
+		}
+		len = sizeof(ss);
+		cfd = accept4(l->fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (cfd < 0) {
+			int err = errno;
+
+			atomic_fetch_sub(&listener_open, 1);
+			if (err == EAGAIN || err == EWOULDBLOCK)
+				return;
+			if (err == EINTR || err == ECONNABORTED || err == EPROTO)
+				continue;
+			listener_accept_failed(l, err);
+			return;
+		}
+		listener_accepted(l, cfd, (struct sockaddr *)&ss);
+	}
+}
+
+/* A non-blocking listening socket on ss, shared by every worker (SO_REUSEPORT); -1 on failure. */
+static evutil_socket_t listener_socket(const struct sockaddr *sa, socklen_t len)
+{
+	evutil_socket_t fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int one = 1;
+
+	if (fd < 0)
+		return -1;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0 ||
+	    bind(fd, sa, len) < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
+		int err = errno;
+
+		close(fd);
+		errno = err;
+		return -1;
+	}
+	return fd;
 }
 
 struct listener *listener_new(struct event_base *base, const struct conf_gens *gens,
@@ -407,6 +557,7 @@ struct listener *listener_new(struct event_base *base, const struct conf_gens *g
 	l->base = base;
 	l->gens = gens;
 	l->reqs = reqs;
+	l->fd = -1;
 	LIST_INIT(&l->conns);
 	if (strchr(conf->listen.host, ':'))
 		snprintf(addr, sizeof(addr), "[%s]:%d", conf->listen.host, conf->listen.port);
@@ -416,24 +567,31 @@ struct listener *listener_new(struct event_base *base, const struct conf_gens *g
 		log_error(NULL, "invalid listen address %s", addr);
 		goto fail;
 	}
-	l->evl = evconnlistener_new_bind(base, listener_accept_cb, l,
-					 LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
-						 LEV_OPT_REUSEABLE_PORT | LEV_OPT_CLOSE_ON_EXEC,
-					 LISTEN_BACKLOG, (struct sockaddr *)&ss, sslen);
-	if (!l->evl) {
-		log_error(NULL, "cannot listen on %s: %s", addr,
-			  evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+	l->fd = listener_socket((struct sockaddr *)&ss, (socklen_t)sslen);
+	if (l->fd < 0) {
+		log_error(NULL, "cannot listen on %s: %s", addr, strerror(errno));
+		goto fail;
+	}
+	l->accept_ev = event_new(base, l->fd, EV_READ | EV_PERSIST, listener_accept_event, l);
+	l->pause_timer = evtimer_new(base, listener_pause_cb, l);
+	if (!l->accept_ev || !l->pause_timer || event_add(l->accept_ev, NULL) < 0) {
+		log_error(NULL, "cannot listen on %s: out of memory", addr);
 		goto fail;
 	}
 	return l;
 fail:
+	listener_stop(l);
 	free(l);
 	return NULL;
 }
 
 void listener_stop(struct listener *l)
 {
-	evfree_listener(&l->evl);
+	evfree_event(&l->accept_ev);
+	evfree_event(&l->pause_timer);
+	if (l->fd >= 0)
+		close(l->fd);
+	l->fd = -1;
 }
 
 /*

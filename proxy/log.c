@@ -8,16 +8,30 @@
  */
 #include <openssl/sha.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "proxy/log.h"
+#include "proxy/utf8.h"
 
-#define LOG_LINE_MAX 2048
+/*
+ * A line is never cut: each string field is, to its own budget, so that
+ * the longest fields together still fit in LOG_LINE_MAX.
+ */
+#define LOG_LINE_MAX 8192
+#define LOG_MSG_MAX 2048   /* escaped bytes of "msg" */
+#define LOG_FIELD_MAX 1024 /* escaped bytes of any other string field */
+#define LOG_FIXED_MAX 1024 /* everything else: names, numbers, time, braces */
 #define LOG_KEY_HASH_BYTES 6
 #define LOG_BATCH_MAX 16384
+#define LOG_CUT_MARK_MAX 32 /* "…(N bytes)" */
+
+/* The access line is the longest: msg and its three string fields. */
+_Static_assert(LOG_MSG_MAX + 3 * LOG_FIELD_MAX + LOG_FIXED_MAX <= LOG_LINE_MAX,
+	       "log fields can outgrow the line");
 
 static __thread struct {
 	char buf[LOG_BATCH_MAX];
@@ -39,42 +53,73 @@ struct line {
 	size_t len;
 };
 
+/* Appends n bytes; the field budgets keep them within the buffer. */
 static void line_raw(struct line *l, const char *s, size_t n)
 {
-	if (n > sizeof(l->buf) - 3 - l->len)
-		n = sizeof(l->buf) - 3 - l->len;
+	if (n > sizeof(l->buf) - 2 - l->len) /* room for "}\n" */
+		n = sizeof(l->buf) - 2 - l->len;
 	memcpy(l->buf + l->len, s, n);
 	l->len += n;
 }
 
-/* Append s as the inside of a JSON string: quotes, backslashes and control
- * characters escaped. */
-static void line_escaped(struct line *l, const char *s)
+/*
+ * Appends the n bytes at s as the inside of a JSON string of at most max
+ * bytes: quotes, backslashes and control characters escaped, bytes that
+ * are not UTF-8 as U+FFFD. A longer value is cut at a character and ends
+ * with a mark that says how long it was.
+ */
+static void line_escaped(struct line *l, const char *s, size_t n, size_t max)
 {
-	char esc[8];
+	const unsigned char *p = (const unsigned char *)s;
+	size_t used = 0, keep = l->len, i = 0, k, w;
+	char esc[8], mark[LOG_CUT_MARK_MAX];
+	const char *out;
 
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\') {
+	while (i < n) {
+		k = utf8_seq(p + i, n - i);
+		out = (const char *)p + i;
+		w = k;
+		if (k == 0) {
+			out = "\\ufffd";
+			w = 6;
+			k = 1;
+		} else if (p[i] == '"' || p[i] == '\\') {
 			esc[0] = '\\';
-			esc[1] = (char)c;
-			line_raw(l, esc, 2);
-		} else if (c < 0x20) {
-			snprintf(esc, sizeof(esc), "\\u%04x", c);
-			line_raw(l, esc, 6);
-		} else {
-			line_raw(l, s, 1);
+			esc[1] = (char)p[i];
+			out = esc;
+			w = 2;
+		} else if (p[i] < 0x20 || p[i] == 0x7f) {
+			snprintf(esc, sizeof(esc), "\\u%04x", p[i]);
+			out = esc;
+			w = 6;
 		}
+		if (used + w > max) {
+			/* Too long: back to the last character that leaves room for the mark. */
+			l->len = keep;
+			snprintf(mark, sizeof(mark), "\xe2\x80\xa6(%zu bytes)", n);
+			line_raw(l, mark, strlen(mark));
+			return;
+		}
+		line_raw(l, out, w);
+		used += w;
+		i += k;
+		if (used <= max - LOG_CUT_MARK_MAX)
+			keep = l->len;
 	}
 }
 
-static void line_str(struct line *l, const char *name, const char *value)
+static void line_str_n(struct line *l, const char *name, const char *value, size_t n, size_t max)
 {
 	line_raw(l, ",\"", 2);
 	line_raw(l, name, strlen(name));
 	line_raw(l, "\":\"", 3);
-	line_escaped(l, value);
+	line_escaped(l, value, n, max);
 	line_raw(l, "\"", 1);
+}
+
+static void line_str(struct line *l, const char *name, const char *value)
+{
+	line_str_n(l, name, value, strlen(value), LOG_FIELD_MAX);
 }
 
 static void line_num(struct line *l, const char *name, long long value)
@@ -168,18 +213,19 @@ static void line_emit_batched(struct line *l)
 void log_write(enum log_level level, const struct log_tag *tag, const char *fmt, ...)
 {
 	struct line l;
-	char msg[LOG_LINE_MAX / 2];
+	char msg[2 * LOG_MSG_MAX];
 	va_list ap;
+	int n;
 
 	if (level < log_min_level)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	line_start(&l, level);
 	if (tag)
 		line_tag(&l, tag);
-	line_str(&l, "msg", msg);
+	line_str_n(&l, "msg", msg, n < 0 ? 0 : strlen(msg), LOG_MSG_MAX);
 	line_emit(&l);
 }
 
@@ -193,11 +239,24 @@ void log_access(const struct log_tag *tag, const struct log_access *a)
 	line_tag(&l, tag);
 	line_str(&l, "msg", "request");
 	line_str(&l, "method", a->method);
-	line_str(&l, "path", a->path);
+	line_str_n(&l, "path", a->path, a->path_len, LOG_FIELD_MAX);
 	line_num(&l, "status", a->status);
 	line_str(&l, "outcome", a->outcome);
 	line_num(&l, "duration_us", (long long)a->duration_us);
 	line_num(&l, "upstream_us", (long long)a->upstream_us);
 	line_num(&l, "store_us", (long long)a->store_us);
 	line_emit_batched(&l);
+}
+
+int log_limit_pass(struct log_limit *l, int64_t now_us, int64_t interval_us, int *skipped)
+{
+	int64_t last = atomic_load(&l->last_us);
+
+	if ((last && now_us - last < interval_us) ||
+	    !atomic_compare_exchange_strong(&l->last_us, &last, now_us)) {
+		atomic_fetch_add(&l->skipped, 1);
+		return 0;
+	}
+	*skipped = atomic_exchange(&l->skipped, 0);
+	return 1;
 }

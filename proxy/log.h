@@ -1,11 +1,13 @@
 /*
  * Logging: one JSON object per line on stderr. The level is checked before
  * anything is formatted. Credentials and bodies are never logged; keys are
- * logged only as a short hash.
+ * logged only as a short hash. A line is always whole, valid JSON: a long
+ * field is cut, marked with "…(N bytes)", never the line.
  */
 #ifndef IDEMPROXY_LOG_H
 #define IDEMPROXY_LOG_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,7 +39,8 @@ void log_write(enum log_level level, const struct log_tag *tag, const char *fmt,
 /* The access line of a finished request. */
 struct log_access {
 	const char *method;
-	const char *path;
+	const char *path;           /* as the client sent it, without the query */
+	size_t path_len;
 	int status;                 /* what the client was sent (0: nothing) */
 	const char *outcome;        /* outcome_name() */
 	int64_t duration_us;        /* whole request */
@@ -50,6 +53,22 @@ void log_access(const struct log_tag *tag, const struct log_access *a);
 
 /* Write this thread's batched access lines. */
 void log_flush(void);
+
+/*
+ * A message that may repeat quickly (a failing accept(2)) is written at
+ * most once per interval, whichever thread repeats it.
+ */
+struct log_limit {
+	_Atomic int64_t last_us; /* when it was last written */
+	_Atomic int skipped;     /* times it was not since */
+};
+
+/*
+ * 1 when the limited message may be written now (at now_us, every
+ * interval_us), with *skipped the times it was held back since the last
+ * one; 0 when it must be held back (and is counted).
+ */
+int log_limit_pass(struct log_limit *l, int64_t now_us, int64_t interval_us, int *skipped);
 
 #define log_debug(tag, ...) do { if (log_min_level <= LOG_DEBUG) log_write(LOG_DEBUG, tag, __VA_ARGS__); } while (0)
 #define log_info(tag, ...)  do { if (log_min_level <= LOG_INFO) log_write(LOG_INFO, tag, __VA_ARGS__); } while (0)

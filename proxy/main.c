@@ -12,6 +12,7 @@
 #include <event2/thread.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,10 +28,15 @@
 #include "proxy/stats.h"
 #include "proxy/store.h"
 #include "proxy/sweeper.h"
+#include "proxy/upstream.h"
 #include "proxy/worker.h"
 
 #define DEFAULT_CONF "idemproxy.conf"
 #define OWNER_ID_MAX 96
+/* Descriptors besides connections: per worker (loop, wake-ups, listening
+ * socket, store, resolver) and for the whole process. */
+#define FD_PER_WORKER 8
+#define FD_FIXED 32
 
 static void usage(FILE *f)
 {
@@ -148,6 +154,33 @@ static int supervisor_signals(struct supervisor *sv)
 }
 
 /*
+ * Raises the descriptor limit to its hard limit (as haproxy does) and
+ * warns when it cannot hold what max_connections can open: each client
+ * connection and the upstream connection it may use, each worker's idle
+ * upstream pool and store connection, and a few of the process's own.
+ */
+static void raise_fd_limit(const struct conf *conf)
+{
+	struct rlimit rl;
+	long long need = 2LL * conf->max_connections +
+			 (long long)conf->workers * (UPSTREAM_MAX_IDLE + FD_PER_WORKER) + FD_FIXED;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (rl.rlim_cur != RLIM_INFINITY && (long long)rl.rlim_cur < need)
+		log_warn(NULL,
+			 "the descriptor limit (%lld) is below the %lld that max_connections %d "
+			 "may need; accepts pause when descriptors run out: raise it (ulimit -n, "
+			 "LimitNOFILE=) or lower max_connections",
+			 (long long)rl.rlim_cur, need, conf->max_connections);
+}
+
+/*
  * Everything serving conf (taken over) needs, from the signals to running
  * workers. Returns 0, or -1 with what was set up left for
  * supervisor_free().
@@ -157,6 +190,7 @@ static int supervisor_start(struct supervisor *sv, struct conf *conf)
 	char owner_id[OWNER_ID_MAX], host[OWNER_ID_MAX / 2] = "localhost";
 
 	register_routes(conf);
+	raise_fd_limit(conf);
 	sv->gen = conf_gen_new(conf);
 	if (!sv->gen) {
 		conf_free(conf);
@@ -217,6 +251,17 @@ static void supervisor_free(struct supervisor *sv)
 	free(sv->each);
 }
 
+/* libevent's own messages, as log lines like every other. */
+static void libevent_log(int severity, const char *msg)
+{
+	enum log_level level = severity >= EVENT_LOG_ERR ? LOG_ERROR
+			       : severity == EVENT_LOG_WARN ? LOG_WARN
+							    : LOG_DEBUG;
+
+	if (level >= log_min_level)
+		log_write(level, NULL, "libevent: %s", msg);
+}
+
 /* Serve with conf (run takes it over) until stopped; the exit status. */
 static int run(struct conf *conf)
 {
@@ -224,6 +269,7 @@ static int run(struct conf *conf)
 	pthread_t joiner;
 	int rc = 1;
 
+	event_set_log_callback(libevent_log);
 	if (evthread_use_pthreads() < 0)
 		return 1;
 	if (supervisor_start(&sv, conf) == 0 &&

@@ -22,6 +22,7 @@ static const struct problem_def problem_table[] = {
     [PROBLEM_KEY_MISSING] = {"idempotency-key-missing", "Idempotency-Key header is missing", 400},
     [PROBLEM_KEY_INVALID] = {"idempotency-key-invalid", "Idempotency-Key header is invalid", 400},
     [PROBLEM_ACTOR_MISSING] = {"actor-missing", "Request does not identify its actor", 401},
+    [PROBLEM_ACTOR_INVALID] = {"actor-invalid", "Request's actor is not valid", 401},
     [PROBLEM_TOO_LARGE] = {"request-too-large", "Request body is too large", 413},
     [PROBLEM_CONFLICT] = {"idempotency-conflict",
 			  "Idempotency-Key was already used with a different request", 422},

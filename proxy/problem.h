@@ -9,6 +9,7 @@ enum problem_kind {
 	PROBLEM_KEY_MISSING,           /* 400 idempotency-key-missing */
 	PROBLEM_KEY_INVALID,           /* 400 idempotency-key-invalid */
 	PROBLEM_ACTOR_MISSING,         /* 401 actor-missing */
+	PROBLEM_ACTOR_INVALID,         /* 401 actor-invalid */
 	PROBLEM_TOO_LARGE,             /* 413 request-too-large */
 	PROBLEM_CONFLICT,              /* mismatch_status idempotency-conflict */
 	PROBLEM_IN_PROGRESS,           /* 409 operation-in-progress */

@@ -8,6 +8,7 @@
 #include <event2/buffer.h>
 
 #include "proxy/http.h"
+#include "proxy/marker.h"
 
 /* Response headers a record keeps (plus the route's store_headers). */
 static const char *const record_kept_names[] = {
@@ -41,7 +42,7 @@ char *record_headers(const struct http_msg *resp, char *const *extra, int nextra
 	for (int i = 0; i < resp->nheaders; i++) {
 		const struct http_header *h = &resp->headers[i];
 		if (RECORD_NAME_IN(h->name, record_never_names) ||
-		    http_msg_is_hop_header(resp, h->name))
+		    http_msg_is_hop_header(resp, h->name) || marker_header(h->name))
 			continue;
 		if (!RECORD_NAME_IN(h->name, record_kept_names) &&
 		    !record_name_in(h->name, (const char *const *)extra, (size_t)nextra))

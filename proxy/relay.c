@@ -115,7 +115,7 @@ struct relay *relay_start(struct event_base *base, struct upstream_pool *pool,
 		up.flags |= UPSTREAM_STREAMED;
 		fflags |= FORWARD_STREAMED;
 	}
-	forward_build(out, req, p->peer, p->default_host, fflags);
+	forward_build(out, req, &p->view, fflags);
 	r->up = upstream_start(pool, out, &up, &relay_upstream_events, r);
 	if (!r->up)
 		goto fail;

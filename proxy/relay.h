@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proxy/forward.h"
 #include "proxy/upstream.h"
 
 struct client_conn;
@@ -38,8 +39,7 @@ struct relay_params {
 	int64_t upstream_timeout_ms;
 	int64_t client_timeout_ms;  /* silence of a client sending a streamed body */
 	int64_t tunnel_timeout_ms;  /* silence of a tunnel */
-	const char *peer;           /* the client's address (X-Forwarded-For) */
-	const char *default_host;   /* Host when the client sent none */
+	struct forward_view view;   /* the forwarding headers: what idemproxy saw */
 };
 
 /*

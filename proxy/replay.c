@@ -5,6 +5,7 @@
 
 #include "proxy/conn.h"
 #include "proxy/http.h"
+#include "proxy/marker.h"
 #include "proxy/record.h"
 
 int replay_send(struct client_conn *c, const struct record *rec, int flags)
@@ -18,9 +19,9 @@ int replay_send(struct client_conn *c, const struct record *rec, int flags)
 	out = conn_respond_start(c);
 	http_add_status_line(out, rec->status, NULL);
 	evbuffer_add(out, rec->headers, rec->headers_len);
-	http_add_lit(out, "Idempotent-Replayed: true\r\n");
+	http_add_lit(out, MARKER_REPLAYED ": true\r\n");
 	if (rec->body_omitted)
-		http_add_lit(out, "Idempotency-Body-Omitted: true\r\n");
+		http_add_lit(out, MARKER_BODY_OMITTED ": true\r\n");
 	conn_respond_frame(c, body_len, flags | (no_body ? RESPOND_NO_LENGTH : 0));
 	if (body_len)
 		evbuffer_add(out, rec->body, body_len);

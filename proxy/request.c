@@ -51,9 +51,12 @@
 #define RECORD_RETRY_MAX_MS 2000
 /* Recent wake-ups a context remembers, for claims answered after one (a power of two). */
 #define WAKE_RING_SIZE 256
+/* Buckets of the waiters' table, by scope token (a power of two). */
+#define WAIT_BUCKETS 1024
 
 _Static_assert(RECORD_FINGERPRINT_LEN == FINGERPRINT_LEN, "record and fingerprint sizes differ");
 _Static_assert((WAKE_RING_SIZE & (WAKE_RING_SIZE - 1)) == 0, "WAKE_RING_SIZE: a power of two");
+_Static_assert((WAIT_BUCKETS & (WAIT_BUCKETS - 1)) == 0, "WAIT_BUCKETS: a power of two");
 
 enum request_state {
 	REQ_NEW,
@@ -100,7 +103,9 @@ struct request_ctx {
 	uint64_t next_id;
 	int past_deadline;	       /* shutdown_timeout passed: last writes only */
 	LIST_HEAD(, request) requests;
-	LIST_HEAD(, request) waiters;  /* REQ_WAITING, kept by request_set_state */
+	/* REQ_WAITING, by their scope token's bucket; kept by request_set_state */
+	LIST_HEAD(, request) waiters[WAIT_BUCKETS];
+	int nwaiters;
 	int nrequests, nforwarding;
 	char wake_ring[WAKE_RING_SIZE][SCOPE_TOKEN_SIZE]; /* "" for a wake-all */
 	uint64_t wakes;		       /* wake-ups so far; the ring holds the last ones */
@@ -177,7 +182,7 @@ int request_streams(const struct conf *conf, const struct http_msg *head)
 
 	if (http_method_is_safe(head->method))
 		return 1;
-	r = conf_find_route(conf, head->method, head->path, head->path_len);
+	r = conf_find_route(conf, head->method, head->path, head->path_len, NULL);
 	return !r || (r->key == KEY_OPTIONAL && http_msg_header_count(head, conf->key_header) == 0);
 }
 
@@ -205,7 +210,8 @@ void request_start(struct request_ctx *ctx, struct client_conn *c, struct http_m
 	ctx->nrequests++;
 
 	if (!http_method_is_safe(msg->method))
-		req->route = conf_find_route(req->conf, msg->method, msg->path, msg->path_len);
+		req->route =
+		    conf_find_route(req->conf, msg->method, msg->path, msg->path_len, msg->path);
 	if (req->route)
 		req->tag.route = req->route->operation;
 	if (!req->route || streamed) {
@@ -250,6 +256,11 @@ static void request_intercept(struct request *req)
 		break;
 	case ACTOR_ABSENT:
 		request_reject(req, PROBLEM_ACTOR_MISSING, "the request names no actor");
+		return;
+	case ACTOR_INVALID:
+		request_reject(req, PROBLEM_ACTOR_INVALID,
+			       "an actor is one value of 1 to 256 bytes of UTF-8 without control "
+			       "characters");
 		return;
 	case ACTOR_NOMEM:
 		goto fail;
@@ -335,6 +346,14 @@ static void claim_done_cb(void *arg, enum store_result res, int64_t generation,
 		request_answer_problem(req, PROBLEM_STORE_UNAVAILABLE,
 				       "the idempotency store is unavailable");
 		break;
+	case STORE_LOST:
+		/* The claim may have committed: forwarding now, even fail-open,
+		 * could run the request while a retry finds it in progress. The
+		 * store removes the claim; the client retries. */
+		req->outcome = OUT_STORE_DOWN;
+		request_answer_problem(req, PROBLEM_STORE_UNAVAILABLE,
+				       "the idempotency store did not confirm the claim; retry");
+		break;
 	}
 	request_done(req);
 }
@@ -408,6 +427,18 @@ static int request_woken_since_claim(const struct request *req)
 }
 
 /*
+ * The duplicates one worker holds waiting: half its share of
+ * max_connections, so waiting clients cannot take every connection.
+ * Beyond it a duplicate gets the 409 at once.
+ */
+static int request_max_waiters(const struct conf *conf)
+{
+	int n = conf->max_connections / (2 * conf->workers);
+
+	return n > 0 ? n : 1;
+}
+
+/*
  * A duplicate found the owner still running and its route lets it wait:
  * hold it (REQ_WAITING) until the owner's write wakes it (request_wake)
  * or its wait ends, then claim again (at once, when the wake-up came while
@@ -426,7 +457,8 @@ static int request_wait(struct request *req)
 		STATS_ADD(req->ctx->stats->waits, 1);
 	}
 	left = req->wait_deadline_us - now;
-	if (left <= 0 || !req->conn || req->ctx->past_deadline)
+	if (left <= 0 || !req->conn || req->ctx->past_deadline ||
+	    req->ctx->nwaiters >= request_max_waiters(req->conf))
 		return 0;
 	if (request_woken_since_claim(req)) {
 		request_claim(req);
@@ -442,17 +474,38 @@ static int request_wait(struct request *req)
 	return 1;
 }
 
-void request_wake(struct request_ctx *ctx, const char *token)
+/* The waiters' bucket of a scope token: its first hex digits (an MD5's are as good as any). */
+static unsigned wait_bucket(const char *token)
 {
-	struct request *req = LIST_FIRST(&ctx->waiters), *next;
+	unsigned h = 0;
 
-	snprintf(ctx->wake_ring[ctx->wakes++ & (WAKE_RING_SIZE - 1)], SCOPE_TOKEN_SIZE, "%s",
-		 token ? token : "");
+	for (int i = 0; i < 8 && token[i]; i++)
+		h = h << 4 | (unsigned)(token[i] <= '9' ? token[i] - '0' : token[i] - 'a' + 10);
+	return h & (WAIT_BUCKETS - 1);
+}
+
+/* Claims again every waiter of the bucket whose scope is token (NULL: all of them). */
+static void wait_wake_bucket(struct request_ctx *ctx, unsigned bucket, const char *token)
+{
+	struct request *req = LIST_FIRST(&ctx->waiters[bucket]), *next;
+
 	for (; req; req = next) {
 		next = LIST_NEXT(req, wait_link);
 		if (!token || strcmp(token, req->token) == 0)
 			request_claim(req);
 	}
+}
+
+void request_wake(struct request_ctx *ctx, const char *token)
+{
+	snprintf(ctx->wake_ring[ctx->wakes++ & (WAKE_RING_SIZE - 1)], SCOPE_TOKEN_SIZE, "%s",
+		 token ? token : "");
+	if (token) {
+		wait_wake_bucket(ctx, wait_bucket(token), token);
+		return;
+	}
+	for (unsigned i = 0; i < WAIT_BUCKETS && ctx->nwaiters > 0; i++)
+		wait_wake_bucket(ctx, i, NULL);
 }
 
 /* ---- the upstream ---- */
@@ -478,8 +531,13 @@ static void request_forward(struct request *req, int streamed)
 		.upstream_timeout_ms = conf->upstream_timeout_ms,
 		.client_timeout_ms = conf->client_timeout_ms,
 		.tunnel_timeout_ms = conf->tunnel_timeout_ms,
-		.peer = req->conn ? req->conn->peer : "unknown",
-		.default_host = conf->upstream_hostport,
+		.view =
+		    {
+			.peer = req->conn ? req->conn->peer : "unknown",
+			.trusted = req->conn && conf_trusted_proxy(conf, (const struct sockaddr *)&req->conn->peer_addr),
+			.proto = "http",
+			.default_host = conf->upstream_hostport,
+		    },
 	};
 
 	request_set_state(req, REQ_FORWARDING);
@@ -676,6 +734,7 @@ static void record_done_cb(void *arg, enum store_result res)
 		break;
 	case STORE_EXISTS:
 	case STORE_UNAVAILABLE:
+	case STORE_LOST:
 		/* The answer goes out anyway; the write is retried while the
 		 * lease lasts, and retries meanwhile see operation-in-progress. */
 		if (req->state == REQ_RECORDING) {
@@ -751,10 +810,13 @@ static void request_set_state(struct request *req, enum request_state state)
 		  request_state_names[state]);
 	if (req->state == REQ_WAITING) {
 		LIST_REMOVE(req, wait_link);
+		req->ctx->nwaiters--;
 		evtimer_del(req->wait_timer);
 	}
-	if (state == REQ_WAITING)
-		LIST_INSERT_HEAD(&req->ctx->waiters, req, wait_link);
+	if (state == REQ_WAITING) {
+		LIST_INSERT_HEAD(&req->ctx->waiters[wait_bucket(req->token)], req, wait_link);
+		req->ctx->nwaiters++;
+	}
 	req->state = state;
 }
 
@@ -786,7 +848,8 @@ static void request_done(struct request *req)
 	request_set_state(req, REQ_DONE);
 	log_access(&req->tag, &(struct log_access){
 				      .method = req->msg->method,
-				      .path = req->msg->path,
+				      .path = req->msg->target,
+				      .path_len = req->msg->raw_path_len,
 				      .status = req->status,
 				      .outcome = outcome_name(req->outcome),
 				      .duration_us = clock_now_us() - req->started_us,
@@ -863,7 +926,8 @@ struct request_ctx *request_ctx_new(struct event_base *base, struct conf_gens *g
 	ctx->stats = stats;
 	ctx->next_id = first_id;
 	LIST_INIT(&ctx->requests);
-	LIST_INIT(&ctx->waiters);
+	for (int i = 0; i < WAIT_BUCKETS; i++)
+		LIST_INIT(&ctx->waiters[i]);
 	return ctx;
 }
 

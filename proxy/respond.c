@@ -11,6 +11,7 @@
 #include "conf/conf.h"
 #include "proxy/conn.h"
 #include "proxy/http.h"
+#include "proxy/marker.h"
 
 #define RETRY_AFTER_S 1
 
@@ -71,7 +72,8 @@ int respond_upstream_failure(struct client_conn *c, const struct conf *conf,
 
 /*
  * Status line and the upstream's headers, minus hop-by-hop ones, the
- * upstream's framing and, unless keep_length, its Content-Length.
+ * markers only idemproxy sets, the upstream's framing and, unless
+ * keep_length, its Content-Length.
  */
 static void respond_upstream_head(struct evbuffer *out, const struct http_msg *resp,
 				  int keep_length)
@@ -79,7 +81,7 @@ static void respond_upstream_head(struct evbuffer *out, const struct http_msg *r
 	http_add_status_line(out, resp->status, resp->reason);
 	for (int i = 0; i < resp->nheaders; i++) {
 		const struct http_header *h = &resp->headers[i];
-		if (http_msg_is_hop_header(resp, h->name))
+		if (http_msg_is_hop_header(resp, h->name) || marker_header(h->name))
 			continue;
 		if (!keep_length && !strcasecmp(h->name, "Content-Length"))
 			continue;
@@ -95,7 +97,7 @@ static struct evbuffer *respond_relay_start(struct client_conn *c, const struct 
 
 	respond_upstream_head(out, resp, keep_length);
 	if (unenforced)
-		http_add_lit(out, "Idempotency-Enforced: false\r\n");
+		http_add_lit(out, MARKER_ENFORCED ": false\r\n");
 	return out;
 }
 

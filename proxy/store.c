@@ -44,6 +44,11 @@
 #define STORE_NUM_MAX	     32
 #define STORE_OP_NUMS	     3	     /* numbers an operation sends as text */
 #define STORE_APPLICATION_NAME "idemproxy"
+#define STORE_TOKEN_MAX	     160     /* a claim's lease token: owner_id:N */
+/* A lost claim is removed no sooner than this after its statement's
+ * statement_timeout (store_timeout) ran out: by then it has committed or
+ * it never will. */
+#define STORE_FORGET_MARGIN_MS 100
 #define STORE_PARAM_MAX	     INT_MAX /* libpq parameter lengths are int */
 
 /* Operations in one statement, and how far down the queue a batch looks. */
@@ -52,8 +57,9 @@
 #define STORE_SEEN_SLOTS (2 * STORE_SCAN_MAX) /* a power of two */
 
 /* Parameters per VALUES row, and the most one statement sends. */
-#define STORE_CLAIM_ROW_PARAMS	 5
-#define STORE_LOOKUP_ROW_PARAMS	 6
+#define STORE_CLAIM_ROW_PARAMS	 6
+#define STORE_LOOKUP_ROW_PARAMS	 7
+#define STORE_FORGET_ROW_PARAMS	 5
 #define STORE_FINISH_ROW_PARAMS	 10
 #define STORE_FENCE_ROW_PARAMS	 5
 #define STORE_ROW_PARAMS_MAX	STORE_FINISH_ROW_PARAMS
@@ -80,10 +86,10 @@
  */
 static const char store_sql_claim_head[] =
     "INSERT INTO idempotency_records (actor, operation, idem_key, fingerprint, state,"
-    " lease_owner, lease_expires_at, generation) VALUES ";
+    " lease_expires_at, lease_owner, generation) VALUES ";
 
 static const char store_sql_claim_row[] =
-    "(?, ?, ?, ?, 'in_progress', $1, now() + ? * interval '1 millisecond', "
+    "(?, ?, ?, ?, 'in_progress', now() + ? * interval '1 millisecond', ?, "
     STORE_SQL_NEW_GENERATION ")";
 
 static const char store_sql_claim_tail[] =
@@ -102,7 +108,8 @@ static const char store_sql_claim_tail[] =
  * one-to-one.
  */
 static const char store_sql_lookup_head[] =
-    "WITH v (ord, actor, operation, idem_key, fingerprint, lease_ms, recover) AS (VALUES ";
+    "WITH v (ord, actor, operation, idem_key, fingerprint, lease_ms, recover, lease_owner)"
+    " AS (VALUES ";
 
 /*
  * The slots a lookup takes over: a completed record past its retention,
@@ -119,7 +126,8 @@ static const char store_sql_lookup_tail[] =
     " takeover AS ("
     " UPDATE idempotency_records r SET"
     "  fingerprint = v.fingerprint, state = 'in_progress',"
-    "  lease_owner = $1, lease_expires_at = now() + v.lease_ms * interval '1 millisecond',"
+    "  lease_owner = v.lease_owner,"
+    "  lease_expires_at = now() + v.lease_ms * interval '1 millisecond',"
     "  generation = " STORE_SQL_NEW_GENERATION ", response_status = NULL, response_headers = NULL,"
     "  response_body = NULL, body_omitted = false, created_at = now(),"
     "  completed_at = NULL, expires_at = NULL"
@@ -172,8 +180,30 @@ static const char store_sql_release_head[] = "DELETE FROM idempotency_records r 
 static const char store_sql_fence_tail[] =
     ") v (ord, actor, operation, idem_key, generation, notify)" STORE_SQL_FENCE;
 
+/*
+ * A lost claim, found by its lease token while it is still in_progress:
+ * deleted when it inserted the record (or took over an expired completed
+ * one), marked unknown again when it took over an unknown or abandoned
+ * one for recovery. The rows name the ordinals that found something.
+ */
+static const char store_sql_forget_head[] =
+    "WITH v (ord, actor, operation, idem_key, lease_owner, recovered) AS (VALUES ";
+
+#define STORE_SQL_LOST_CLAIM                                                             \
+	" r.actor = v.actor AND r.operation = v.operation AND r.idem_key = v.idem_key"   \
+	" AND r.lease_owner = v.lease_owner AND r.state = 'in_progress'"
+
+static const char store_sql_forget_tail[] =
+    "),"
+    " gone AS (DELETE FROM idempotency_records r USING v WHERE" STORE_SQL_LOST_CLAIM
+    "  AND NOT v.recovered RETURNING v.ord),"
+    " held AS (UPDATE idempotency_records r SET state = 'unknown', lease_owner = NULL FROM v"
+    "  WHERE" STORE_SQL_LOST_CLAIM " AND v.recovered RETURNING v.ord)"
+    " SELECT ord FROM gone UNION ALL SELECT ord FROM held";
+
 /* VALUES rows: '#' stands for the ordinal, '?' for the row's next parameter. */
-static const char store_sql_lookup_row[] = "(#, ?, ?, ?, ?, ?, ?)";
+static const char store_sql_lookup_row[] = "(#, ?, ?, ?, ?, ?, ?, ?)";
+static const char store_sql_forget_row[] = "(#, ?, ?, ?, ?, ?)";
 static const char store_sql_finish_row[] = "(#, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 static const char store_sql_fence_row[] = "(#, ?, ?, ?, ?, ?)";
 
@@ -232,32 +262,30 @@ enum store_op_kind {
 	STORE_OP_FINISH,
 	STORE_OP_UNKNOWN,
 	STORE_OP_RELEASE,
+	STORE_OP_FORGET, /* the store's own: remove a lost claim (store_claim) */
 	STORE_OP_QUERY, /* a caller's own statement, alone, text results */
 };
 
 /*
  * How one kind of operation is written: head, one VALUES row per
  * operation from the row template with row_params parameters of the given
- * types and formats, tail. shared parameters ($1 ...) come before the
- * rows'.
+ * types and formats, tail.
  */
 struct store_sql {
 	const char *head;
 	const char *row;
 	const char *tail;
-	int shared;
 	int row_params;
 	Oid types[STORE_ROW_PARAMS_MAX];
 	int formats[STORE_ROW_PARAMS_MAX];
 };
 
-/* A claim row and a lookup row start alike: scope, fingerprint, lease (then recover). */
+/* A claim row and a lookup row start alike: scope, fingerprint, lease (then recover), token. */
 #define STORE_CLAIM_ROW_TYPES                                                            \
-	{STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_BYTEA, STORE_OID_INT8,  \
-	 STORE_OID_BOOL}
+	STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_BYTEA, STORE_OID_INT8
 #define STORE_CLAIM_ROW_FORMATS                                                          \
-	{STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_BINARY,    \
-	 STORE_FORMAT_TEXT, STORE_FORMAT_TEXT}
+	STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_BINARY,     \
+	    STORE_FORMAT_TEXT
 
 /* A write row starts with the scope, the generation and notify. */
 #define STORE_FENCE_ROW_TYPES                                                            \
@@ -273,27 +301,24 @@ static const struct store_sql store_sqls[] = {
 	    store_sql_claim_head,
 	    store_sql_claim_row,
 	    store_sql_claim_tail,
-	    1,
 	    STORE_CLAIM_ROW_PARAMS,
-	    STORE_CLAIM_ROW_TYPES,
-	    STORE_CLAIM_ROW_FORMATS,
+	    {STORE_CLAIM_ROW_TYPES, STORE_OID_TEXT},
+	    {STORE_CLAIM_ROW_FORMATS, STORE_FORMAT_TEXT},
 	},
     [STORE_OP_LOOKUP] =
 	{
 	    store_sql_lookup_head,
 	    store_sql_lookup_row,
 	    store_sql_lookup_tail,
-	    1,
 	    STORE_LOOKUP_ROW_PARAMS,
-	    STORE_CLAIM_ROW_TYPES,
-	    STORE_CLAIM_ROW_FORMATS,
+	    {STORE_CLAIM_ROW_TYPES, STORE_OID_BOOL, STORE_OID_TEXT},
+	    {STORE_CLAIM_ROW_FORMATS, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT},
 	},
     [STORE_OP_FINISH] =
 	{
 	    store_sql_finish_head,
 	    store_sql_finish_row,
 	    store_sql_finish_tail,
-	    0,
 	    STORE_FINISH_ROW_PARAMS,
 	    {STORE_FENCE_ROW_TYPES, STORE_OID_INT4, STORE_OID_BYTEA, STORE_OID_BYTEA,
 	     STORE_OID_BOOL, STORE_OID_INT8},
@@ -305,7 +330,6 @@ static const struct store_sql store_sqls[] = {
 	    store_sql_unknown_head,
 	    store_sql_fence_row,
 	    store_sql_fence_tail,
-	    0,
 	    STORE_FENCE_ROW_PARAMS,
 	    {STORE_FENCE_ROW_TYPES},
 	    {STORE_FENCE_ROW_FORMATS},
@@ -315,10 +339,19 @@ static const struct store_sql store_sqls[] = {
 	    store_sql_release_head,
 	    store_sql_fence_row,
 	    store_sql_fence_tail,
-	    0,
 	    STORE_FENCE_ROW_PARAMS,
 	    {STORE_FENCE_ROW_TYPES},
 	    {STORE_FENCE_ROW_FORMATS},
+	},
+    [STORE_OP_FORGET] =
+	{
+	    store_sql_forget_head,
+	    store_sql_forget_row,
+	    store_sql_forget_tail,
+	    STORE_FORGET_ROW_PARAMS,
+	    {STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_BOOL},
+	    {STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT,
+	     STORE_FORMAT_TEXT},
 	},
 };
 
@@ -340,6 +373,11 @@ struct store_op {
 	int answered; /* a result row named it */
 	int flags;    /* enum store_flags */
 	struct store_stmt stmt; /* STORE_OP_QUERY */
+	char token[STORE_TOKEN_MAX]; /* claim, lookup, forget: the claim's lease_owner */
+	int64_t sent_ms;	     /* claim, lookup: when its statement was last sent */
+	int64_t not_before_ms;	     /* forget: when it may run */
+	int recovered;		     /* forget: the claim took over an abandoned record */
+	char *owned;		     /* forget: its own copy of the scope's strings */
 
 	const unsigned char *fp;
 	int64_t lease_ms;
@@ -387,6 +425,10 @@ struct store {
 	struct store_queue queue; /* waiting for the next batch */
 	struct store_queue done;  /* completed, callbacks not yet run */
 	int npending;
+	struct store_queue forget; /* lost claims to remove once connected (not pending) */
+	int nforget;
+	struct event *forget_ev;   /* the first of them may run */
+	uint64_t nclaims;	   /* claims so far: each one's token */
 
 	/* The batch in flight, by ordinal; nbatch 0 when the connection is free. */
 	struct store_op *batch[STORE_BATCH_MAX];
@@ -487,6 +529,7 @@ static void store_op_free(struct store_op *op)
 		PQclear(op->shared->res);
 		free(op->shared);
 	}
+	free(op->owned);
 	free(op);
 }
 
@@ -509,6 +552,14 @@ static void store_destroy(struct store *st)
 		store_op_free(op);
 	while ((op = store_queue_pop(&st->done)))
 		store_op_free(op);
+	if (st->nforget)
+		log_warn(NULL,
+			 "%d claims whose answer was lost were not removed: they stay "
+			 "in_progress until their lease ends",
+			 st->nforget);
+	while ((op = store_queue_pop(&st->forget)))
+		store_op_free(op);
+	evfree_event(&st->forget_ev);
 	evfree_event(&st->io_ev);
 	evfree_event(&st->timer_ev);
 	evfree_event(&st->done_ev);
@@ -627,13 +678,16 @@ static void store_connect(struct store *st)
 }
 
 /*
- * A new connection: LISTEN again when asked to, and tell the listener it
- * may have missed notifications while there was no connection.
+ * A new connection: the lost claims may go, LISTEN again when asked to,
+ * and tell the listener it may have missed notifications while there was
+ * no connection.
  */
 static void store_connected(struct store *st)
 {
 	static const struct store_stmt listen = {store_sql_listen, 0, NULL, NULL, NULL, NULL};
 
+	if (st->nforget)
+		event_active(st->forget_ev, EV_TIMEOUT, 0);
 	if (!st->notify_cb)
 		return;
 	store_query(st, &listen, NULL, NULL);
@@ -672,10 +726,100 @@ static void store_connect_poll(struct store *st)
 		store_reset(st, "store connect failed", PQerrorMessage(st->conn));
 }
 
+/* The first lost claim may run at its time: arm forget_ev for it (or not, with none). */
+static void store_forget_arm(struct store *st)
+{
+	int64_t first = INT64_MAX;
+	struct timeval tv;
+
+	for (struct store_op *op = st->forget.head; op; op = op->next)
+		if (op->not_before_ms < first)
+			first = op->not_before_ms;
+	if (first == INT64_MAX) {
+		event_del(st->forget_ev);
+		return;
+	}
+	tv = clock_tv(first - clock_now_ms());
+	event_add(st->forget_ev, &tv);
+}
+
+/* Queue the lost claims whose time has come, when connected; wait for the others. */
+static void store_forget_event(evutil_socket_t fd, short what, void *arg)
+{
+	struct store *st = arg;
+	struct store_queue later = {0};
+	struct store_op *op;
+	int64_t now = clock_now_ms();
+
+	if (st->state != STORE_CONNECTED)
+		return; /* store_connected() calls again */
+	while ((op = store_queue_pop(&st->forget))) {
+		if (op->not_before_ms > now) {
+			store_queue_push(&later, op);
+			continue;
+		}
+		st->nforget--;
+		op->deadline_ms = now + st->timeout_ms;
+		store_queue_push(&st->queue, op);
+	}
+	st->forget = later;
+	store_forget_arm(st);
+	store_send(st);
+}
+
+/* Keep op (a forget) to run from not_before_ms on; the store owns it. */
+static void store_forget_later(struct store *st, struct store_op *op, int64_t not_before_ms)
+{
+	op->not_before_ms = not_before_ms;
+	store_queue_push(&st->forget, op);
+	st->nforget++;
+	store_forget_arm(st);
+}
+
 /*
- * Drop the connection: the batch in flight and every queued operation fail
- * with STORE_UNAVAILABLE (callbacks run later from the completion event),
- * the connection is closed and the next connect is scheduled after the
+ * The claim op was sent and its answer is lost: it may have committed.
+ * It completes with STORE_LOST, and a forget of its own, owning a copy of
+ * the scope, removes the claim by its token once the statement cannot
+ * commit any more.
+ */
+static void store_lose(struct store *st, struct store_op *op)
+{
+	size_t la = strlen(op->sc.actor) + 1, lo = strlen(op->sc.operation) + 1;
+	size_t lk = strlen(op->sc.key) + 1;
+	struct store_op *f = store_alloc(sizeof(*f));
+
+	f->kind = STORE_OP_FORGET;
+	f->owned = store_alloc(la + lo + lk);
+	memcpy(f->owned, op->sc.actor, la);
+	memcpy(f->owned + la, op->sc.operation, lo);
+	memcpy(f->owned + la + lo, op->sc.key, lk);
+	f->sc = (struct scope){f->owned, f->owned + la, f->owned + la + lo};
+	f->hash = op->hash;
+	f->recovered = op->kind == STORE_OP_LOOKUP && (op->flags & STORE_RECOVER);
+	memcpy(f->token, op->token, sizeof(f->token));
+	store_forget_later(st, f, op->sent_ms + st->timeout_ms + STORE_FORGET_MARGIN_MS);
+	store_complete(st, op, STORE_LOST);
+}
+
+/*
+ * What a lost connection does to op, in flight (sent) or queued: a claim
+ * that was sent is lost (store_lose), a forget waits for the next
+ * connection, anything else fails with STORE_UNAVAILABLE.
+ */
+static void store_drop(struct store *st, struct store_op *op, int sent)
+{
+	if (op->kind == STORE_OP_FORGET)
+		store_forget_later(st, op, 0);
+	else if (sent && (op->kind == STORE_OP_CLAIM || op->kind == STORE_OP_LOOKUP))
+		store_lose(st, op);
+	else
+		store_complete(st, op, STORE_UNAVAILABLE);
+}
+
+/*
+ * Drop the connection: the batch in flight and every queued operation end
+ * as store_drop says (callbacks run later from the completion event), the
+ * connection is closed and the next connect is scheduled after the
  * current backoff.
  */
 static void store_reset(struct store *st, const char *msg, const char *error)
@@ -685,14 +829,14 @@ static void store_reset(struct store *st, const char *msg, const char *error)
 
 	store_log(LOG_WARN, msg, error);
 	for (int i = 0; i < st->nbatch; i++)
-		store_complete(st, st->batch[i], STORE_UNAVAILABLE);
+		store_drop(st, st->batch[i], 1);
 	st->nbatch = 0;
 	PQclear(st->batch_res);
 	st->batch_res = NULL;
 	st->nresults = 0;
 	st->nulls = 0;
 	while ((op = store_queue_pop(&st->queue)))
-		store_complete(st, op, STORE_UNAVAILABLE);
+		store_drop(st, op, 0);
 	store_close(st);
 	st->state = STORE_DISCONNECTED;
 	tv = clock_tv(st->backoff_ms);
@@ -1004,6 +1148,26 @@ static void store_fence_rows(struct store *st, const PGresult *res)
 }
 
 /*
+ * The rows of a forget batch (res NULL: its statement failed): the lost
+ * claims found are gone; the store's own operations end here, with no
+ * callback.
+ */
+static void store_forget_rows(struct store *st, const PGresult *res)
+{
+	int removed = res ? PQntuples(res) : 0;
+
+	if (!res)
+		store_log(LOG_WARN, "store could not remove lost claims; they stay in_progress "
+				    "until their lease ends", NULL);
+	else if (removed)
+		log_info(NULL, "store removed %d claim%s whose answer was lost", removed,
+			 removed == 1 ? "" : "s");
+	for (int i = 0; i < st->nbatch; i++)
+		store_op_free(st->batch[i]);
+	st->nbatch = 0;
+}
+
+/*
  * A caller's statement finished (ok: it succeeded); its result, which this
  * takes over, stays alive until the callback returns.
  */
@@ -1047,6 +1211,13 @@ static void store_handle_result(struct store *st)
 	if (status == PGRES_FATAL_ERROR) {
 		sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 		if (store_error_is_fatal(sqlstate)) {
+			/* The server refused the statement: nothing of it
+			 * committed, so no claim is lost. (Without a SQLSTATE
+			 * the link failed, and the claims may have.) */
+			for (int i = 0; sqlstate && i < st->nbatch; i++)
+				store_drop(st, st->batch[i], 0);
+			if (sqlstate)
+				st->nbatch = 0;
 			store_reset(st, "store connection unusable",
 				    res ? PQresultErrorMessage(res) : PQerrorMessage(st->conn));
 			goto out;
@@ -1055,6 +1226,8 @@ static void store_handle_result(struct store *st)
 	if (st->batch[0]->kind == STORE_OP_QUERY) {
 		store_query_result(st, res, status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK);
 		res = NULL;
+	} else if (st->batch[0]->kind == STORE_OP_FORGET) {
+		store_forget_rows(st, status == PGRES_TUPLES_OK ? res : NULL);
 	} else if (status == PGRES_FATAL_ERROR) {
 		store_log(LOG_WARN, "store statement failed", PQresultErrorMessage(res));
 		store_batch_failed(st);
@@ -1224,6 +1397,12 @@ static void store_op_params(struct store_op *op, const char **values, int *lengt
 	values[1] = op->sc.operation;
 	values[2] = op->sc.key;
 	lengths[0] = lengths[1] = lengths[2] = lengths[4] = 0;
+	if (op->kind == STORE_OP_FORGET) {
+		values[3] = op->token;
+		lengths[3] = 0;
+		values[4] = op->recovered ? "true" : "false";
+		return;
+	}
 	if (op->kind == STORE_OP_CLAIM || op->kind == STORE_OP_LOOKUP) {
 		values[3] = (const char *)op->fp;
 		lengths[3] = RECORD_FINGERPRINT_LEN;
@@ -1233,6 +1412,8 @@ static void store_op_params(struct store_op *op, const char **values, int *lengt
 			values[5] = op->flags & STORE_RECOVER ? "true" : "false";
 			lengths[5] = 0;
 		}
+		values[op->kind == STORE_OP_LOOKUP ? 6 : 5] = op->token;
+		lengths[op->kind == STORE_OP_LOOKUP ? 6 : 5] = 0;
 		return;
 	}
 	snprintf(op->nums[0], STORE_NUM_MAX, "%" PRId64, op->generation);
@@ -1289,13 +1470,6 @@ static int store_build(struct store *st)
 	size_t len, size = sizeof(st->sql);
 	int n = 0;
 
-	if (q->shared) {
-		st->values[n] = st->owner_id;
-		st->lengths[n] = 0;
-		st->types[n] = STORE_OID_TEXT;
-		st->formats[n] = STORE_FORMAT_TEXT;
-		n++;
-	}
 	len = (size_t)snprintf(st->sql, size, "%s", q->head);
 	for (int i = 0; i < st->nbatch; i++) {
 		len = store_build_row(st, len, q->row, i, n);
@@ -1352,6 +1526,8 @@ static void store_send(struct store *st)
 	}
 	st->nbatches++;
 	st->nbatched_ops += st->nbatch;
+	for (int i = 0; i < st->nbatch; i++)
+		st->batch[i]->sent_ms = clock_now_ms();
 	st->batch_deadline_ms = st->batch[0]->deadline_ms;
 	for (int i = 1; i < st->nbatch; i++)
 		if (st->batch[i]->deadline_ms < st->batch_deadline_ms)
@@ -1418,7 +1594,8 @@ struct store *store_new(struct event_base *base, const char *conninfo, int64_t t
 	st->owner_id = strdup(owner_id ? owner_id : "");
 	st->timer_ev = evtimer_new(base, store_timer_event, st);
 	st->done_ev = event_new(base, -1, 0, store_done_event, st);
-	if (!st->conninfo || !st->owner_id || !st->timer_ev || !st->done_ev) {
+	st->forget_ev = evtimer_new(base, store_forget_event, st);
+	if (!st->conninfo || !st->owner_id || !st->timer_ev || !st->done_ev || !st->forget_ev) {
 		store_destroy(st);
 		return NULL;
 	}
@@ -1466,6 +1643,8 @@ void store_claim(struct store *st, const struct scope *sc, const unsigned char *
 {
 	struct store_op *op = store_op_new(STORE_OP_CLAIM, sc, 0, arg);
 
+	snprintf(op->token, sizeof(op->token), "%s:%llu", st->owner_id,
+		 (unsigned long long)++st->nclaims);
 	op->flags = flags;
 	op->fp = fp;
 	op->lease_ms = lease_ms;

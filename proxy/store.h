@@ -47,10 +47,13 @@ enum store_result {
 	STORE_EXISTS,	   /* claim: another record holds the slot (see rec) */
 	STORE_FENCED,	   /* finish/unknown/release: generation changed, nothing written */
 	STORE_UNAVAILABLE, /* not connected, timed out, read-only, or error */
+	STORE_LOST,	   /* claim: sent, but its answer was lost (connection or
+			    * timeout); it may have committed, so the store deletes
+			    * it by its lease token once it can: never forward */
 };
 
 /* claim: STORE_OK with generation, STORE_EXISTS with rec (owned by the
- * store, valid only during the callback), or STORE_UNAVAILABLE. */
+ * store, valid only during the callback), STORE_UNAVAILABLE or STORE_LOST. */
 typedef void (*store_claim_cb)(void *arg, enum store_result res, int64_t generation,
 			       const struct record *rec);
 typedef void (*store_done_cb)(void *arg, enum store_result res);
@@ -94,7 +97,12 @@ int store_ready(const struct store *st);
  * lease of lease_ms, or take over a completed record whose expires_at has
  * passed (generation + 1), or with STORE_RECOVER one of fingerprint fp
  * that is unknown or whose lease expired. Otherwise report the existing
- * record.
+ * record. Each claim's lease_owner is a token of its own (owner_id:N).
+ * When the answer is lost (STORE_LOST), the store removes that claim
+ * later by its token, once the statement cannot still commit (a
+ * store_timeout after it was sent) and it is connected again: a record it
+ * inserted is deleted, one it took over for recovery is marked unknown
+ * again. The request was never forwarded, so no key stays in_progress.
  */
 void store_claim(struct store *st, const struct scope *sc, const unsigned char *fp,
 		 int64_t lease_ms, int flags, store_claim_cb cb, void *arg);

@@ -33,7 +33,6 @@
 #include "proxy/io.h"
 #include "proxy/log.h"
 
-#define UPSTREAM_MAX_IDLE 64
 /* Shorter than the usual upstream keep-alive timeouts (Node 5 s, nginx
  * 75 s), so the upstream rarely closes a connection just as we reuse it. */
 #define UPSTREAM_IDLE_TIMEOUT_S 4
@@ -64,6 +63,7 @@ struct upstream_req {
 	int sent_all;               /* the request is whole (not streamed, or ended) */
 	int head_taken;             /* the final head was reported: a body follows */
 	int keep_alive;             /* the final response lets the connection be reused */
+	int bodiless;               /* the final response has no body (HEAD, 204, 304) */
 	int paused;                 /* the caller stopped the reads */
 	int64_t progress_us;        /* the last byte moved either way */
 	int dispatching;            /* inside a callback */
@@ -339,7 +339,10 @@ static void upstream_req_free(struct upstream_req *ur)
  * The exchange is over with res: the connection goes back to the pool when
  * the response was complete, said keep-alive, nothing follows it, and the
  * whole request was written (the upstream may answer before it read a
- * streamed body); else it is closed. Then ur is freed and done() told.
+ * streamed body); else it is closed. A response that has no body whatever
+ * its headers say (HEAD, 204, 304) also closes it: an upstream that sends
+ * a body anyway, now or a moment later, would have it read as the next
+ * request's response. Then ur is freed and done() told.
  */
 static void upstream_req_complete(struct upstream_req *ur, enum upstream_result res)
 {
@@ -353,7 +356,7 @@ static void upstream_req_complete(struct upstream_req *ur, enum upstream_result 
 			log_warn(NULL, "upstream sent more than the response it announced; "
 				       "connection closed");
 			upstream_conn_free(uc);
-		} else if (res == UPSTREAM_OK && ur->keep_alive && ur->sent_all &&
+		} else if (res == UPSTREAM_OK && ur->keep_alive && ur->sent_all && !ur->bodiless &&
 			   evbuffer_get_length(bufferevent_get_output(uc->bev)) == 0) {
 			upstream_conn_park(uc);
 		} else {
@@ -363,6 +366,12 @@ static void upstream_req_complete(struct upstream_req *ur, enum upstream_result 
 	}
 	upstream_req_free(ur);
 	ev->done(arg, res);
+}
+
+/* 1 when the final response m to ur has no body, whatever its headers say. */
+static int upstream_bodiless(const struct upstream_req *ur, const struct http_msg *m)
+{
+	return (ur->params.flags & UPSTREAM_HEAD_REQUEST) || m->status == 204 || m->status == 304;
 }
 
 /*
@@ -439,6 +448,7 @@ static int upstream_deliver(struct upstream_req *ur)
 				break;
 			ur->head_taken = 1;
 			ur->keep_alive = m->keep_alive;
+			ur->bodiless = upstream_bodiless(ur, m);
 			if (UPSTREAM_CALL(ur, ur->ev->head(ur->arg, m)))
 				return 1;
 			continue;
@@ -460,6 +470,7 @@ static int upstream_deliver(struct upstream_req *ur)
 				continue;
 			}
 			ur->keep_alive = m->keep_alive;
+			ur->bodiless = upstream_bodiless(ur, m);
 			if (m->status == 101)
 				return upstream_upgrade(ur, m);
 			if (UPSTREAM_CALL(ur, ur->ev->head(ur->arg, m)))

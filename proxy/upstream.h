@@ -17,6 +17,9 @@ struct event_base;
 struct evdns_base;
 struct evbuffer;
 struct http_msg;
+/* Idle keep-alive connections one pool keeps at most. */
+#define UPSTREAM_MAX_IDLE 64
+
 struct upstream_pool;
 struct upstream_req;
 

@@ -172,6 +172,7 @@ class Proxy:
         # arrives before its worker's store connected gets 503, by design.
         self.stores = 0
         self.env = None   # added to the environment the process starts with
+        self.prefix = []  # a command the binary runs under (prlimit ...)
 
     def stores_connected(self):
         """"store connected" lines logged since the last start."""
@@ -185,7 +186,8 @@ class Proxy:
         err.write(b"---- start %d ----\n" % self.starts)
         err.flush()
         env = dict(os.environ, **self.env) if self.env else None
-        self.proc = subprocess.Popen([self.bin, "-c", self.conf], stdin=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(self.prefix + [self.bin, "-c", self.conf],
+                                     stdin=subprocess.DEVNULL,
                                      stdout=err, stderr=err, cwd=os.path.dirname(self.conf),
                                      env=env)
         err.close()

@@ -334,6 +334,8 @@ class LogEntry:
         self.headers = Headers(d["headers"])
         self.body = base64.b64decode(d["body_b64"])
         self.t = d["t"]
+        self.peer = d.get("peer")  # the connection's client port
+        self.target = d.get("target")  # the request-target exactly as received
 
     def __repr__(self):
         return "LogEntry(%d %s %s)" % (self.n, self.method, self.path)

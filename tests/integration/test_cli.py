@@ -46,6 +46,15 @@ def test_check_unknown_directive_names_file_and_line(binary, tmp_path):
 
 BAD_CONFIGS = {
     "lease_not_longer_than_upstream_timeout": ({"upstream_timeout": "5s", "lease": "5s"}, ""),
+    # The claim's round trip counts: 6s > 5s, but not > 5s + 2s.
+    "lease_not_longer_than_upstream_and_store_timeouts": (
+        {"upstream_timeout": "5s", "store_timeout": "2s", "lease": "6s"}, ""),
+    "max_request_body_zero": ({"max_request_body": "0"}, ""),
+    "max_stored_body_zero": ({"max_stored_body": "0"}, ""),
+    "max_connections_zero": ({"max_connections": "0"}, ""),
+    "trusted_proxies_not_a_block": ({"trusted_proxies": "10.0.0.1/8"}, ""),
+    "match_path_not_normalised": ({}, "route slash.op {\n    match POST /api/slash/\n}\n"),
+    "match_case_unknown": ({}, "route case.op {\n    match POST /api/case\n    match_case upper\n}\n"),
     "bad_duration": ({"upstream_timeout": "5 parsecs"}, ""),
     "bad_size": ({"max_request_body": "12q"}, ""),
     "bad_mismatch_status": ({"mismatch_status": "418"}, ""),

@@ -63,7 +63,7 @@ def test_expired_lease_outcome_unknown(proxy, upstream, pg, ids):
 def test_owner_vanished(proxy, upstream, ids):
     """SIGKILL while the owner waits upstream: retries see operation-in-progress
     while the lease lives, then outcome-unknown; nothing runs twice."""
-    p = proxy({"upstream_timeout": "2s", "lease": "3s"})
+    p = proxy({"upstream_timeout": "2s", "lease": "3500ms"})
     key = ids.key()
 
     def first():

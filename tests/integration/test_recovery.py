@@ -95,7 +95,7 @@ def test_fencing_stalled_owner(proxy, upstream, pg, ids):
     upstream answers; instance B's retry takes over (recovery forward) and
     completes. A wakes (SIGCONT): its finish is refused and logged, its
     client still gets its own upstream response, and the record stays B's."""
-    settings = {"upstream_timeout": "1s", "lease": "2s"}
+    settings = {"upstream_timeout": "1s", "store_timeout": "500ms", "lease": "2s"}
     a = proxy(settings, routes=FORWARD_ROUTE)
     b = proxy(settings, routes=FORWARD_ROUTE)
     key = ids.key()
@@ -122,7 +122,8 @@ def test_fencing_hold_stalled_owner_still_completes(proxy, upstream, pg, ids):
     """With recovery hold nobody takes the record over: a stalled owner that
     wakes after its lease still records its real outcome (its generation
     still holds), and retries replay it."""
-    p = proxy({"upstream_timeout": "1s", "lease": "2s", "sweep_interval": "200ms"})
+    p = proxy({"upstream_timeout": "1s", "store_timeout": "500ms", "lease": "2s",
+               "sweep_interval": "200ms"})
     key = ids.key()
     with helpers.SlowOwner(p, upstream, "/api/courses", key, ids.actor, 0.3) as owner:
         p.signal(signal.SIGSTOP)

@@ -38,6 +38,9 @@ Each request chooses its own response with headers:
                                     length and SHA-256 (logged as body_len,
                                     body_sha; answered as "len", "body_sha")
                  answer-early       answer 413 without reading the body, close
+                 stray:SECS         after the answer (one without a body: HEAD,
+                                    204, 304), SECS later, a whole extra
+                                    response on the same connection
                  ws-echo            WebSocket handshake, then echo every
                                     message; "close-now" makes it close first
 The default body is {"n", "method", "path", "body_sha"}: n is the global
@@ -61,6 +64,7 @@ STREAM_BLOCK = 64 << 10
 WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 BIG_PATTERN = b"0123456789abcdef"
 NO_BODY_STATUSES = (204, 304)
+STRAY_RESPONSE = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstray"
 # Separate "A: 1, B: 2" (a proxy may join repeated X-Test-Header fields)
 # without splitting values such as HTTP dates at their commas.
 HEADER_SPLIT = re.compile(r",\s*(?=[A-Za-z0-9-]+:)")
@@ -248,6 +252,9 @@ class Handler(BaseHTTPRequestHandler):
             "headers": [[k, v] for k, v in self.headers.items()],
             "body_b64": base64.b64encode(body).decode(),
             "t": time.time(),
+            "peer": self.client_address[1],
+            # The request-target as it came (http.server rewrites a leading "//").
+            "target": self.requestline.split(" ")[1] if " " in self.requestline else "",
         })
         h = self.headers
         delay = float(h.get("X-Test-Delay", "0") or "0")
@@ -312,6 +319,15 @@ class Handler(BaseHTTPRequestHandler):
         if self.close_connection:
             headers.append(("Connection", "close"))
         self.send_raw(status, headers, payload, head_only=self.command == "HEAD")
+        if action.startswith("stray:"):
+            # Bytes after a response that has none (HEAD, 204, 304), at
+            # once or SECS later: read as the next response by whoever
+            # reuses the connection.
+            secs = float(action[len("stray:"):])
+            if secs > 0:
+                self.wfile.flush()
+                time.sleep(secs)
+            self.wfile.write(STRAY_RESPONSE)
         if action.startswith("close-after:"):
             # A keep-alive response, then the server drops the idle
             # connection, as servers with a short keep-alive timeout do.

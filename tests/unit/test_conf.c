@@ -2,6 +2,8 @@
 #include "conf/conf.h"
 #include "tests/unit/unit.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -113,6 +115,8 @@ static void test_defaults(void)
 	CHECK(c->max_stored_body == 1048576);
 	CHECK(c->store_unavailable == STORE_FAIL_CLOSED);
 	CHECK_STR(c->problem_base, "https://idemproxy.dev/problems/");
+	CHECK(c->max_connections == 10000);
+	CHECK(c->ntrusted_proxies == 0);
 	CHECK(c->nroutes == 0);
 	conf_free(c);
 
@@ -373,6 +377,18 @@ static void test_errors(void)
 	BAD(UPSTREAM "retention 0s\n", "t.conf:2: \"retention\" must be greater than 0");
 	BAD(UPSTREAM "store_timeout 0ms\n", "t.conf:2: \"store_timeout\" must be greater than 0");
 	BAD(UPSTREAM "max_request_body -1\n", "t.conf:2: invalid size \"-1\"");
+	BAD(UPSTREAM "max_request_body 0\n", "t.conf:2: \"max_request_body\" must be greater than 0");
+	BAD(UPSTREAM "max_stored_body 0\n", "t.conf:2: \"max_stored_body\" must be greater than 0");
+	BAD(UPSTREAM "max_connections 0\n", "t.conf:2: invalid max_connections \"0\" (1-1000000)");
+	BAD(UPSTREAM "trusted_proxies 10.0.0.0/8 10.1.2.3/8\n",
+	    "t.conf:2: invalid trusted_proxies block \"10.1.2.3/8\" (an IPv4 or IPv6 address, "
+	    "/BITS optional, with no bits set past the prefix)");
+	BAD(UPSTREAM "trusted_proxies 10.0.0.0/33\n",
+	    "t.conf:2: invalid trusted_proxies block \"10.0.0.0/33\" (an IPv4 or IPv6 address, "
+	    "/BITS optional, with no bits set past the prefix)");
+	BAD(UPSTREAM "trusted_proxies proxy.local\n",
+	    "t.conf:2: invalid trusted_proxies block \"proxy.local\" (an IPv4 or IPv6 address, "
+	    "/BITS optional, with no bits set past the prefix)");
 	BAD(UPSTREAM "max_stored_body 1x\n", "t.conf:2: invalid size \"1x\"");
 	BAD(UPSTREAM "release_on 99\n", "t.conf:2: invalid status \"99\"");
 	BAD(UPSTREAM "release_on 600\n", "t.conf:2: invalid status \"600\"");
@@ -457,7 +473,17 @@ static void test_errors(void)
 	BAD(UPSTREAM "store_headers X-A \"X B\"\n", "t.conf:2: invalid header name \"X B\"");
 	BAD(UPSTREAM "actor anonymous\nrelease_on 5xx\nroute x {\nmatch POST /x\n}\n",
 	    "t.conf:4: route \"x\": status 502 is in both \"release_on\" and \"unknown_on\"");
-	BAD(UPSTREAM "route x {\nmatch \"PO ST\" /x\n", "t.conf:3: invalid method \"PO ST\"");
+	BAD(UPSTREAM "route x {\nmatch \"PO ST\" /x\n",
+	    "t.conf:3: invalid method \"PO ST\" (letters, \"-\" and \"_\": requests with any "
+	    "other method are refused)");
+	BAD(UPSTREAM "route x {\nmatch PO.ST /x\n",
+	    "t.conf:3: invalid method \"PO.ST\" (letters, \"-\" and \"_\": requests with any "
+	    "other method are refused)");
+	BAD(UPSTREAM "route x {\nmatch POST /x/\n",
+	    "t.conf:3: invalid path template \"/x/\": requests are compared normalised: write "
+	    "\"/x\"");
+	BAD(UPSTREAM "route x {\nmatch POST /x\nmatch_case upper\n",
+	    "t.conf:4: invalid match_case \"upper\" (insensitive or sensitive)");
 
 	/* top-level values */
 	BAD("upstream https://api:443\n", "t.conf:1: https upstreams are not supported yet");
@@ -498,11 +524,20 @@ static void test_errors(void)
 	BAD(UPSTREAM "problem_base \"\"\n", "t.conf:2: \"problem_base\" must not be empty");
 	BAD(UPSTREAM "problem_base \"a b\"\n", "t.conf:2: invalid problem_base \"a b\"");
 	BAD(UPSTREAM "lease 30s\n",
-	    "t.conf:2: \"lease\" (30000ms) must be longer than \"upstream_timeout\" (30000ms)");
+	    "t.conf:2: \"lease\" (30000ms) must be longer than \"upstream_timeout\" plus "
+	    "\"store_timeout\" (35000ms)");
+	/* The claim's round trip counts too: 31s is more than 30s but not than 30s + 5s. */
+	BAD(UPSTREAM "lease 35s\n",
+	    "t.conf:2: \"lease\" (35000ms) must be longer than \"upstream_timeout\" plus "
+	    "\"store_timeout\" (35000ms)");
+	BAD(UPSTREAM "store_timeout 40s\n",
+	    "t.conf:2: the default \"lease\" (upstream_timeout + 30s = 60000ms) must be longer "
+	    "than \"upstream_timeout\" plus \"store_timeout\" (70000ms): set \"lease\"");
 	BAD(UPSTREAM "lease 5s\n\nupstream_timeout 1s\nlease 2s\n",
 	    "t.conf:5: duplicate directive \"lease\" (first set at line 2)");
 	BAD(UPSTREAM "upstream_timeout 2m\nlease 1m\n",
-	    "t.conf:3: \"lease\" (60000ms) must be longer than \"upstream_timeout\" (120000ms)");
+	    "t.conf:3: \"lease\" (60000ms) must be longer than \"upstream_timeout\" plus "
+	    "\"store_timeout\" (125000ms)");
 }
 
 static void test_names(void)
@@ -539,17 +574,17 @@ static void test_find(void)
 	CHECK(c != NULL);
 	if (!c)
 		return;
-	r = conf_find_route(c, "POST", "/a/1", 4);
+	r = conf_find_route(c, "POST", "/a/1", 4, NULL);
 	CHECK(r && strcmp(r->operation, "one") == 0);
-	r = conf_find_route(c, "POST", "/a/1/x", 6);
+	r = conf_find_route(c, "POST", "/a/1/x", 6, NULL);
 	CHECK(r && strcmp(r->operation, "two") == 0);
-	r = conf_find_route(c, "POST", "/a", 2);
+	r = conf_find_route(c, "POST", "/a", 2, NULL);
 	CHECK(r && strcmp(r->operation, "two") == 0);
-	r = conf_find_route(c, "DELETE", "/d", 2);
+	r = conf_find_route(c, "DELETE", "/d", 2, NULL);
 	CHECK(r && strcmp(r->operation, "one") == 0);
-	CHECK(conf_find_route(c, "delete", "/d", 2) == NULL);
-	CHECK(conf_find_route(c, "GET", "/a/1", 4) == NULL);
-	CHECK(conf_find_route(c, "POST", "/b", 2) == NULL);
+	CHECK(conf_find_route(c, "delete", "/d", 2, NULL) == NULL);
+	CHECK(conf_find_route(c, "GET", "/a/1", 4, NULL) == NULL);
+	CHECK(conf_find_route(c, "POST", "/b", 2, NULL) == NULL);
 	conf_free(c);
 }
 
@@ -569,7 +604,7 @@ static void test_load(void)
 		CHECK_STR(c->upstream_hostport, "127.0.0.1:3000");
 		CHECK(c->database == NULL);
 		CHECK(c->nroutes == 1);
-		r = conf_find_route(c, "POST", "/api/courses", 12);
+		r = conf_find_route(c, "POST", "/api/courses", 12, NULL);
 		CHECK(r && strcmp(r->operation, "course.create") == 0);
 		CHECK(r && r->actor == ACTOR_HEADER && strcmp(r->actor_header, "X-Actor-Id") == 0);
 		CHECK(r && r->key == KEY_REQUIRED && r->fingerprint == FP_JSON && r->nfields == 3);
@@ -642,6 +677,58 @@ static void test_restart_only(void)
 	conf_free(old);
 }
 
+/* trusted_proxies: which peers' forwarding headers are kept. */
+static void test_trusted_proxies(void)
+{
+	struct conf *c = parse(UPSTREAM "trusted_proxies 10.0.0.0/8 192.168.1.7 fd00::/8 ::1 "
+					"172.16.0.0/12 0.0.0.0/0\n");
+	struct sockaddr_in v4 = {.sin_family = AF_INET};
+	struct sockaddr_in6 v6 = {.sin6_family = AF_INET6};
+	static const struct {
+		const char *addr;
+		int trusted;
+	} peers[] = {
+	    {"10.1.2.3", 1},  {"11.0.0.1", 0}, {"192.168.1.7", 1}, {"192.168.1.8", 0},
+	    {"172.31.255.255", 1}, {"172.32.0.0", 0}, {"fd12::1", 1}, {"fe80::1", 0},
+	    {"::1", 1},	 {"::2", 0}, {"::ffff:10.9.9.9", 1}, {"::ffff:11.9.9.9", 0},
+	};
+
+	CHECK(c && c->ntrusted_proxies == 6);
+	if (!c)
+		return;
+	/* 0.0.0.0/0 would trust every IPv4 peer: drop it for the rest. */
+	c->ntrusted_proxies = 5;
+	for (size_t i = 0; i < sizeof(peers) / sizeof(peers[0]); i++) {
+		int got;
+
+		if (inet_pton(AF_INET, peers[i].addr, &v4.sin_addr) == 1)
+			got = conf_trusted_proxy(c, (struct sockaddr *)&v4);
+		else if (inet_pton(AF_INET6, peers[i].addr, &v6.sin6_addr) == 1)
+			got = conf_trusted_proxy(c, (struct sockaddr *)&v6);
+		else
+			got = -1;
+		if (got != peers[i].trusted)
+			fprintf(stderr, "peer %s: trusted %d\n", peers[i].addr, got);
+		CHECK(got == peers[i].trusted);
+	}
+	c->ntrusted_proxies = 6;
+	CHECK(inet_pton(AF_INET, "203.0.113.9", &v4.sin_addr) == 1);
+	CHECK(conf_trusted_proxy(c, (struct sockaddr *)&v4) == 1);
+	conf_free(c);
+
+	c = parse(UPSTREAM "max_connections 20\nactor anonymous\nmatch_case sensitive\n"
+			   "route a {\nmatch POST /a\n}\nroute b {\nmatch POST /b\nmatch_case "
+			   "insensitive\n}\n");
+	CHECK(c && c->max_connections == 20 && c->nroutes == 2);
+	if (c && c->nroutes == 2) {
+		CHECK(c->routes[0].match_case == MATCH_CASE_SENSITIVE);
+		CHECK(c->routes[1].match_case == MATCH_CASE_INSENSITIVE);
+		CHECK(conf_find_route(c, "POST", "/A", 2, NULL) == NULL);
+		CHECK(conf_find_route(c, "POST", "/B", 2, NULL) == &c->routes[1]);
+	}
+	conf_free(c);
+}
+
 int main(void)
 {
 	test_durations();
@@ -653,6 +740,7 @@ int main(void)
 	test_errors();
 	test_names();
 	test_find();
+	test_trusted_proxies();
 	test_load();
 	test_restart_only();
 	UNIT_DONE("conf");

@@ -377,7 +377,8 @@ static void test_smuggling(void)
 	    "GET /caf\xc3\xa9 HTTP/1.1\r\nHost: h\r\n\r\n",
 	    "GET /a\x01 HTTP/1.1\r\nHost: h\r\n\r\n",
 	    "GET /a\tb HTTP/1.1\r\nHost: h\r\n\r\n",
-	    "GET http://h/ HTTP/1.1\r\nHost: h\r\n\r\n",
+	    "GET ftp://h/ HTTP/1.1\r\nHost: h\r\n\r\n",
+	    "GET http:///x HTTP/1.1\r\nHost: h\r\n\r\n",
 	    "CONNECT h:443 HTTP/1.1\r\nHost: h\r\n\r\n",
 	    "GET * HTTP/1.1\r\nHost: h\r\n\r\n",
 	    "GET a HTTP/1.1\r\nHost: h\r\n\r\n",
@@ -431,7 +432,8 @@ static void test_accepted(void)
 	    "POST / HTTP/1.1\r\nHost: h\r\ntransfer-encoding:  CHUNKED \r\n\r\n0\r\n\r\n",
 	    "PATCH /x HTTP/1.1\r\nhost: h\r\nX-A: \"q\" (c) {} \t v\r\n\r\n",
 	    "M-SEARCH /a!$&'()*+,;=:@%20?/q=[x]|{y}^`~\\ HTTP/1.1\r\nHost: h\r\n\r\n",
-	    "get / HTTP/1.1\r\nHost: h\r\n\r\n",
+	    "GET http://h/ HTTP/1.1\r\nHost: h\r\n\r\n",
+	    "VERSION-CONTROL /x HTTP/1.1\r\nHost: h\r\n\r\n",
 	    "OPTIONS * HTTP/1.0\r\n\r\n",
 	    "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1000\r\n\r\n",
 	};
@@ -452,6 +454,82 @@ static void test_accepted(void)
 		CHECK(st == HTTP_DONE);
 		http_msg_free(m);
 		CHECK(parse_bytewise(HTTP_REQUEST, TEST_BODY_LIMIT, good[i], len, &m) == HTTP_DONE);
+		http_msg_free(m);
+	}
+}
+
+/* The request line's method and target: what is refused, and the path routes see. */
+static void test_targets(void)
+{
+	static const struct {
+		const char *line, *path, *query;
+	} ok[] = {
+	    {"POST /api/courses HTTP/1.1", "/api/courses", NULL},
+	    {"POST /api/courses/ HTTP/1.1", "/api/courses", NULL},
+	    {"POST //api//courses HTTP/1.1", "/api/courses", NULL},
+	    {"POST /api/%63ourses HTTP/1.1", "/api/courses", NULL},
+	    {"POST /api/courses;x=1 HTTP/1.1", "/api/courses", NULL},
+	    {"POST /API/Courses HTTP/1.1", "/API/Courses", NULL},
+	    {"POST /api/./x/../courses?b=1&a=2 HTTP/1.1", "/api/courses", "b=1&a=2"},
+	    {"POST /a/%2f/%7E%41/%2e%2E/b HTTP/1.1", "/a/%2F/b", NULL},
+	    {"POST /a/%7e%41%2E HTTP/1.1", "/a/~A.", NULL},
+	    {"POST http://h:8080/api/courses?q HTTP/1.1", "/api/courses", "q"},
+	    {"POST HTTPS://h HTTP/1.1", "/", NULL},
+	    {"POST http://h?x=1 HTTP/1.1", "/", "x=1"},
+	    {"POST / HTTP/1.1", "/", NULL},
+	    {"POST /..;/x/..;/y HTTP/1.1", NULL, NULL},
+	    {"OPTIONS * HTTP/1.1", "*", NULL},
+	};
+	static const struct {
+		const char *line;
+		enum http_status st;
+	} bad[] = {
+	    {"post /x HTTP/1.1", HTTP_ERR_METHOD},
+	    {"Post /x HTTP/1.1", HTTP_ERR_METHOD},
+	    {"POST1 /x HTTP/1.1", HTTP_ERR_METHOD},
+	    {"PO.ST /x HTTP/1.1", HTTP_ERR_METHOD},
+	    {"POST /a/%zz HTTP/1.1", HTTP_ERR_TARGET},
+	    {"POST /a/%4 HTTP/1.1", HTTP_ERR_TARGET},
+	    {"POST /a%00b HTTP/1.1", HTTP_ERR_TARGET},
+	    {"POST /a/../.. HTTP/1.1", HTTP_ERR_TARGET},
+	    {"POST /%2e%2e/x HTTP/1.1", HTTP_ERR_TARGET},
+	    {"POST http://h/../x HTTP/1.1", HTTP_ERR_TARGET},
+	};
+	char text[256];
+	struct http_msg *m;
+	enum http_status st;
+	size_t i;
+
+	for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		snprintf(text, sizeof(text), "%s\r\nHost: h\r\n\r\n", ok[i].line);
+		st = parse_whole(HTTP_REQUEST, TEST_BODY_LIMIT, text, strlen(text), &m);
+		if (!ok[i].path) {
+			CHECK(st == HTTP_ERR_TARGET);
+			http_msg_free(m);
+			continue;
+		}
+		CHECK(st == HTTP_DONE);
+		if (st != HTTP_DONE)
+			continue;
+		CHECK_STR(m->path, ok[i].path);
+		CHECK(m->path_len == strlen(ok[i].path));
+		CHECK((m->query == NULL) == (ok[i].query == NULL));
+		if (ok[i].query && m->query)
+			CHECK_STR(m->query, ok[i].query);
+		/* The target stays as it came: that is what goes upstream. */
+		CHECK(strncmp(text + strlen(m->method) + 1, m->target, strlen(m->target)) == 0);
+		CHECK(m->raw_path_len == strcspn(m->target, "?"));
+		http_msg_free(m);
+	}
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), "%s\r\nHost: h\r\n\r\n", bad[i].line);
+		st = parse_whole(HTTP_REQUEST, TEST_BODY_LIMIT, text, strlen(text), &m);
+		if (st != bad[i].st)
+			fprintf(stderr, "case %zu: %s: status %d\n", i, bad[i].line, st);
+		CHECK(st == bad[i].st);
+		http_msg_free(m);
+		CHECK(parse_bytewise(HTTP_REQUEST, TEST_BODY_LIMIT, text, strlen(text), &m) ==
+		      bad[i].st);
 		http_msg_free(m);
 	}
 }
@@ -1133,6 +1211,7 @@ int main(void)
 	test_smuggling();
 	test_nul();
 	test_accepted();
+	test_targets();
 	test_empty_lines_limit();
 	test_head_limits();
 	test_body_limits();

@@ -43,13 +43,14 @@ static void test_table(void)
 {
 	const char *const names[PROBLEM_KIND_COUNT] = {
 	    "bad-request",	     "idempotency-key-missing", "idempotency-key-invalid",
-	    "actor-missing",	     "request-too-large",	"idempotency-conflict",
+	    "actor-missing",	     "actor-invalid",		"request-too-large",
+	    "idempotency-conflict",
 	    "operation-in-progress", "outcome-unknown",		"store-unavailable",
 	    "upstream-unavailable",  "upstream-error",		"upstream-timeout",
 	    "request-timeout",	     "headers-too-large",
 	};
-	const int statuses[PROBLEM_KIND_COUNT] = {400, 400, 400, 401, 413, 422, 409, 409,
-						  503, 502, 502, 504, 408, 431};
+	const int statuses[PROBLEM_KIND_COUNT] = {400, 400, 400, 401, 401, 413, 422, 409,
+						  409, 503, 502, 502, 504, 408, 431};
 	int k;
 
 	for (k = 0; k < PROBLEM_KIND_COUNT; k++) {

@@ -6,8 +6,8 @@
 
 static char err[CONF_ERR_MAX];
 
-/* Whether template TMPL parses and matches PATH. */
-static int matches(const char *tmpl, const char *path)
+/* Whether template TMPL parses and matches PATH, letters compared in either case when icase. */
+static int matches_case(const char *tmpl, const char *path, int icase)
 {
 	struct path_seg *segs = NULL;
 	int nsegs = 0, m;
@@ -16,9 +16,14 @@ static int matches(const char *tmpl, const char *path)
 		fprintf(stderr, "template \"%s\": %s\n", tmpl, err);
 		return -1;
 	}
-	m = route_template_match(segs, nsegs, path, strlen(path));
+	m = route_template_match(segs, nsegs, path, strlen(path), icase, NULL);
 	route_template_free(segs, nsegs);
 	return m;
+}
+
+static int matches(const char *tmpl, const char *path)
+{
+	return matches_case(tmpl, path, 0);
 }
 
 /* The reason TMPL is rejected, or "" when it parses. */
@@ -57,16 +62,24 @@ static void test_parse(void)
 	CHECK(nsegs == 1 && segs[0].kind == SEG_LITERAL && segs[0].len == 0);
 	route_template_free(segs, nsegs);
 
-	CHECK_STR(reject("/a/b/"), "");
 	CHECK_STR(reject("/*"), "");
 	CHECK_STR(reject("/a/%20b/{x_1}/{Y}"), "");
 	CHECK_STR(reject(""), "must start with \"/\"");
 	CHECK_STR(reject("api"), "must start with \"/\"");
 	CHECK_STR(reject("*"), "must start with \"/\"");
-	CHECK_STR(reject("/a//b"), "empty segment");
-	CHECK_STR(reject("//"), "empty segment");
+	/* Templates are written as requests are compared: normalised. */
+	CHECK_STR(reject("/a/b/"), "requests are compared normalised: write \"/a/b\"");
+	CHECK_STR(reject("/a//b"), "requests are compared normalised: write \"/a/b\"");
+	CHECK_STR(reject("//"), "requests are compared normalised: write \"/\"");
+	CHECK_STR(reject("/a/%63"), "requests are compared normalised: write \"/a/c\"");
+	CHECK_STR(reject("/a/%2f"), "requests are compared normalised: write \"/a/%2F\"");
+	CHECK_STR(reject("/a/./../b"), "requests are compared normalised: write \"/b\"");
+	CHECK_STR(reject("/a;v=1/b"), "requests are compared normalised: write \"/a/b\"");
+	CHECK_STR(reject("/a/*/"), "requests are compared normalised: write \"/a/*\"");
+	CHECK_STR(reject("/.."), "holds \"..\" above the root");
+	CHECK_STR(reject("/a/%zz"), "holds a malformed percent-encoding");
+	CHECK_STR(reject("/a/%00"), "holds an encoded NUL (%00)");
 	CHECK_STR(reject("/a/*/b"), "\"*\" is only allowed as the last segment");
-	CHECK_STR(reject("/a/*/"), "\"*\" is only allowed as the last segment");
 	CHECK_STR(reject("/a*"), "\"*\" must be a whole segment");
 	CHECK_STR(reject("/{}"), "\"{name}\" must be a whole segment");
 	CHECK_STR(reject("/{id"), "\"{name}\" must be a whole segment");
@@ -88,20 +101,20 @@ static void test_match(void)
 	CHECK(matches("/api/courses", "/api") == 0);
 	CHECK(matches("/api/courses", "/api/courses/1") == 0);
 	CHECK(matches("/api/courses", "/API/courses") == 0);
+	CHECK(matches_case("/api/courses", "/API/Courses", 1) == 1);
+	CHECK(matches_case("/API/Courses", "/api/courses", 1) == 1);
+	CHECK(matches_case("/api/courses", "/api/coursez", 1) == 0);
+	CHECK(matches_case("/a%2Fb", "/A%2fB", 1) == 1);
 	CHECK(matches("/api/courses", "api/courses") == 0);
 	CHECK(matches("/api/courses", "") == 0);
 	CHECK(matches("/", "/") == 1);
 	CHECK(matches("/", "/a") == 0);
 	CHECK(matches("/", "") == 0);
 
-	/* no percent-decoding: raw bytes compare */
+	/* normalised paths compare byte for byte (letters aside) */
 	CHECK(matches("/a%20b", "/a%20b") == 1);
 	CHECK(matches("/a%20b", "/a b") == 0);
-
-	/* trailing slash is significant */
-	CHECK(matches("/api/courses", "/api/courses/") == 0);
-	CHECK(matches("/api/courses/", "/api/courses") == 0);
-	CHECK(matches("/api/courses/", "/api/courses/") == 1);
+	CHECK(matches("/api/courses", "/api/courses/") == 0); /* never normalised */
 
 	/* parameters: exactly one non-empty segment */
 	CHECK(matches("/o/{id}/pay", "/o/42/pay") == 1);
@@ -136,9 +149,9 @@ static void test_match_len(void)
 	int nsegs = 0;
 
 	CHECK(route_template_parse("/api/courses", &segs, &nsegs, err, sizeof(err)) == 0);
-	CHECK(route_template_match(segs, nsegs, "/api/courses?x=1", 12) == 1);
-	CHECK(route_template_match(segs, nsegs, "/api/courses/", 12) == 1);
-	CHECK(route_template_match(segs, nsegs, "/api/courses", 11) == 0);
+	CHECK(route_template_match(segs, nsegs, "/api/courses?x=1", 12, 0, NULL) == 1);
+	CHECK(route_template_match(segs, nsegs, "/api/courses/", 12, 0, NULL) == 1);
+	CHECK(route_template_match(segs, nsegs, "/api/courses", 11, 0, NULL) == 0);
 	route_template_free(segs, nsegs);
 	route_template_free(NULL, 0);
 }
@@ -159,7 +172,15 @@ static void test_find_route(void)
 				   "}\n"
 				   "route patch {\n"
 				   "  match patch /p/{x}\n"
+				   "}\n"
+				   "route exact {\n"
+				   "  match POST /Exact/{id}/*\n"
+				   "  match_case sensitive\n"
+				   "}\n"
+				   "route spelled {\n"
+				   "  match POST /Spelled/{id}/Items/*\n"
 				   "}\n";
+	char path[64];
 	struct conf *c = NULL;
 	const struct route *r;
 
@@ -168,22 +189,37 @@ static void test_find_route(void)
 		fprintf(stderr, "%s\n", err);
 		return;
 	}
-	r = conf_find_route(c, "POST", "/orders/7/payments", 18);
+	r = conf_find_route(c, "POST", "/orders/7/payments", 18, NULL);
 	CHECK(r && strcmp(r->operation, "pay") == 0);
-	r = conf_find_route(c, "PUT", "/orders/7/payments", 18);
+	r = conf_find_route(c, "PUT", "/orders/7/payments", 18, NULL);
 	CHECK(r && strcmp(r->operation, "pay") == 0);
 	/* first match wins: "orders.any" also covers /orders */
-	r = conf_find_route(c, "POST", "/orders", 7);
+	r = conf_find_route(c, "POST", "/orders", 7, NULL);
 	CHECK(r && strcmp(r->operation, "orders.any") == 0);
-	r = conf_find_route(c, "POST", "/orders/7/refunds", 17);
+	r = conf_find_route(c, "POST", "/orders/7/refunds", 17, NULL);
 	CHECK(r && strcmp(r->operation, "orders.any") == 0);
 	/* method mismatch and case */
-	CHECK(conf_find_route(c, "DELETE", "/orders/7/payments", 18) == NULL);
-	CHECK(conf_find_route(c, "post", "/orders", 7) == NULL);
-	r = conf_find_route(c, "PATCH", "/p/1", 4);
+	CHECK(conf_find_route(c, "DELETE", "/orders/7/payments", 18, NULL) == NULL);
+	CHECK(conf_find_route(c, "post", "/orders", 7, NULL) == NULL);
+	r = conf_find_route(c, "PATCH", "/p/1", 4, NULL);
 	CHECK(r && strcmp(r->operation, "patch") == 0);
-	CHECK(conf_find_route(c, "patch", "/p/1", 4) == NULL);
-	CHECK(conf_find_route(c, "POST", "/other", 6) == NULL);
+	CHECK(conf_find_route(c, "patch", "/p/1", 4, NULL) == NULL);
+	CHECK(conf_find_route(c, "POST", "/other", 6, NULL) == NULL);
+	/* match_case */
+	r = conf_find_route(c, "POST", "/ORDERS/7/Payments", 18, NULL);
+	CHECK(r && strcmp(r->operation, "pay") == 0);
+	r = conf_find_route(c, "POST", "/Exact/Ab/c", 11, NULL);
+	CHECK(r && strcmp(r->operation, "exact") == 0);
+	CHECK(conf_find_route(c, "POST", "/exact/Ab/c", 11, NULL) == NULL);
+	/* literal segments in the template's spelling, the others as they came */
+	strcpy(path, "/spelled/AbC/ITEMS/X/y");
+	r = conf_find_route(c, "POST", path, strlen(path), path);
+	CHECK(r && strcmp(r->operation, "spelled") == 0);
+	CHECK_STR(path, "/Spelled/AbC/Items/X/y");
+	/* a match that fails half way leaves the path alone */
+	strcpy(path, "/spelled/x/other");
+	CHECK(conf_find_route(c, "POST", path, strlen(path), path) == NULL);
+	CHECK_STR(path, "/spelled/x/other");
 	conf_free(c);
 }
 

@@ -1,0 +1,20 @@
+/* Request paths as idemproxy compares them (DESIGN 5.3). */
+#ifndef IDEMPROXY_PATH_H
+#define IDEMPROXY_PATH_H
+
+#include <stddef.h>
+
+/*
+ * Normalises the request path at path (*len bytes, starting with '/') in
+ * place and NUL-terminates it; *len becomes its new length, never larger.
+ * Percent-encoded unreserved characters are decoded and other encodings
+ * written with upper-case hex; ";parameters" are cut from each segment;
+ * empty and "." segments are dropped and ".." removes the segment before
+ * it; so there is no repeated or trailing slash ("/" stays "/"). Letters
+ * keep their case. Returns 0, or -1 with *why (a static string) when the
+ * path holds a malformed percent-encoding, an encoded NUL or ".." above
+ * the root, or does not start with '/'.
+ */
+int path_normalise(char *path, size_t *len, const char **why);
+
+#endif

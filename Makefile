@@ -37,7 +37,9 @@ DEPS     := $(LIB_OBJ:.o=.d) $(MAIN_OBJ:.o=.d)
 
 FUZZ_SECONDS ?= 20
 FUZZ_CFLAGS  := -std=gnu11 -O1 -g -I. -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined
-FUZZERS      := build/fuzz/fuzz_http build/fuzz/fuzz_fingerprint build/fuzz/fuzz_conf
+FUZZERS      := build/fuzz/fuzz_http build/fuzz/fuzz_fingerprint build/fuzz/fuzz_conf \
+                build/fuzz/fuzz_path build/fuzz/fuzz_idemkey build/fuzz/fuzz_records
+CONF_SRC     := conf/conf.c conf/route.c proxy/path.c proxy/marker.c
 
 .PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc check-modules lint fuzz chaos
 
@@ -75,7 +77,7 @@ test: deps
 	@sh tests/run.sh
 
 bench: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all build/release/tests/test_fingerprint
 	@sh scripts/bench.sh
 
 # The bounded chaos test: CHAOS_SECONDS of faults, then the checker.
@@ -93,26 +95,42 @@ check-modules:
 
 lint: check-modules check-conf-doc
 
-# Each parser's fuzzer, FUZZ_SECONDS each (libFuzzer from clang).
+# Each parser's fuzzer, FUZZ_SECONDS each (libFuzzer from clang), from its
+# seeds in tests/fuzz/corpus/NAME (when there are any) and what earlier runs
+# found in build/fuzz/corpus/NAME.
 fuzz: $(FUZZERS)
 	@for f in $(FUZZERS); do \
-		mkdir -p build/fuzz/corpus/$${f##*/}; \
-		$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=0 build/fuzz/corpus/$${f##*/} \
-			2>build/fuzz/$${f##*/}.log || { tail -n 40 build/fuzz/$${f##*/}.log; exit 1; }; \
+		n=$${f##*/}; mkdir -p build/fuzz/corpus/$$n; \
+		seeds=; [ -d tests/fuzz/corpus/$$n ] && seeds=tests/fuzz/corpus/$$n; \
+		$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=0 build/fuzz/corpus/$$n $$seeds \
+			2>build/fuzz/$$n.log || { tail -n 40 build/fuzz/$$n.log; exit 1; }; \
 		echo "$${f##*/}: $$(grep -o 'Done [0-9]* runs' build/fuzz/$${f##*/}.log | tail -n 1), no crash"; \
 	done
 
-build/fuzz/fuzz_http: tests/fuzz/fuzz_http.c proxy/http.c proxy/http.h
+build/fuzz/fuzz_http: tests/fuzz/fuzz_http.c proxy/http.c proxy/http.h proxy/path.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_http.c proxy/http.c -levent
+	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_http.c proxy/http.c proxy/path.c -levent
 
 build/fuzz/fuzz_fingerprint: tests/fuzz/fuzz_fingerprint.c proxy/fingerprint.c proxy/fingerprint.h
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_fingerprint.c proxy/fingerprint.c -lyajl -lcrypto
 
-build/fuzz/fuzz_conf: tests/fuzz/fuzz_conf.c conf/conf.c conf/route.c conf/conf.h
+build/fuzz/fuzz_conf: tests/fuzz/fuzz_conf.c $(CONF_SRC) conf/conf.h
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_conf.c conf/conf.c conf/route.c
+	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_conf.c $(CONF_SRC)
+
+build/fuzz/fuzz_path: tests/fuzz/fuzz_path.c proxy/path.c proxy/path.h
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_path.c proxy/path.c
+
+build/fuzz/fuzz_idemkey: tests/fuzz/fuzz_idemkey.c proxy/idemkey.c proxy/idemkey.h
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_idemkey.c proxy/idemkey.c
+
+build/fuzz/fuzz_records: tests/fuzz/fuzz_records.c proxy/records.c proxy/records.h $(CONF_SRC)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -I/usr/include/postgresql -o $@ tests/fuzz/fuzz_records.c \
+		proxy/records.c proxy/base64.c proxy/utf8.c $(CONF_SRC) -levent -lyajl -lpq
 
 format:
 	clang-format -i proxy/*.c proxy/*.h conf/*.c conf/*.h tests/unit/*.c tests/unit/*.h

@@ -144,54 +144,25 @@ static int admin_take_body(struct admin_call *call)
 	return 0;
 }
 
-/* The resolve's retention: ?retention=DUR, else the operation's route's. */
-static int admin_retention(struct admin *a, struct admin_call *call, char *err, size_t errlen)
+/*
+ * Parse the call's query and body into args; -1 with a message in err. A
+ * resolve without ?retention= gets its operation's route's retention (0
+ * when no route has that name: records_stmt_build asks for one).
+ */
+static int admin_call_args(struct admin *a, struct admin_call *call, const char *query, char *err,
+			   size_t errlen)
 {
-	const char *s = evhttp_find_header(&call->query, "retention");
-
-	if (s) {
-		if (conf_parse_duration(s, &call->args.retention_ms) < 0 ||
-		    call->args.retention_ms <= 0) {
-			snprintf(err, errlen, "invalid retention");
-			return -1;
-		}
-		return 0;
-	}
-	/* 0 when no route has this name: records_stmt_build asks for one. */
-	if (call->args.operation)
-		call->args.retention_ms = records_retention(a->conf, call->args.operation);
-	return 0;
-}
-
-/* Parse the call's query and body into args; -1 with a message in err. */
-static int admin_call_args(struct admin *a, struct admin_call *call, char *err, size_t errlen)
-{
-	const char *s;
-
-	if (call->cmd == RECORDS_LIST) {
-		s = evhttp_find_header(&call->query, "limit");
-		if (s && conf_parse_int(s, 1, RECORDS_LIST_MAX, &call->args.limit) < 0) {
-			snprintf(err, errlen, "limit must be 1..%d", RECORDS_LIST_MAX);
-			return -1;
-		}
-		return 0;
-	}
-	call->args.actor = evhttp_find_header(&call->query, "actor");
-	call->args.operation = evhttp_find_header(&call->query, "operation");
-	call->args.key = evhttp_find_header(&call->query, "key");
+	if (records_parse_query(call->cmd, query, &call->query, &call->args, err, errlen) < 0)
+		return -1;
 	if (call->cmd != RECORDS_RESOLVE)
 		return 0;
-	s = evhttp_find_header(&call->query, "status");
-	if (!s || conf_parse_int(s, RECORDS_STATUS_MIN, RECORDS_STATUS_MAX, &call->args.status) < 0) {
-		snprintf(err, errlen, "resolve needs status=%d..%d", RECORDS_STATUS_MIN,
-			 RECORDS_STATUS_MAX);
-		return -1;
-	}
 	if (admin_take_body(call) < 0) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	return admin_retention(a, call, err, errlen);
+	if (!call->args.retention_ms && call->args.operation)
+		call->args.retention_ms = records_retention(a->conf, call->args.operation);
+	return 0;
 }
 
 static void admin_records(struct admin *a, struct evhttp_request *req, enum records_cmd cmd)
@@ -208,11 +179,7 @@ static void admin_records(struct admin *a, struct evhttp_request *req, enum reco
 	LIST_INSERT_HEAD(&a->calls, call, link);
 	call->req = req;
 	call->cmd = cmd;
-	if (query && evhttp_parse_query_str(query, &call->query) < 0) {
-		admin_error(req, 400, "malformed query string");
-		goto fail;
-	}
-	if (admin_call_args(a, call, err, sizeof(err)) < 0 ||
+	if (admin_call_args(a, call, query, err, sizeof(err)) < 0 ||
 	    records_stmt_build(cmd, &call->args, &call->stmt, err, sizeof(err)) < 0) {
 		admin_error(req, 400, err);
 		goto fail;

@@ -17,7 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
 #include <libpq-fe.h>
 #include <yajl/yajl_gen.h>
 
@@ -300,6 +303,79 @@ int records_stmt_build(enum records_cmd cmd, const struct records_args *a, struc
 	if (rc < 0)
 		records_stmt_clear(st);
 	return rc;
+}
+
+/* The query parameters of the admin API, by command. */
+enum records_param {
+	RP_LIMIT,
+	RP_ACTOR,
+	RP_OPERATION,
+	RP_KEY,
+	RP_STATUS,
+	RP_RETENTION,
+	RP_COUNT,
+};
+
+static const char *const records_param_names[RP_COUNT] = {
+    [RP_LIMIT] = "limit",   [RP_ACTOR] = "actor",   [RP_OPERATION] = "operation",
+    [RP_KEY] = "key",	    [RP_STATUS] = "status", [RP_RETENTION] = "retention",
+};
+
+#define RP_BIT(p) (1u << (p))
+#define RP_SCOPE  (RP_BIT(RP_ACTOR) | RP_BIT(RP_OPERATION) | RP_BIT(RP_KEY))
+
+static const unsigned records_params_of[] = {
+    [RECORDS_LIST] = RP_BIT(RP_LIMIT),
+    [RECORDS_SHOW] = RP_SCOPE,
+    [RECORDS_RELEASE] = RP_SCOPE,
+    [RECORDS_RESOLVE] = RP_SCOPE | RP_BIT(RP_STATUS) | RP_BIT(RP_RETENTION),
+};
+
+int records_parse_query(enum records_cmd cmd, const char *query, struct evkeyvalq *q,
+			struct records_args *a, char *err, size_t errlen)
+{
+	const char *v[RP_COUNT] = {NULL};
+	const struct evkeyval *kv;
+	int p;
+
+	TAILQ_INIT(q);
+	if (query && evhttp_parse_query_str(query, q) < 0) {
+		snprintf(err, errlen, "malformed query string");
+		return -1;
+	}
+	TAILQ_FOREACH(kv, q, next) {
+		for (p = 0; p < RP_COUNT && strcmp(kv->key, records_param_names[p]) != 0; p++)
+			;
+		if (p == RP_COUNT || !(records_params_of[cmd] & RP_BIT(p))) {
+			snprintf(err, errlen, "unknown parameter \"%.64s\"", kv->key);
+			return -1;
+		}
+		if (v[p]) {
+			snprintf(err, errlen, "parameter \"%s\" given twice", kv->key);
+			return -1;
+		}
+		v[p] = kv->value;
+	}
+	a->actor = v[RP_ACTOR];
+	a->operation = v[RP_OPERATION];
+	a->key = v[RP_KEY];
+	if (v[RP_LIMIT] && conf_parse_int(v[RP_LIMIT], 1, RECORDS_LIST_MAX, &a->limit) < 0) {
+		snprintf(err, errlen, "limit must be 1..%d", RECORDS_LIST_MAX);
+		return -1;
+	}
+	if (cmd == RECORDS_RESOLVE &&
+	    (!v[RP_STATUS] ||
+	     conf_parse_int(v[RP_STATUS], RECORDS_STATUS_MIN, RECORDS_STATUS_MAX, &a->status) < 0)) {
+		snprintf(err, errlen, "resolve needs status=%d..%d", RECORDS_STATUS_MIN,
+			 RECORDS_STATUS_MAX);
+		return -1;
+	}
+	if (v[RP_RETENTION] &&
+	    (conf_parse_duration(v[RP_RETENTION], &a->retention_ms) < 0 || a->retention_ms <= 0)) {
+		snprintf(err, errlen, "invalid retention");
+		return -1;
+	}
+	return 0;
 }
 
 void records_stmt_clear(struct records_stmt *st)

@@ -17,6 +17,7 @@
 #include "proxy/store.h"
 
 struct conf;
+struct evkeyvalq;
 struct pg_result; /* libpq's PGresult */
 
 #define RECORDS_LIST_DEFAULT 100
@@ -70,6 +71,19 @@ struct records_stmt {
  */
 int records_stmt_build(enum records_cmd cmd, const struct records_args *a, struct records_stmt *st,
 		       char *err, size_t errlen) __attribute__((warn_unused_result));
+
+/*
+ * The admin API's query string for cmd (URL-encoded name=value pairs:
+ * limit for LIST; actor, operation and key for the others; status and
+ * retention for RESOLVE) into a, whose strings then point into q, which
+ * the caller clears (evhttp_clear_headers) whatever this returns. A name
+ * the command does not take, or one given twice, is refused like a bad
+ * value: -1 with a message in err. What the values must be for the
+ * statement is records_stmt_build's to check.
+ */
+int records_parse_query(enum records_cmd cmd, const char *query, struct evkeyvalq *q,
+			struct records_args *a, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
 
 /* Free what st owns; st may then be built again. */
 void records_stmt_clear(struct records_stmt *st);

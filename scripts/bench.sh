@@ -20,7 +20,10 @@
 #       proxy_request_buffering off, best of STREAM_RUNS each, MiB/s (the
 #       upstream nginx serves the file from memory and passes uploads on to
 #       scripts/bench/sink.py, which reads them whole before it answers);
-#   (g) idemproxy's RSS with 100 clients that stop reading large responses.
+#   (g) idemproxy's RSS with 100 clients that stop reading large responses;
+#   (h) the fingerprint of a 1 MiB JSON body, nine shapes, CPU ms and heap
+#       beyond the body (tests/unit/test_fingerprint.c, IDEMPROXY_FP_BENCH=1),
+#       against the raw-bytes fingerprint of the same body.
 # Prints one table and a target check per row (the targets in README.md),
 # writes bench-out/bench.csv, bench-out/bench.png (gnuplot) and
 # bench-out/bench.txt, and copies the CSV and PNG to docs/.
@@ -40,6 +43,7 @@ ROOT=$(pwd -P)
 HERE=$ROOT/scripts/bench
 
 BIN=${IDEMPROXY_BIN:-./idemproxy}
+FP_BIN=${FP_BENCH_BIN:-build/release/tests/test_fingerprint}
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 NGINX=/usr/sbin/nginx
 PY=/usr/bin/python3
@@ -80,6 +84,8 @@ TARGET_REPLAY=1.5         # replay rps >= this x idemproxy's pass-through
 TARGET_MILLION=0.8        # at 1M records >= this x the empty-table rps
 TARGET_RSS_MIB=64         # peak RSS with 1,000 idle connections, and with (g)
 TARGET_STREAM=0.9         # (f): idemproxy MiB/s >= this x nginx's
+TARGET_FP_MS=10           # (h): CPU ms per 1 MiB JSON body
+TARGET_FP_MIB=4           # (h): heap MiB beyond the body
 
 # The fixed values pgbench sends, as idemproxy would for the bench route.
 PGB_FINGERPRINT='\x9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08'
@@ -567,6 +573,11 @@ say "(g) $SLOW_READERS clients that stop reading their 1 GiB responses, ${SLOW_S
 measure_memory slow $SLOW_SECONDS $SLOW_READERS $SLOW_SECONDS /big/big
 SLOW_RSS_KIB=$MEM_RSS_KIB
 
+# (h) the fingerprint unit benchmark: "fingerprint SHAPE JSON_MS RAW_MS RATIO MIB OK"
+say "(h) fingerprints of 1 MiB JSON bodies (unit benchmark)"
+FP_LINES=$(IDEMPROXY_FP_BENCH=1 "$FP_BIN" | grep -E '^fingerprint [a-z0-9-]+ +[0-9.-]+ ') || FP_LINES=""
+[ -n "$FP_LINES" ] || { say "the fingerprint benchmark ($FP_BIN) gave nothing"; MISSING=$((MISSING + 1)); }
+
 # ---- report ----
 
 CSV=$OUT/bench.csv
@@ -684,6 +695,18 @@ slow_result=$(verdict "$SLOW_MIB" "<=" $TARGET_RSS_MIB)
 echo "g,RSS with $SLOW_READERS slow readers,$SLOW_READERS,,,,,,,,,,$SLOW_MIB,RSS <= $TARGET_RSS_MIB MiB,$slow_result" >>"$CSV"
 CHECKS+=("$(printf '%-44s %5s (target <= %s MiB): %s' "RSS (VmRSS), $SLOW_READERS slow readers, MiB" "$(fmt %.1f "$SLOW_MIB")" $TARGET_RSS_MIB "$slow_result")")
 
+FP_TABLE=()
+while read -r _ shape json raw fratio mib _; do
+	[ -n "$shape" ] || continue
+	res_ms=$(verdict "$json" "<=" $TARGET_FP_MS)
+	res_mib=$(verdict "$mib" "<=" $TARGET_FP_MIB)
+	echo "h,fingerprint $shape (ms),1,$json,,,raw bytes,$raw,,,$fratio,,$mib,ms <= $TARGET_FP_MS; MiB beyond the body <= $TARGET_FP_MIB,$res_ms/$res_mib" >>"$CSV"
+	FP_TABLE+=("$(printf '%-3s %-20s %8s ms %8s ms raw %6s x %6s MiB' h "$shape" "$json" "$raw" "$fratio" "$mib")")
+	CHECKS+=("$(printf '%-44s %5s (target <= %s ms): %s; %s MiB (<= %s): %s' "fingerprint 1 MiB $shape, ms" "$json" $TARGET_FP_MS "$res_ms" "$mib" $TARGET_FP_MIB "$res_mib")")
+done <<EOF_FP
+$FP_LINES
+EOF_FP
+
 ELAPSED=$(($(date +%s) - T0))
 {
 	echo
@@ -698,6 +721,8 @@ ELAPSED=$(($(date +%s) - T0))
 	echo "    (VmRSS with the $IDLE_CONNS connections open: $(fmt %.1f "$RSS_MIB") MiB; VmHWM is the peak over the whole run)"
 	printf '%-3s %-20s %5s %10s\n' "g" "RSS, slow readers" "$SLOW_READERS" "$(fmt %.1f "$SLOW_MIB") MiB"
 	echo "    (f: MiB/s in the rps columns; g: VmRSS while $SLOW_READERS clients hold 1 GiB responses unread)"
+	printf '%s\n' "${FP_TABLE[@]}"
+	echo "    (h: CPU ms of one fingerprint of a 1 MiB JSON body, the raw-bytes one, their ratio, heap beyond the body)"
 	echo
 	echo "targets (README.md, Performance):"
 	printf '  %s\n' "${CHECKS[@]}"

@@ -391,6 +391,11 @@ def proxy(request, pg, upstream, tmp_path):
             problems.append("idemproxy (%s) exited with %r after SIGTERM" % (p.conf, code))
         if helpers.sanitizer_report(p.bin, p.stderr_text()):
             problems.append("sanitizer report in %s:\n%s" % (p.stderr_path, p.stderr_tail(200)))
+        else:
+            bad = helpers.non_json_lines(p.stderr_text())
+            if bad:
+                problems.append("log lines that are not JSON in %s:\n%s"
+                                % (p.stderr_path, "\n".join(bad[:5])))
     if problems:
         pytest.fail("\n".join(problems))
 

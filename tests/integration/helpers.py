@@ -566,6 +566,22 @@ def sanitizer_report(binary, text):
         any(m in text for m in SANITIZER_MARKERS)
 
 
+def non_json_lines(text):
+    """The lines of an idemproxy's stderr that are not JSON objects (the
+    fixture's own "---- start N ----" markers aside)."""
+    bad = []
+    for line in text.splitlines():
+        if line.startswith("---- start ") or not line:
+            continue
+        try:
+            if isinstance(json.loads(line), dict):
+                continue
+        except ValueError:
+            pass
+        bad.append(line)
+    return bad
+
+
 def sha(data):
     return hashlib.sha256(data).hexdigest()
 

@@ -348,6 +348,16 @@ def test_records_missing_scope_and_bad_requests(proxy, upstream, ids):
                       body=b""))
     for limit in ("0", "-1", "x", "1001"):
         bad_request(admin(p, "GET", "/records", {"limit": limit}))
+    # A parameter the call does not take, or one given twice, is a mistake
+    # (a typo would otherwise act on another scope or on none).
+    for bad in ("/records/release?actor=a&actor=b&operation=o&key=k",
+                "/records/release?" + urllib.parse.urlencode(dict(here, actr="x")),
+                "/records/release?" + urllib.parse.urlencode(dict(here, limit="3")),
+                "/records?limit=5&key=k", "/records?limit=5&limit=6"):
+        method = "GET" if bad.startswith("/records?") else "POST"
+        r = helpers.request(p.admin, method, bad, (), b"" if method == "POST" else None)
+        assert r.status == 400, (bad, r)
+        bad_request(r)
 
     rec = admin_json(admin(p, "GET", "/records/scope", here), 200)["record"]
     assert rec["state"] == "unknown", rec

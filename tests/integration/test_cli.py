@@ -74,6 +74,29 @@ def test_check_bad_config(binary, tmp_path, case):
     assert re.search(r"^%s:\d+: \S" % re.escape(conf), r.stderr, re.M), r.stderr
 
 
+LINE_ERRORS = [
+    # (the offending directive's line, its text, what the message says)
+    ("max_request_body 0", '"max_request_body" must be greater than 0'),
+    ("max_stored_body 0", '"max_stored_body" must be greater than 0'),
+    ("lease 31s", '"lease" (31000ms) must be longer than "upstream_timeout" plus '
+                  '"store_timeout" (35000ms)'),
+]
+
+
+@pytest.mark.parametrize("line,message", LINE_ERRORS)
+def test_check_names_the_line(binary, tmp_path, line, message):
+    """-t refuses these at the directive's own FILE:LINE."""
+    s = conftest.base_settings(helpers.free_port(), "dbname=x")
+    s.update({"upstream_timeout": "30s", "store_timeout": "5s", "lease": None})
+    text = conftest.render_conf(s, conftest.BASE_ROUTES)
+    lines = text.splitlines()
+    lines.insert(3, line)
+    conf = write_conf(tmp_path, "\n".join(lines) + "\n")
+    r = run(binary, "-t", "-c", conf)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert r.stderr.strip() == "%s:4: %s" % (conf, message), r.stderr
+
+
 def test_check_missing_file(binary, tmp_path):
     r = run(binary, "-t", "-c", str(tmp_path / "nope.conf"))
     assert r.returncode == 1

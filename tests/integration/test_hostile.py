@@ -420,6 +420,8 @@ def test_out_of_descriptors(proxy, upstream, ids):
     p.prefix = ["prlimit", "--nofile=%d:%d" % (FD_LIMIT, FD_LIMIT), "--"]
     p.start()
     pid = p.proc.pid
+    # Its limit cannot hold max_connections: it says so at start.
+    assert "the descriptor limit (%d) is below" % FD_LIMIT in p.stderr_text()
     free = FD_LIMIT - open_fds(pid)
     clients = [socket.create_connection(("127.0.0.1", p.port), timeout=5)
                for _ in range(free + 20)]

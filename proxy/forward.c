@@ -9,6 +9,10 @@
 #include "proxy/http.h"
 #include "proxy/marker.h"
 
+/* Room for idemproxy's own Forwarded element; a longer Host is cut there. */
+#define FORWARD_ELEMENT_MAX  1024
+#define FORWARD_ELEMENT_TAIL 32 /* kept free for ";proto=..." and the line's end */
+
 /* The forwarding headers, rebuilt from what idemproxy saw. */
 static const char *const forward_view_names[] = {
     "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "Forwarded", "X-Real-IP",
@@ -50,38 +54,46 @@ static void forward_kept_header(struct evbuffer *out, const struct http_msg *m, 
 	http_add_header(out, name, theirs && *theirs ? theirs : ours);
 }
 
-/* Appends s as an RFC 9110 quoted-string. */
-static void forward_quoted(struct evbuffer *out, const char *s)
-{
-	http_add_lit(out, "\"");
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			http_add_lit(out, "\\");
-		evbuffer_add(out, s, 1);
-	}
-	http_add_lit(out, "\"");
-}
-
-/* Forwarded (RFC 7239): the trusted peer's elements, then ours: for, host, proto. */
+/*
+ * Forwarded (RFC 7239): the trusted peer's elements, then ours: for, host
+ * (a quoted-string, '"' and '\\' escaped), proto.
+ */
 static void forward_forwarded(struct evbuffer *out, const struct http_msg *m,
 			      const struct forward_view *v, const char *host)
 {
+	char ours[FORWARD_ELEMENT_MAX];
+	size_t n = 0, peer = strlen(v->peer), proto = strlen(v->proto);
+	int v6 = strchr(v->peer, ':') != NULL;
+
 	http_add_lit(out, "Forwarded: ");
 	if (v->trusted)
 		forward_values(out, m, "Forwarded");
-	http_add_lit(out, "for=");
-	if (strchr(v->peer, ':')) {
-		http_add_lit(out, "\"[");
-		http_add_str(out, v->peer);
-		http_add_lit(out, "]\"");
-	} else {
-		http_add_str(out, v->peer);
+	/* "for=" ["[ "] peer ["]"] ";host=\"" host "\";proto=" proto "\r\n", cut to fit */
+	memcpy(ours, v6 ? "for=\"[" : "for=", v6 ? 6 : 4);
+	n = v6 ? 6 : 4;
+	if (peer > sizeof(ours) / 4)
+		peer = sizeof(ours) / 4;
+	memcpy(ours + n, v->peer, peer);
+	n += peer;
+	if (v6) {
+		memcpy(ours + n, "]\"", 2);
+		n += 2;
 	}
-	http_add_lit(out, ";host=");
-	forward_quoted(out, host);
-	http_add_lit(out, ";proto=");
-	http_add_str(out, v->proto);
-	http_add_lit(out, "\r\n");
+	memcpy(ours + n, ";host=\"", 7);
+	n += 7;
+	for (; *host && n < sizeof(ours) - FORWARD_ELEMENT_TAIL; host++) {
+		if (*host == '"' || *host == '\\')
+			ours[n++] = '\\';
+		ours[n++] = *host;
+	}
+	memcpy(ours + n, "\";proto=", 8);
+	n += 8;
+	if (proto > FORWARD_ELEMENT_TAIL - 12)
+		proto = FORWARD_ELEMENT_TAIL - 12;
+	memcpy(ours + n, v->proto, proto);
+	n += proto;
+	memcpy(ours + n, "\r\n", 2);
+	evbuffer_add(out, ours, n + 2);
 }
 
 /* Headers of the client's request that idemproxy replaces or drops. */

@@ -41,6 +41,7 @@
 #define HTTP_HIGHS		UINT64_C(0x8080808080808080)
 
 /* Character classes of http_ctype. */
+#define HTTP_HEADER_LINE_BUF 512 /* a header line shorter than this is written at once */
 #define C_TOKEN	 0x01 /* tchar (RFC 9110 5.6.2) */
 #define C_VALUE	 0x02 /* field-value byte: HTAB, SP, VCHAR, obs-text */
 #define C_TARGET 0x04 /* request-target byte: VCHAR except '#' */
@@ -1120,10 +1121,22 @@ void http_add_str(struct evbuffer *out, const char *s)
 
 void http_add_header(struct evbuffer *out, const char *name, const char *value)
 {
-	http_add_str(out, name);
-	http_add_lit(out, ": ");
-	http_add_str(out, value);
-	http_add_lit(out, "\r\n");
+	size_t n = strlen(name), v = strlen(value);
+	char line[HTTP_HEADER_LINE_BUF];
+
+	/* One append for the common short line: each costs far more than a copy. */
+	if (n + v + 4 > sizeof(line)) {
+		http_add_str(out, name);
+		http_add_lit(out, ": ");
+		http_add_str(out, value);
+		http_add_lit(out, "\r\n");
+		return;
+	}
+	memcpy(line, name, n);
+	memcpy(line + n, ": ", 2);
+	memcpy(line + n + 2, value, v);
+	memcpy(line + n + 2 + v, "\r\n", 2);
+	evbuffer_add(out, line, n + v + 4);
 }
 
 void http_add_status_line(struct evbuffer *out, int status, const char *reason)

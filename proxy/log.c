@@ -76,6 +76,18 @@ static void line_escaped(struct line *l, const char *s, size_t n, size_t max)
 	const char *out;
 
 	while (i < n) {
+		/* A run of printable ASCII that needs no escape goes at once. */
+		for (k = i; k < n && p[k] >= 0x20 && p[k] < 0x7f && p[k] != '"' && p[k] != '\\' &&
+			    used + (k - i) < max - LOG_CUT_MARK_MAX;
+		     k++)
+			;
+		if (k > i) {
+			line_raw(l, s + i, k - i);
+			used += k - i;
+			i = k;
+			keep = l->len;
+			continue;
+		}
 		k = utf8_seq(p + i, n - i);
 		out = (const char *)p + i;
 		w = k;

@@ -13,7 +13,7 @@ int marker_header(const char *name)
 	};
 
 	/* All four start with "Idempoten": most names are out at once. */
-	if (strncasecmp(name, "Idempoten", 9) != 0)
+	if ((name[0] | 0x20) != 'i' || strncasecmp(name, "Idempoten", 9) != 0)
 		return 0;
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		if (strcasecmp(name, names[i]) == 0)

@@ -6,7 +6,7 @@ WARN    := -Wall -Wextra -Wformat=2 -Wshadow -Wmissing-prototypes \
            -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 $(WARN) -I. -D_GNU_SOURCE -I$(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)
-LDLIBS  := -levent -levent_pthreads -lpq -lcrypto -lyajl -lpthread
+LDLIBS  := -levent -levent_pthreads -levent_openssl -lpq -lssl -lcrypto -lyajl -lpthread
 
 ifeq ($(CI),true)
 CFLAGS  += -Werror
@@ -38,7 +38,8 @@ DEPS     := $(LIB_OBJ:.o=.d) $(MAIN_OBJ:.o=.d)
 FUZZ_SECONDS ?= 20
 FUZZ_CFLAGS  := -std=gnu11 -O1 -g -I. -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined
 FUZZERS      := build/fuzz/fuzz_http build/fuzz/fuzz_fingerprint build/fuzz/fuzz_conf \
-                build/fuzz/fuzz_path build/fuzz/fuzz_idemkey build/fuzz/fuzz_records
+                build/fuzz/fuzz_path build/fuzz/fuzz_idemkey build/fuzz/fuzz_records \
+                build/fuzz/fuzz_jwt build/fuzz/fuzz_seal
 CONF_SRC     := conf/conf.c conf/route.c proxy/path.c proxy/marker.c
 
 .PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc check-modules lint fuzz chaos
@@ -131,6 +132,14 @@ build/fuzz/fuzz_records: tests/fuzz/fuzz_records.c proxy/records.c proxy/records
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -I/usr/include/postgresql -o $@ tests/fuzz/fuzz_records.c \
 		proxy/records.c proxy/base64.c proxy/utf8.c $(CONF_SRC) -levent -lyajl -lpq
+
+build/fuzz/fuzz_jwt: tests/fuzz/fuzz_jwt.c proxy/jwt.c proxy/jwt.h
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_jwt.c proxy/jwt.c proxy/base64.c -lyajl -lcrypto
+
+build/fuzz/fuzz_seal: tests/fuzz/fuzz_seal.c proxy/seal.c proxy/seal.h proxy/base64.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_seal.c proxy/seal.c proxy/base64.c -lcrypto
 
 format:
 	clang-format -i proxy/*.c proxy/*.h conf/*.c conf/*.h tests/unit/*.c tests/unit/*.h

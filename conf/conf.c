@@ -41,6 +41,8 @@
 #define CONF_STATUS_MIN		  100
 #define CONF_STATUS_MAX		  599
 #define CONF_HTTP_DEFAULT_PORT	  80
+#define CONF_HTTPS_DEFAULT_PORT	  443
+#define CONF_JWT_LEEWAY_DEFAULT_MS 30000
 #define CONF_PROBLEM_BASE_DEFAULT "https://idemproxy.dev/problems/"
 
 enum conf_where {
@@ -69,6 +71,7 @@ enum conf_type {
 	CT_ENUM,     /* int, one of the row's choices */
 	CT_ADDR,     /* struct conf_addr */
 	CT_STATUSES, /* struct status_set, one argument a status (CF_CLASSES: or a class) */
+	CT_FILE,     /* struct conf_file, a path */
 };
 
 /* One word a CT_ENUM directive accepts, and the value it stands for. */
@@ -171,6 +174,53 @@ static int conf_set_str(struct conf_parser *p, char **dst, const char *s)
 	free(*dst);
 	*dst = copy;
 	return 0;
+}
+
+/*
+ * Set F to the file PATH named on the current line: a relative PATH is
+ * taken from the configuration file's directory, as a service manager
+ * starts idemproxy from anywhere.
+ */
+static int conf_set_file(struct conf_parser *p, struct conf_file *f, const char *path)
+{
+	const char *slash = strrchr(p->name, '/');
+	char *full;
+	int n;
+
+	if (*path == '\0')
+		return conf_error(p, "empty file name");
+	if (path[0] == '/' || !slash) {
+		full = strdup(path);
+	} else {
+		n = (int)(slash - p->name);
+		full = malloc(n + 1 + strlen(path) + 1);
+		if (full)
+			sprintf(full, "%.*s/%s", n, p->name, path);
+	}
+	if (!full)
+		return conf_error(p, "out of memory");
+	free(f->path);
+	f->path = full;
+	f->line = p->line;
+	return 0;
+}
+
+/* 1 when the numeric address HOST is a loopback one (127.0.0.0/8, ::1). */
+static int conf_loopback(const char *host)
+{
+	unsigned char a[sizeof(struct in6_addr)];
+
+	if (inet_pton(AF_INET, host, a) == 1)
+		return a[0] == 127;
+	return inet_pton(AF_INET6, host, a) == 1 && memcmp(a, &in6addr_loopback, 16) == 0;
+}
+
+/* upstream_client_certificate CERT KEY */
+static int conf_set_client_cert(struct conf_parser *p, struct route *r, int argc, char **argv)
+{
+	if (conf_set_file(p, &p->conf->upstream_client_cert, argv[0]))
+		return -1;
+	return conf_set_file(p, &p->conf->upstream_client_key, argv[1]);
 }
 
 /* ---- value parsers ---- */
@@ -332,23 +382,28 @@ static int conf_hostname_ok(const char *s, size_t len)
 }
 
 /*
- * upstream http://HOST[:PORT][/]: HOST is a name, an IPv4 address or a
+ * upstream http[s]://HOST[:PORT][/]: HOST is a name, an IPv4 address or a
  * bracketed IPv6 address.
  */
 static int conf_set_upstream(struct conf_parser *p, struct route *r, int argc, char **argv)
 {
-	static const char scheme[] = "http://";
 	struct conf *c = p->conf;
 	const char *url = argv[0], *auth, *end, *host, *host_end, *port = NULL;
 	unsigned char bin[sizeof(struct in6_addr)];
 	char addr[INET6_ADDRSTRLEN];
-	int n = CONF_HTTP_DEFAULT_PORT;
+	int n;
 
-	if (strncasecmp(url, "https://", 8) == 0)
-		return conf_error(p, "https upstreams are not supported yet");
-	if (strncasecmp(url, scheme, sizeof(scheme) - 1) != 0)
-		return conf_error(p, "invalid upstream \"%s\" (expected http://HOST[:PORT])", url);
-	auth = url + sizeof(scheme) - 1;
+	if (strncasecmp(url, "https://", 8) == 0) {
+		c->upstream_tls = 1;
+		n = CONF_HTTPS_DEFAULT_PORT;
+		auth = url + 8;
+	} else if (strncasecmp(url, "http://", 7) == 0) {
+		c->upstream_tls = 0;
+		n = CONF_HTTP_DEFAULT_PORT;
+		auth = url + 7;
+	} else {
+		return conf_error(p, "invalid upstream \"%s\" (expected http[s]://HOST[:PORT])", url);
+	}
 	end = auth + strcspn(auth, "/?#");
 	if (*end != '\0' && strcmp(end, "/") != 0)
 		return conf_error(p, "upstream \"%s\" has a path; only \"/\" is supported", url);
@@ -529,6 +584,10 @@ static void conf_route_clear(struct route *r)
 	}
 	free(r->matches);
 	free(r->actor_header);
+	free(r->jwt_keys.path);
+	free(r->jwt_issuer);
+	free(r->jwt_audience);
+	free(r->jwt_claim);
 	for (i = 0; i < r->nfields; i++)
 		free(r->fields[i].path);
 	free(r->fields);
@@ -616,7 +675,59 @@ static int conf_set_match(struct conf_parser *p, struct route *r, int argc, char
 	return 0;
 }
 
-/* actor header NAME | actor anonymous */
+/*
+ * The options of "actor jwt KEYFILE [issuer=ISS] [audience=AUD] [claim=NAME]
+ * [leeway=DUR] [header=NAME]", each at most once.
+ */
+static int conf_set_jwt_options(struct conf_parser *p, struct route *r, int argc, char **argv)
+{
+	static const char *const names[] = {"issuer", "audience", "claim", "leeway", "header"};
+	int seen[5] = {0}, i, k;
+
+	for (i = 2; i < argc; i++) {
+		const char *eq = strchr(argv[i], '='), *v = eq ? eq + 1 : NULL;
+
+		for (k = 0; k < 5; k++) {
+			if (eq && (size_t)(eq - argv[i]) == strlen(names[k]) &&
+			    strncmp(argv[i], names[k], eq - argv[i]) == 0)
+				break;
+		}
+		if (k == 5)
+			return conf_error(p, "unknown \"actor jwt\" option \"%s\" (issuer=, audience=, "
+					     "claim=, leeway= or header=)", argv[i]);
+		if (seen[k]++)
+			return conf_error(p, "\"actor jwt\" option \"%s\" given twice", names[k]);
+		if (*v == '\0')
+			return conf_error(p, "\"actor jwt\" option \"%s\" needs a value", names[k]);
+		switch (k) {
+		case 0:
+			if (conf_set_str(p, &r->jwt_issuer, v))
+				return -1;
+			break;
+		case 1:
+			if (conf_set_str(p, &r->jwt_audience, v))
+				return -1;
+			break;
+		case 2:
+			if (conf_set_str(p, &r->jwt_claim, v))
+				return -1;
+			break;
+		case 3:
+			if (conf_duration_arg(p, v, &r->jwt_leeway_ms))
+				return -1;
+			break;
+		default:
+			if (!conf_is_token(v))
+				return conf_error(p, "invalid header name \"%s\"", v);
+			if (conf_set_str(p, &r->actor_header, v))
+				return -1;
+			break;
+		}
+	}
+	return 0;
+}
+
+/* actor header NAME | actor anonymous | actor authorization | actor jwt KEYFILE [OPTION=VALUE...] */
 static int conf_set_actor(struct conf_parser *p, struct route *r, int argc, char **argv)
 {
 	if (strcmp(argv[0], "header") == 0) {
@@ -627,15 +738,24 @@ static int conf_set_actor(struct conf_parser *p, struct route *r, int argc, char
 		r->actor = ACTOR_HEADER;
 		return conf_set_str(p, &r->actor_header, argv[1]);
 	}
-	if (strcmp(argv[0], "anonymous") == 0) {
+	if (strcmp(argv[0], "anonymous") == 0 || strcmp(argv[0], "authorization") == 0) {
 		if (argc != 1)
-			return conf_error(p, "\"actor anonymous\" takes no arguments");
-		r->actor = ACTOR_ANONYMOUS;
+			return conf_error(p, "\"actor %s\" takes no arguments", argv[0]);
+		r->actor = argv[0][0] == 'a' && argv[0][1] == 'n' ? ACTOR_ANONYMOUS
+								 : ACTOR_AUTHORIZATION;
 		return 0;
 	}
-	if (strcmp(argv[0], "jwt") == 0 || strcmp(argv[0], "authorization") == 0)
-		return conf_error(p, "actor source \"%s\" is not supported yet", argv[0]);
-	return conf_error(p, "unknown actor source \"%s\" (header or anonymous)", argv[0]);
+	if (strcmp(argv[0], "jwt") == 0) {
+		if (argc < 2)
+			return conf_error(p, "\"actor jwt\" needs a key file (a JWKS document)");
+		r->actor = ACTOR_JWT;
+		r->jwt_leeway_ms = CONF_JWT_LEEWAY_DEFAULT_MS;
+		if (conf_set_file(p, &r->jwt_keys, argv[1]) || conf_set_str(p, &r->jwt_claim, "sub"))
+			return -1;
+		return conf_set_jwt_options(p, r, argc, argv);
+	}
+	return conf_error(p, "unknown actor source \"%s\" (header, jwt, authorization or anonymous)",
+			  argv[0]);
 }
 
 /*
@@ -874,6 +994,8 @@ static int conf_set_typed(struct conf_parser *p, struct route *r, int argc, char
 		return conf_parse_addr(p, argv[0], field);
 	case CT_STATUSES:
 		return conf_status_set(p, field, argc, argv, (d->flags & CF_CLASSES) != 0);
+	case CT_FILE:
+		return conf_set_file(p, field, argv[0]);
 	case CT_INT:
 	case CT_CUSTOM:
 		break;
@@ -912,8 +1034,15 @@ static const struct conf_choice conf_match_cases[] = {
 static const struct conf_directive conf_directives[] = {
     CONF_ROW("listen", CONF_TOP, 1, 1, CT_ADDR, TOP(listen), NULL, "127.0.0.1:8080", CF_RESTART),
     CONF_ROW("upstream", CONF_TOP, 1, 1, CT_STRING, TOP(upstream_url), conf_set_upstream, NULL, CF_RESTART),
+    CONF_ROW("upstream_ca", CONF_TOP, 1, 1, CT_FILE, TOP(upstream_ca), NULL, NULL, CF_RESTART),
+    CONF_ROW("upstream_server_name", CONF_TOP, 1, 1, CT_STRING, TOP(upstream_server_name), NULL, NULL, CF_RESTART),
+    CONF_ROW("upstream_client_certificate", CONF_TOP, 2, 2, CT_FILE, TOP(upstream_client_cert), conf_set_client_cert, NULL, CF_RESTART),
+    CONF_ROW("tls_certificate", CONF_TOP, 1, 1, CT_FILE, TOP(tls_certificate), NULL, NULL, 0),
+    CONF_ROW("tls_certificate_key", CONF_TOP, 1, 1, CT_FILE, TOP(tls_certificate_key), NULL, NULL, 0),
     CONF_ROW("database", CONF_TOP, 1, 1, CT_STRING, TOP(database), NULL, NULL, CF_RESTART),
     CONF_ROW("admin", CONF_TOP, 1, 1, CT_ADDR, TOP(admin), NULL, "off", CF_RESTART | CF_OFF),
+    CONF_ROW("admin_token", CONF_TOP, 1, 1, CT_FILE, TOP(admin_token), NULL, NULL, 0),
+    CONF_ROW("body_encryption", CONF_TOP, 1, 1, CT_FILE, TOP(body_encryption), NULL, NULL, 0),
     CONF_ROW("workers", CONF_TOP, 1, 1, CT_INT, TOP(workers), conf_set_workers, "auto", CF_RESTART),
     CONF_ROW("key_header", CONF_TOP, 1, 1, CT_TOKEN, TOP(key_header), NULL, "Idempotency-Key", 0),
     CONF_ENUM_ROW("mismatch_status", CONF_TOP, TOP(mismatch_status), "422", conf_mismatch_statuses, NULL),
@@ -1204,7 +1333,13 @@ static int conf_route_inherit(struct conf_parser *p, struct route *dst, const st
 
 	if (!dst->actor && src->actor) {
 		dst->actor = src->actor;
-		if (conf_set_str(p, &dst->actor_header, src->actor_header))
+		dst->jwt_keys.line = src->jwt_keys.line;
+		dst->jwt_leeway_ms = src->jwt_leeway_ms;
+		if (conf_set_str(p, &dst->actor_header, src->actor_header) ||
+		    conf_set_str(p, &dst->jwt_keys.path, src->jwt_keys.path) ||
+		    conf_set_str(p, &dst->jwt_issuer, src->jwt_issuer) ||
+		    conf_set_str(p, &dst->jwt_audience, src->jwt_audience) ||
+		    conf_set_str(p, &dst->jwt_claim, src->jwt_claim))
 			return -1;
 	}
 	if (!dst->key)
@@ -1299,6 +1434,25 @@ static int conf_finish(struct conf_parser *p)
 	    strcmp(c->admin.host, c->listen.host) == 0)
 		return conf_error_at(p, conf_top_line(p, "admin"),
 				     "\"admin\" and \"listen\" use the same address");
+	if (c->admin.host && !c->admin_token.path && !conf_loopback(c->admin.host))
+		return conf_error_at(p, conf_top_line(p, "admin"),
+				     "\"admin %s\" is not a loopback address: set \"admin_token\" "
+				     "so that the records API needs a key",
+				     c->admin.host);
+	if (!c->tls_certificate.path != !c->tls_certificate_key.path)
+		return conf_error_at(p, c->tls_certificate.line + c->tls_certificate_key.line,
+				     "\"tls_certificate\" and \"tls_certificate_key\" go together"); /* one is 0 */
+	if (!c->upstream_tls) {
+		static const char *const tls_only[] = {"upstream_ca", "upstream_server_name",
+						       "upstream_client_certificate"};
+
+		for (i = 0; i < 3; i++) {
+			if (conf_top_line(p, tls_only[i]))
+				return conf_error_at(p, conf_top_line(p, tls_only[i]),
+						     "\"%s\" needs an https:// upstream",
+						     tls_only[i]);
+		}
+	}
 	for (i = 0; i < c->nroutes; i++) {
 		if (conf_finish_route(p, &c->routes[i]))
 			return -1;
@@ -1404,6 +1558,14 @@ void conf_free(struct conf *conf)
 	free(conf->upstream_url);
 	free(conf->upstream_host);
 	free(conf->upstream_hostport);
+	free(conf->upstream_ca.path);
+	free(conf->upstream_server_name);
+	free(conf->upstream_client_cert.path);
+	free(conf->upstream_client_key.path);
+	free(conf->tls_certificate.path);
+	free(conf->tls_certificate_key.path);
+	free(conf->admin_token.path);
+	free(conf->body_encryption.path);
 	free(conf->trusted_proxies);
 	free(conf->database);
 	free(conf->admin.host);
@@ -1444,6 +1606,9 @@ static int conf_field_differs(const struct conf_directive *d, const struct conf 
 		return conf_str_differs(ax->host, ay->host) || ax->port != ay->port;
 	case CT_STATUSES:
 		return memcmp(x, y, sizeof(struct status_set)) != 0;
+	case CT_FILE:
+		return conf_str_differs(((const struct conf_file *)x)->path,
+					((const struct conf_file *)y)->path);
 	case CT_CUSTOM:
 		break;
 	}

@@ -19,6 +19,18 @@ enum actor_source {
 	ACTOR_UNSET = 0,
 	ACTOR_HEADER,
 	ACTOR_ANONYMOUS,
+	ACTOR_JWT,           /* a verified JSON Web Token */
+	ACTOR_AUTHORIZATION, /* a hash of the Authorization value */
+};
+
+/*
+ * A file the configuration names: its path (a relative one resolved from
+ * the configuration file's directory) and the line that names it, for
+ * "FILE:LINE: message" when it cannot be read. path NULL: not set.
+ */
+struct conf_file {
+	char *path;
+	int line;
 };
 
 enum key_mode {
@@ -99,7 +111,12 @@ struct route {
 	int nmatches;
 
 	enum actor_source actor;
-	char *actor_header;            /* ACTOR_HEADER only */
+	char *actor_header;            /* ACTOR_HEADER; ACTOR_JWT: header=, NULL: Authorization Bearer */
+	struct conf_file jwt_keys;     /* ACTOR_JWT: the JWKS file */
+	char *jwt_issuer;              /* ACTOR_JWT: issuer=, NULL: any */
+	char *jwt_audience;            /* ACTOR_JWT: audience=, NULL: not checked */
+	char *jwt_claim;               /* ACTOR_JWT: claim= [sub] */
+	int64_t jwt_leeway_ms;         /* ACTOR_JWT: leeway= [30s] */
 
 	enum key_mode key;
 	enum fp_mode fingerprint;
@@ -139,6 +156,14 @@ struct conf {
 	char *upstream_host;           /* host part of the URL */
 	int upstream_port;
 	char *upstream_hostport;       /* "host:port" as written, for Host fallback */
+	int upstream_tls;              /* https:// */
+	struct conf_file upstream_ca;  /* NULL path: the system's CAs */
+	char *upstream_server_name;    /* verified and sent as SNI; NULL: the URL's host */
+	struct conf_file upstream_client_cert, upstream_client_key;
+
+	struct conf_file tls_certificate, tls_certificate_key; /* the listener speaks TLS */
+	struct conf_file admin_token;  /* the records API's bearer token */
+	struct conf_file body_encryption; /* keys sealing stored bodies and headers */
 
 	char *database;                /* NULL: libpq defaults and PG* env */
 

@@ -1,17 +1,22 @@
 /* Actor sources. */
 #include "proxy/actor.h"
 
+#include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "conf/conf.h"
 #include "proxy/http.h"
+#include "proxy/jwt.h"
 #include "proxy/utf8.h"
 
-/* Header actors and the anonymous one never share a slot. */
-#define ACTOR_HEADER_PREFIX "h:"
-#define ACTOR_ANONYMOUS_ID  "anonymous"
+/* Each source's actors have their own prefix: two sources never share a slot. */
+#define ACTOR_HEADER_PREFIX	   "h:"
+#define ACTOR_JWT_PREFIX	   "j:"
+#define ACTOR_AUTHORIZATION_PREFIX "a:"
+#define ACTOR_ANONYMOUS_ID	   "anonymous"
 
 int actor_value_ok(const char *s, size_t n)
 {
@@ -33,14 +38,123 @@ int actor_value_ok(const char *s, size_t n)
 	return 1;
 }
 
-enum actor_result actor_from_request(const struct route *r, const struct http_msg *m, char **actor)
+/* "a:" and the hex SHA-256 of the whole Authorization value. */
+static enum actor_result actor_authorization(const struct http_msg *m, char **actor)
 {
-	const char *value;
+	static const char hex[] = "0123456789abcdef";
+	unsigned char md[SHA256_DIGEST_LENGTH];
+	const char *value = http_msg_header(m, "Authorization");
+	char *out;
+
+	if (!value)
+		return ACTOR_ABSENT;
+	if (http_msg_header_count(m, "Authorization") > 1 || *value == '\0')
+		return ACTOR_INVALID;
+	SHA256((const unsigned char *)value, strlen(value), md);
+	out = malloc(strlen(ACTOR_AUTHORIZATION_PREFIX) + 2 * sizeof(md) + 1);
+	if (!out)
+		return ACTOR_NOMEM;
+	strcpy(out, ACTOR_AUTHORIZATION_PREFIX);
+	for (size_t i = 0, o = strlen(out); i < sizeof(md); i++) {
+		out[o++] = hex[md[i] >> 4];
+		out[o++] = hex[md[i] & 15];
+		out[o] = '\0';
+	}
+	*actor = out;
+	return ACTOR_OK;
+}
+
+/*
+ * The token of an actor jwt route: the whole value of its header=, or the
+ * credential of "Authorization: Bearer TOKEN". NULL when there is none;
+ * *twice when the header was given more than once.
+ */
+static const char *actor_token(const struct route *r, const struct http_msg *m, size_t *len,
+			       int *twice)
+{
+	const char *name = r->actor_header ? r->actor_header : "Authorization";
+	const char *v = http_msg_header(m, name);
+
+	*twice = v && http_msg_header_count(m, name) > 1;
+	if (!v)
+		return NULL;
+	if (!r->actor_header) {
+		if (strncasecmp(v, "Bearer", 6) != 0 || (v[6] != ' ' && v[6] != '\t'))
+			return NULL;
+		v += 6;
+		while (*v == ' ' || *v == '\t')
+			v++;
+	}
+	*len = strlen(v);
+	while (*len > 0 && (v[*len - 1] == ' ' || v[*len - 1] == '\t'))
+		(*len)--;
+	return *len ? v : NULL;
+}
+
+/* "j:" LEN ":" ISSUER ":" CLAIM from a verified token. */
+static enum actor_result actor_jwt(const struct route *r, const struct actor_ctx *ax,
+				   const struct http_msg *m, char **actor, const char **why)
+{
+	struct jwt_rules rules = {
+	    .issuer = r->jwt_issuer,
+	    .audience = r->jwt_audience,
+	    .claim = r->jwt_claim,
+	    .leeway_s = r->jwt_leeway_ms / 1000,
+	};
+	struct jwt_claims claims = {0};
+	enum jwt_result res;
+	const char *token, *iss;
+	size_t len = 0;
+	int twice, n;
+
+	token = actor_token(r, m, &len, &twice);
+	if (twice) {
+		*why = "credential given twice";
+		return ACTOR_INVALID;
+	}
+	if (!token)
+		return ACTOR_ABSENT;
+	res = jwt_cache_verify(ax->cache, ax->keys, &rules, token, len, ax->now_s, &claims);
+	if (res == JWT_NOMEM)
+		return ACTOR_NOMEM;
+	if (res != JWT_OK) {
+		*why = jwt_result_name(res);
+		return ACTOR_INVALID;
+	}
+	iss = claims.issuer ? claims.issuer : "";
+	n = asprintf(actor, ACTOR_JWT_PREFIX "%zu:%s:%s", strlen(iss), iss, claims.actor);
+	jwt_claims_clear(&claims);
+	if (n < 0)
+		return ACTOR_NOMEM;
+	if (!actor_value_ok(*actor, (size_t)n)) {
+		free(*actor);
+		*actor = NULL;
+		*why = "issuer and claim do not make an actor (too long, or control characters)";
+		return ACTOR_INVALID;
+	}
+	return ACTOR_OK;
+}
+
+enum actor_result actor_from_request(const struct route *r, const struct actor_ctx *ax,
+				     const struct http_msg *m, char **actor, const char **why)
+{
+	const char *value, *unused;
 	size_t len;
 
-	if (r->actor == ACTOR_ANONYMOUS) {
+	if (!why)
+		why = &unused;
+	*why = "not an actor value";
+	switch (r->actor) {
+	case ACTOR_ANONYMOUS:
 		*actor = strdup(ACTOR_ANONYMOUS_ID);
 		return *actor ? ACTOR_OK : ACTOR_NOMEM;
+	case ACTOR_AUTHORIZATION:
+		return actor_authorization(m, actor);
+	case ACTOR_JWT:
+		return actor_jwt(r, ax, m, actor, why);
+	case ACTOR_HEADER:
+	case ACTOR_UNSET:
+		break;
 	}
 	value = http_msg_header(m, r->actor_header);
 	if (!value)

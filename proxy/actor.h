@@ -5,14 +5,17 @@
 #include <stddef.h>
 
 struct http_msg;
+struct jwks;
+struct jwt_cache;
 struct route;
 
 #define ACTOR_MAX 256 /* bytes of an actor value */
 
 enum actor_result {
 	ACTOR_OK,
-	ACTOR_ABSENT,  /* the source is missing */
-	ACTOR_INVALID, /* empty, given twice, or not an actor value (actor_value_ok) */
+	ACTOR_ABSENT,  /* the source is missing (no header, no bearer token) */
+	ACTOR_INVALID, /* empty, given twice, not an actor value (actor_value_ok),
+			* or a token that does not verify */
 	ACTOR_NOMEM,
 };
 
@@ -24,12 +27,26 @@ enum actor_result {
  */
 int actor_value_ok(const char *s, size_t n);
 
+/* What actor sources need besides the request: a worker's verified tokens. */
+struct actor_ctx {
+	const struct jwks *keys;  /* actor jwt: the route's key set */
+	struct jwt_cache *cache;  /* actor jwt: this thread's verified tokens */
+	long long now_s;	  /* the wall clock, for exp / nbf / iat */
+};
+
 /*
- * The actor of request m on route r as the scope stores it: "h:" and the
- * header's value for `actor header`, "anonymous" for `actor anonymous`. On
- * ACTOR_OK *actor is a new string the caller frees.
+ * The actor of request m on route r as the scope stores it:
+ *   actor header     "h:" and the header's value
+ *   actor jwt        "j:" LEN ":" ISSUER ":" CLAIM (LEN the issuer's length, so
+ *                    two issuers' subjects never meet)
+ *   actor authorization  "a:" and the hex SHA-256 of the Authorization value
+ *   actor anonymous  "anonymous"
+ * On ACTOR_OK *actor is a new string the caller frees. On ACTOR_INVALID
+ * *why (when why is not NULL) says what was wrong, for the log: never the
+ * credential itself.
  */
-enum actor_result actor_from_request(const struct route *r, const struct http_msg *m,
-				     char **actor) __attribute__((warn_unused_result));
+enum actor_result actor_from_request(const struct route *r, const struct actor_ctx *ax,
+				     const struct http_msg *m, char **actor, const char **why)
+	__attribute__((warn_unused_result));
 
 #endif

@@ -14,9 +14,17 @@
  *
  * Record statements come from records.c and run through the main thread's
  * store, so nothing here blocks. ACTOR is the stored form ("h:alice").
+ *
+ * Access (DESIGN section 9): with admin_token every /records path needs
+ * "Authorization: Bearer TOKEN"; without it only loopback peers that name
+ * a loopback Host are served (a DNS-rebinding page names its own). A POST
+ * with an Origin (a web page's) is always refused. Health, readiness and
+ * metrics stay open for probes and scrapers.
  */
+#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/queue.h>
 
 #include <event2/buffer.h>
@@ -32,6 +40,7 @@
 #include "proxy/evfree.h"
 #include "proxy/log.h"
 #include "proxy/records.h"
+#include "proxy/secrets.h"
 #include "proxy/stats.h"
 #include "proxy/sweeper.h"
 
@@ -45,6 +54,7 @@
 struct admin {
 	struct evhttp *http;
 	const struct conf *conf;
+	const struct secrets *secrets; /* conf's: the admin token */
 	struct store *store;
 	struct stats *const *each; /* the workers' counters */
 	int nworkers;
@@ -233,6 +243,85 @@ static void admin_metrics(struct admin *a, struct evhttp_request *req)
 	evbuffer_free(out);
 }
 
+/* 1 when the numeric address or name at s (n bytes) is a loopback one or localhost. */
+static int admin_loopback_name(const char *s, size_t n)
+{
+	unsigned char bin[16];
+	char name[INET6_ADDRSTRLEN];
+
+	if (n == 9 && strncasecmp(s, "localhost", 9) == 0)
+		return 1;
+	if (n == 0 || n >= sizeof(name))
+		return 0;
+	memcpy(name, s, n);
+	name[n] = '\0';
+	if (inet_pton(AF_INET, name, bin) == 1)
+		return bin[0] == 127;
+	return inet_pton(AF_INET6, name, bin) == 1 && memcmp(bin, &in6addr_loopback, 16) == 0;
+}
+
+/* 1 when the Host header names a loopback address or localhost, with any port. */
+static int admin_loopback_host(const char *host)
+{
+	const char *end;
+
+	if (!host)
+		return 0;
+	if (*host == '[') {
+		end = strchr(host, ']');
+		return end && (end[1] == '\0' || end[1] == ':') &&
+		       admin_loopback_name(host + 1, (size_t)(end - host - 1));
+	}
+	end = strchr(host, ':');
+	return admin_loopback_name(host, end ? (size_t)(end - host) : strlen(host));
+}
+
+/* 1 when the peer of req is on a loopback address. */
+static int admin_loopback_peer(struct evhttp_request *req)
+{
+	struct evhttp_connection *conn = evhttp_request_get_connection(req);
+	const struct sockaddr *sa = conn ? evhttp_connection_get_addr(conn) : NULL;
+	char addr[INET6_ADDRSTRLEN];
+
+	if (!sa)
+		return 0;
+	if (sa->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, addr, sizeof(addr));
+	else if (sa->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, addr,
+			  sizeof(addr));
+	else
+		return 0;
+	return admin_loopback_name(addr, strlen(addr));
+}
+
+/*
+ * May req use the records API? 1, or 0 with the refusal sent: 401 without
+ * the admin token when there is one, 403 for a peer or Host that is not
+ * loopback when there is none.
+ */
+static int admin_records_allowed(struct admin *a, struct evhttp_request *req)
+{
+	struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+	const char *auth = evhttp_find_header(in, "Authorization");
+
+	if (a->secrets->admin_token) {
+		if (auth && strncasecmp(auth, "Bearer ", 7) == 0 &&
+		    secrets_admin_token_ok(a->secrets, auth + 7, strlen(auth + 7)))
+			return 1;
+		evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
+				  auth ? "Bearer error=\"invalid_token\"" : "Bearer");
+		admin_error(req, 401, "the records API needs the admin token");
+		return 0;
+	}
+	if (!admin_loopback_peer(req) || !admin_loopback_host(evhttp_find_header(in, "Host"))) {
+		admin_error(req, 403, "without admin_token the records API answers loopback "
+				      "clients that name a loopback Host only");
+		return 0;
+	}
+	return 1;
+}
+
 /* Routes the admin path to its handler; the method must fit. */
 static void admin_request(struct evhttp_request *req, void *arg)
 {
@@ -249,6 +338,9 @@ static void admin_request(struct evhttp_request *req, void *arg)
 		admin_error(req, 403, "requests from web pages are not accepted");
 		return;
 	}
+	if ((strcmp(path, "/records") == 0 || strncmp(path, "/records/", 9) == 0) &&
+	    !admin_records_allowed(a, req))
+		return;
 	if (get && strcmp(path, "/healthz") == 0)
 		admin_reply(req, 200, "text/plain", "ok\n", 3);
 	else if (get && strcmp(path, "/readyz") == 0)
@@ -322,14 +414,16 @@ static int admin_listen(struct admin *a, struct event_base *base, const struct c
 	return evconnlistener_enable(l);
 }
 
-struct admin *admin_new(struct event_base *base, const struct conf *conf, struct store *st,
-			struct stats *const *each, int n, struct sweeper *sw)
+struct admin *admin_new(struct event_base *base, const struct conf *conf,
+			const struct secrets *secrets, struct store *st, struct stats *const *each,
+			int n, struct sweeper *sw)
 {
 	struct admin *a = calloc(1, sizeof(*a));
 
 	if (!a)
 		return NULL;
 	a->conf = conf;
+	a->secrets = secrets;
 	a->store = st;
 	a->each = each;
 	a->nworkers = n;
@@ -355,9 +449,10 @@ fail:
 	return NULL;
 }
 
-void admin_reload(struct admin *a, const struct conf *conf)
+void admin_reload(struct admin *a, const struct conf *conf, const struct secrets *secrets)
 {
 	a->conf = conf;
+	a->secrets = secrets;
 	evhttp_set_max_body_size(a->http, (ev_ssize_t)conf->max_stored_body);
 }
 

@@ -8,20 +8,23 @@
 struct admin;
 struct conf;
 struct event_base;
+struct secrets;
 struct stats;
 struct store;
 struct sweeper;
 
 /*
- * Listen on conf's admin address. st (the main thread's store), each (the
+ * Listen on conf's admin address; secrets (conf's, for the admin token)
+ * live as long as conf. st (the main thread's store), each (the
  * n workers' counters) and sw (may be NULL) must outlive the admin; free st
  * before the admin so no call answers into a freed listener. NULL when it
  * cannot listen.
  */
-struct admin *admin_new(struct event_base *base, const struct conf *conf, struct store *st,
-			struct stats *const *each, int n, struct sweeper *sw);
-/* A reload's configuration (resolve's default retention, body limit). */
-void admin_reload(struct admin *a, const struct conf *conf);
+struct admin *admin_new(struct event_base *base, const struct conf *conf,
+			const struct secrets *secrets, struct store *st, struct stats *const *each,
+			int n, struct sweeper *sw);
+/* A reload's configuration (resolve's default retention, body limit, admin token). */
+void admin_reload(struct admin *a, const struct conf *conf, const struct secrets *secrets);
 void admin_free(struct admin *a);
 
 #endif

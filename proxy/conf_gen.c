@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "conf/conf.h"
+#include "proxy/secrets.h"
 
 /* A replaced generation some of this thread's requests still use. */
 struct conf_gen_retired {
@@ -12,13 +13,14 @@ struct conf_gen_retired {
 	int requests;
 };
 
-struct conf_gen *conf_gen_new(struct conf *conf)
+struct conf_gen *conf_gen_new(struct conf *conf, struct secrets *secrets)
 {
 	struct conf_gen *gen = calloc(1, sizeof(*gen));
 
 	if (!gen)
 		return NULL;
 	gen->conf = conf;
+	gen->secrets = secrets;
 	atomic_init(&gen->holders, 1);
 	return gen;
 }
@@ -32,6 +34,7 @@ void conf_gen_release(struct conf_gen *gen)
 {
 	if (gen && atomic_fetch_sub(&gen->holders, 1) == 1) {
 		conf_free(gen->conf);
+		secrets_free(gen->secrets);
 		free(gen);
 	}
 }
@@ -47,6 +50,11 @@ void conf_gens_init(struct conf_gens *g, struct conf_gen *gen)
 const struct conf *conf_gens_conf(const struct conf_gens *g)
 {
 	return g->gen->conf;
+}
+
+const struct secrets *conf_gens_secrets(const struct conf_gens *g)
+{
+	return g->gen->secrets;
 }
 
 struct conf_gen *conf_gens_hold(struct conf_gens *g)

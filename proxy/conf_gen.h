@@ -15,14 +15,16 @@
 #include <sys/queue.h>
 
 struct conf;
+struct secrets;
 
 struct conf_gen {
 	struct conf *conf;
+	struct secrets *secrets; /* what conf's files hold (secrets.h) */
 	atomic_int holders;
 };
 
-/* A generation of conf (taken over: freed with the generation), one holder. */
-struct conf_gen *conf_gen_new(struct conf *conf);
+/* A generation of conf and its secrets (taken over: freed with the generation), one holder. */
+struct conf_gen *conf_gen_new(struct conf *conf, struct secrets *secrets);
 void conf_gen_acquire(struct conf_gen *gen);
 /* Drop one hold; the last frees the generation and its conf. NULL is accepted. */
 void conf_gen_release(struct conf_gen *gen);
@@ -37,8 +39,9 @@ struct conf_gens {
 
 /* Start with gen (acquired here). */
 void conf_gens_init(struct conf_gens *g, struct conf_gen *gen);
-/* The configuration new requests get. */
+/* The configuration new requests get, and its secrets. */
 const struct conf *conf_gens_conf(const struct conf_gens *g);
+const struct secrets *conf_gens_secrets(const struct conf_gens *g);
 /* The generation a new request holds until it ends (conf_gens_drop). */
 struct conf_gen *conf_gens_hold(struct conf_gens *g);
 void conf_gens_drop(struct conf_gens *g, struct conf_gen *gen);

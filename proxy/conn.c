@@ -108,13 +108,18 @@ void conn_abort(struct client_conn *c, int rst)
 	conn_respond_send(c);
 }
 
-/* The read event runs while neither the input buffer nor the relay holds it back. */
+/*
+ * Reading runs while neither the input buffer nor the relay holds it back:
+ * the read event, or a TLS bufferevent's own reading.
+ */
 static void conn_reading(struct client_conn *c)
 {
-	if (c->read_paused || c->relay_paused)
-		event_del(c->read_ev);
+	int on = !c->read_paused && !c->relay_paused;
+
+	if (c->tls)
+		on ? bufferevent_enable(c->bev, EV_READ) : bufferevent_disable(c->bev, EV_READ);
 	else
-		event_add(c->read_ev, NULL);
+		on ? event_add(c->read_ev, NULL) : event_del(c->read_ev);
 }
 
 void conn_read_pause(struct client_conn *c, int pause)

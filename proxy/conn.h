@@ -51,6 +51,7 @@ struct client_conn {
 	int expect_continue;        /* this request asked for 100 Continue */
 	int continued;              /* 100 Continue sent for this request */
 	int lingering;              /* write side shut, draining input */
+	int tls;                    /* bev is an OpenSSL bufferevent: it reads and writes itself */
 };
 
 enum respond_flags {

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <sys/socket.h>
 
 #include "proxy/io.h"
@@ -15,6 +16,8 @@ int io_write_now(struct bufferevent *bev)
 	struct evbuffer *out = bufferevent_get_output(bev);
 	int n;
 
+	if (bufferevent_openssl_get_ssl(bev))
+		return 0; /* TLS: the bufferevent encrypts and writes (EV_WRITE) */
 	evbuffer_unfreeze(out, 1);
 	n = evbuffer_write(out, bufferevent_getfd(bev));
 	evbuffer_freeze(out, 1);

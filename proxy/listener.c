@@ -19,8 +19,10 @@
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <netinet/in.h>
+#include <openssl/ssl.h>
 #include <netinet/tcp.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -39,6 +41,7 @@
 #include "proxy/log.h"
 #include "proxy/request.h"
 #include "proxy/respond.h"
+#include "proxy/secrets.h"
 
 #define LINGER_TIMEOUT_MS 2000
 #define LISTEN_BACKLOG 1024
@@ -77,6 +80,7 @@ static const char continue_line[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
 static void listener_process(struct client_conn *c);
 static void listener_body(struct client_conn *c);
+static void listener_input(struct client_conn *c);
 
 static const struct conf *listener_conf(const struct client_conn *c)
 {
@@ -125,6 +129,8 @@ static void listener_linger(struct client_conn *c)
 	struct evbuffer *in = bufferevent_get_input(c->bev);
 
 	c->lingering = 1;
+	if (c->tls)
+		SSL_shutdown(bufferevent_openssl_get_ssl(c->bev)); /* close_notify */
 	shutdown(bufferevent_getfd(c->bev), SHUT_WR);
 	evbuffer_drain(in, evbuffer_get_length(in));
 	listener_read_resume(c);
@@ -153,6 +159,27 @@ static void listener_read_event(evutil_socket_t fd, short what, void *arg)
 		listener_conn_free(c);
 		return;
 	}
+	listener_input(c);
+}
+
+/*
+ * A TLS connection's bufferevent decrypted more input (its read watermark
+ * keeps the buffer at CLIENT_READ_HIGH_WATERMARK).
+ */
+static void listener_tls_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct client_conn *c = arg;
+
+	if (evbuffer_get_length(bufferevent_get_input(bev)) >= CLIENT_READ_HIGH_WATERMARK)
+		conn_input_full(c, 1);
+	listener_input(c);
+}
+
+/* New bytes in c's input buffer: to the request, its body or its tunnel. */
+static void listener_input(struct client_conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+
 	if (c->lingering) {
 		evbuffer_drain(in, evbuffer_get_length(in));
 		return;
@@ -219,6 +246,8 @@ static void listener_next_cb(evutil_socket_t fd, short what, void *arg)
 
 static void listener_event_cb(struct bufferevent *bev, short what, void *arg)
 {
+	if (what & BEV_EVENT_CONNECTED)
+		return; /* a TLS handshake is done: requests follow */
 	listener_conn_free(arg);
 }
 
@@ -358,18 +387,47 @@ static void listener_body(struct client_conn *c)
 	}
 }
 
+/*
+ * The bufferevent of a new connection on fd: a socket one, or with tls an
+ * OpenSSL one that runs the handshake as it reads (nothing blocks).
+ */
+static struct bufferevent *listener_bev_new(struct listener *l, evutil_socket_t fd, SSL_CTX *tls)
+{
+	struct bufferevent *bev;
+	SSL *ssl;
+
+	if (!tls)
+		return bufferevent_socket_new(l->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	ssl = SSL_new(tls);
+	if (!ssl)
+		return NULL;
+	bev = bufferevent_openssl_socket_new(l->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+					     BEV_OPT_CLOSE_ON_FREE);
+	if (!bev) {
+		SSL_free(ssl);
+		return NULL;
+	}
+	/* A client that closes without close_notify has still sent whole
+	 * requests: its end is an EOF, not an error. */
+	bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+	bufferevent_setwatermark(bev, EV_READ, 0, CLIENT_READ_HIGH_WATERMARK);
+	return bev;
+}
+
 /* A new connection on fd from sa, or NULL (fd closed) when out of memory. */
 static struct client_conn *listener_conn_new(struct listener *l, evutil_socket_t fd,
 					     const struct sockaddr *sa)
 {
 	struct client_conn *c = calloc(1, sizeof(*c));
+	SSL_CTX *tls = conf_gens_secrets(l->gens)->listen_tls;
 
 	if (!c) {
 		evutil_closesocket(fd);
 		return NULL;
 	}
 	c->l = l;
-	c->bev = bufferevent_socket_new(l->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	c->tls = tls != NULL;
+	c->bev = listener_bev_new(l, fd, tls);
 	/* Body limits are set per request (listener_process): only
 	 * intercepted requests have one. */
 	c->parser = http_parser_new(HTTP_REQUEST, 0);
@@ -426,9 +484,14 @@ static void listener_accepted(struct listener *l, evutil_socket_t fd, const stru
 	/* Reads come through listener_read_event, writes through
 	 * conn_respond_send; the bufferevent's EV_WRITE is used only when a
 	 * write falls short. */
-	bufferevent_setcb(c->bev, NULL, listener_write_cb, listener_event_cb, c);
+	bufferevent_setcb(c->bev, c->tls ? listener_tls_read_cb : NULL, listener_write_cb,
+			  listener_event_cb, c);
 	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
-	event_add(c->read_ev, NULL);
+	/* TLS: the bufferevent reads, handshake first. */
+	if (c->tls)
+		bufferevent_enable(c->bev, EV_READ);
+	else
+		event_add(c->read_ev, NULL);
 	listener_timer_add(c->timer, conf->client_timeout_ms);
 }
 

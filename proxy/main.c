@@ -25,6 +25,7 @@
 #include "proxy/log.h"
 #include "proxy/migrate.h"
 #include "proxy/records_cli.h"
+#include "proxy/secrets.h"
 #include "proxy/stats.h"
 #include "proxy/store.h"
 #include "proxy/sweeper.h"
@@ -84,6 +85,23 @@ static void signal_stop_cb(evutil_socket_t sig, short what, void *arg)
 }
 
 /*
+ * Read FILE and every file it names. 0 with *conf and *secrets, or -1 with
+ * "FILE:LINE: message" in err.
+ */
+static int load(const char *file, struct conf **conf, struct secrets **secrets, char *err,
+		size_t errlen)
+{
+	if (conf_load(file, conf, err, errlen) < 0)
+		return -1;
+	if (secrets_load(*conf, secrets, err, errlen) < 0) {
+		conf_free(*conf);
+		*conf = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+/*
  * SIGHUP: build and check a whole new configuration, then hand it to every
  * worker; new requests use it, requests in flight finish under theirs. A
  * file that does not load, or that changes what only a restart can apply,
@@ -94,13 +112,14 @@ static void signal_hup_cb(evutil_socket_t sig, short what, void *arg)
 	struct supervisor *sv = arg;
 	const char *file = sv->gen->conf->file;
 	struct conf *conf = NULL;
+	struct secrets *secrets = NULL;
 	struct conf_gen *gen;
 	const char *changed;
 	char err[CONF_ERR_MAX];
 
 	if (sv->stopping)
 		return;
-	if (conf_load(file, &conf, err, sizeof(err)) < 0) {
+	if (load(file, &conf, &secrets, err, sizeof(err)) < 0) {
 		log_error(NULL, "reload failed, the running configuration stays: %s", err);
 		return;
 	}
@@ -109,20 +128,22 @@ static void signal_hup_cb(evutil_socket_t sig, short what, void *arg)
 		log_error(NULL, "reload refused: \"%s\" changed, which needs a restart; "
 				"the running configuration stays", changed);
 		conf_free(conf);
+		secrets_free(secrets);
 		return;
 	}
 	register_routes(conf);
-	gen = conf_gen_new(conf);
+	gen = conf_gen_new(conf, secrets);
 	if (!gen) {
 		log_error(NULL, "reload failed: out of memory");
 		conf_free(conf);
+		secrets_free(secrets);
 		return;
 	}
 	for (int i = 0; i < sv->nworkers; i++)
 		worker_reload(&sv->workers[i], gen);
 	sweeper_set_interval(sv->sweeper, conf->sweep_interval_ms);
 	if (sv->admin)
-		admin_reload(sv->admin, conf);
+		admin_reload(sv->admin, conf, secrets);
 	conf_gen_release(sv->gen);
 	sv->gen = gen;
 	log_info(NULL, "configuration reloaded from %s", file);
@@ -185,15 +206,16 @@ static void raise_fd_limit(const struct conf *conf)
  * workers. Returns 0, or -1 with what was set up left for
  * supervisor_free().
  */
-static int supervisor_start(struct supervisor *sv, struct conf *conf)
+static int supervisor_start(struct supervisor *sv, struct conf *conf, struct secrets *secrets)
 {
 	char owner_id[OWNER_ID_MAX], host[OWNER_ID_MAX / 2] = "localhost";
 
 	register_routes(conf);
 	raise_fd_limit(conf);
-	sv->gen = conf_gen_new(conf);
+	sv->gen = conf_gen_new(conf, secrets);
 	if (!sv->gen) {
 		conf_free(conf);
+		secrets_free(secrets);
 		return -1;
 	}
 	sv->nworkers = conf->workers;
@@ -216,7 +238,7 @@ static int supervisor_start(struct supervisor *sv, struct conf *conf)
 	if (!sv->sweeper)
 		return -1;
 	if (conf->admin.host) {
-		sv->admin = admin_new(sv->base, conf, sv->store, sv->each, sv->nworkers, sv->sweeper);
+		sv->admin = admin_new(sv->base, conf, sv->gen->secrets, sv->store, sv->each, sv->nworkers, sv->sweeper);
 		if (!sv->admin)
 			return -1;
 	}
@@ -263,7 +285,7 @@ static void libevent_log(int severity, const char *msg)
 }
 
 /* Serve with conf (run takes it over) until stopped; the exit status. */
-static int run(struct conf *conf)
+static int run(struct conf *conf, struct secrets *secrets)
 {
 	struct supervisor sv = {0};
 	pthread_t joiner;
@@ -272,7 +294,7 @@ static int run(struct conf *conf)
 	event_set_log_callback(libevent_log);
 	if (evthread_use_pthreads() < 0)
 		return 1;
-	if (supervisor_start(&sv, conf) == 0 &&
+	if (supervisor_start(&sv, conf, secrets) == 0 &&
 	    pthread_create(&joiner, NULL, joiner_main, &sv) == 0) {
 		event_base_dispatch(sv.base);
 		pthread_join(joiner, NULL);
@@ -289,6 +311,7 @@ int main(int argc, char **argv)
 	const char *file = DEFAULT_CONF;
 	int test_only = 0, migrate = 0, opt, rc = 1;
 	struct conf *conf = NULL;
+	struct secrets *secrets = NULL;
 	char err[CONF_ERR_MAX];
 
 	if (argc > 1 && !strcmp(argv[1], "--version")) {
@@ -323,7 +346,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (conf_load(file, &conf, err, sizeof(err)) < 0) {
+	if (load(file, &conf, &secrets, err, sizeof(err)) < 0) {
 		fprintf(stderr, "%s\n", err);
 		return 1;
 	}
@@ -336,8 +359,9 @@ int main(int argc, char **argv)
 			fprintf(stderr, "migrate: %s\n", err);
 	} else {
 		signal(SIGPIPE, SIG_IGN);
-		return run(conf);
+		return run(conf, secrets);
 	}
 	conf_free(conf);
+	secrets_free(secrets);
 	return rc;
 }

@@ -35,6 +35,8 @@ struct record {
 	const unsigned char *body;
 	size_t body_len;
 	int body_omitted;	    /* the body was over max_stored_body: not kept */
+	const char *sealed;	    /* completed: the id of the key that sealed headers and
+				     * body (seal.h), NULL: they are plaintext */
 };
 
 /*
@@ -46,5 +48,35 @@ struct record {
  */
 char *record_headers(const struct http_msg *resp, char *const *extra, int nextra, size_t *len)
 	__attribute__((warn_unused_result));
+
+struct scope;
+struct seal_keys;
+
+/* A record's headers and body sealed for the store (seal.h): two blobs, malloc'ed. */
+struct record_sealed {
+	unsigned char *headers;
+	size_t headers_len;
+	unsigned char *body; /* NULL when the body is omitted */
+	size_t body_len;
+};
+
+/*
+ * Seal headers (hlen bytes) and body (blen bytes; NULL: omitted) under k's
+ * current key, with sc as associated data, so that a blob moved to another
+ * scope never opens. 0, or -1 (out of memory, OpenSSL): nothing to free.
+ */
+int record_seal(const struct seal_keys *k, const struct scope *sc, const char *headers,
+		size_t hlen, const unsigned char *body, size_t blen, struct record_sealed *out)
+	__attribute__((warn_unused_result));
+void record_sealed_free(struct record_sealed *s);
+
+/*
+ * Open a sealed record in (in->sealed set) for scope sc: on 0 *out is in
+ * with plaintext headers and body, which live in *mem until the caller
+ * frees it; on -1 *why says why it cannot be read (no keys, an unknown key,
+ * a failed tag) and nothing is allocated.
+ */
+int record_open(const struct seal_keys *k, const struct scope *sc, const struct record *in,
+		struct record *out, void **mem, const char **why) __attribute__((warn_unused_result));
 
 #endif

@@ -46,8 +46,10 @@
 	" coalesce(x.state = 'in_progress' AND x.lease_expires_at <= now(), false),"           \
 	" " RECORDS_TS("x.created_at") ", " RECORDS_TS("x.completed_at") ","                   \
 	" " RECORDS_TS("x.expires_at") ","                                                     \
-	" x.response_status, encode(x.fingerprint, 'hex'), x.response_headers,"                \
-	" x.response_body, x.body_omitted"
+	" x.response_status, encode(x.fingerprint, 'hex'),"                                    \
+	" CASE WHEN x.response_sealed IS NULL THEN x.response_headers END,"                    \
+	" CASE WHEN x.response_sealed IS NULL THEN x.response_body END, x.body_omitted,"       \
+	" x.response_sealed"
 
 /* An operator may act on a record nobody else will finish: unknown, or in
  * progress with its owner's lease run out. Only used in WHERE clauses (NULL
@@ -89,7 +91,7 @@ static const char records_sql_resolve[] =
     RECORDS_CUR ","
     " upd AS (UPDATE idempotency_records r SET state = 'completed',"
     "  response_status = $4, response_headers = $5, response_body = $6,"
-    "  body_omitted = false, completed_at = now(),"
+    "  response_sealed = NULL, body_omitted = false, completed_at = now(),"
     "  expires_at = now() + $7 * interval '1 millisecond',"
     "  lease_owner = NULL, lease_expires_at = NULL, generation = " STORE_SQL_NEW_GENERATION
     "  FROM cur x WHERE " RECORDS_CUR_JOIN " AND " RECORDS_STUCK
@@ -119,6 +121,7 @@ enum records_col {
 	COL_HEADERS,
 	COL_BODY,
 	COL_BODY_OMITTED,
+	COL_SEALED,
 	COL_COUNT
 };
 
@@ -152,6 +155,7 @@ static const struct {
     {"headers", COL_HEADERS, KIND_HEADERS},
     {"body", COL_BODY, KIND_BODY},
     {"body_omitted", COL_BODY_OMITTED, KIND_BOOL},
+    {"sealed", COL_SEALED, KIND_TEXT}, /* the key id; headers and body are then not shown */
 };
 
 /* ---- statements ---- */

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
+#include <time.h>
 
 #include "conf/conf.h"
 #include "proxy/actor.h"
@@ -36,6 +37,7 @@
 #include "proxy/forward.h"
 #include "proxy/http.h"
 #include "proxy/idemkey.h"
+#include "proxy/jwt.h"
 #include "proxy/log.h"
 #include "proxy/outcome.h"
 #include "proxy/record.h"
@@ -43,6 +45,8 @@
 #include "proxy/replay.h"
 #include "proxy/respond.h"
 #include "proxy/scope.h"
+#include "proxy/seal.h"
+#include "proxy/secrets.h"
 #include "proxy/stats.h"
 #include "proxy/store.h"
 #include "proxy/upstream.h"
@@ -51,6 +55,8 @@
 #define RECORD_RETRY_MAX_MS 2000
 /* Recent wake-ups a context remembers, for claims answered after one (a power of two). */
 #define WAKE_RING_SIZE 256
+/* Verified tokens a worker remembers (actor jwt). */
+#define REQUEST_JWT_CACHE 4096
 /* Buckets of the waiters' table, by scope token (a power of two). */
 #define WAIT_BUCKETS 1024
 
@@ -99,6 +105,7 @@ struct request_ctx {
 	struct store *store;
 	struct upstream_pool *pool;
 	struct cache *cache;
+	struct jwt_cache *jwt_cache;   /* verified tokens of actor jwt routes */
 	struct stats *stats;
 	uint64_t next_id;
 	int past_deadline;	       /* shutdown_timeout passed: last writes only */
@@ -133,6 +140,7 @@ struct request {
 	char key[IDEMKEY_MAX + 1];
 	size_t key_len;
 	char *actor;
+	struct record_sealed sealed; /* the owner's record as body_encryption stores it */
 	struct scope scope;
 	unsigned char fp[FINGERPRINT_LEN];
 	int64_t generation;
@@ -222,13 +230,27 @@ void request_start(struct request_ctx *ctx, struct client_conn *c, struct http_m
 	request_intercept(req);
 }
 
+/* The actor of req from its route's source, into req->actor; *why as actor_from_request's. */
+static enum actor_result request_actor(struct request *req, const char **why)
+{
+	const struct secrets *sec = req->gen->secrets;
+	struct actor_ctx ax = {
+	    .keys = sec->route_keys[req->route - req->conf->routes],
+	    .cache = req->ctx->jwt_cache,
+	    .now_s = (long long)time(NULL),
+	};
+
+	return actor_from_request(req->route, &ax, req->msg, &req->actor, why);
+}
+
 /* A matched unsafe request: key, actor and fingerprint, then the record. */
 static void request_intercept(struct request *req)
 {
 	const struct route *r = req->route;
 	struct http_msg *m = req->msg;
 	const struct record *cached;
-	const char *value;
+	const char *value, *why = NULL;
+	char detail[128];
 	size_t len;
 
 	if (http_msg_header_count(m, req->conf->key_header) == 0) {
@@ -251,16 +273,24 @@ static void request_intercept(struct request *req)
 	req->tag.key = req->key;
 	req->tag.key_len = req->key_len;
 
-	switch (actor_from_request(r, m, &req->actor)) {
+	switch (request_actor(req, &why)) {
 	case ACTOR_OK:
 		break;
 	case ACTOR_ABSENT:
-		request_reject(req, PROBLEM_ACTOR_MISSING, "the request names no actor");
+		request_reject(req, PROBLEM_ACTOR_MISSING,
+			       r->actor == ACTOR_JWT || r->actor == ACTOR_AUTHORIZATION
+				   ? "the request carries no credential"
+				   : "the request names no actor");
 		return;
 	case ACTOR_INVALID:
-		request_reject(req, PROBLEM_ACTOR_INVALID,
-			       "an actor is one value of 1 to 256 bytes of UTF-8 without control "
-			       "characters");
+		if (r->actor == ACTOR_JWT) {
+			snprintf(detail, sizeof(detail), "the bearer token is not valid: %s", why);
+			request_reject(req, PROBLEM_ACTOR_INVALID, detail);
+		} else {
+			request_reject(req, PROBLEM_ACTOR_INVALID,
+				       "an actor is one value of 1 to 256 bytes of UTF-8 without "
+				       "control characters");
+		}
 		return;
 	case ACTOR_NOMEM:
 		goto fail;
@@ -374,6 +404,25 @@ static void request_cache_put(struct request *req, const struct record *rec, int
  */
 static void request_existing(struct request *req, const struct record *rec, int cached)
 {
+	struct record plain;
+	const char *why;
+	void *mem = NULL;
+
+	if (rec->sealed && rec->state == RECORD_COMPLETED &&
+	    memcmp(rec->fingerprint, req->fp, FINGERPRINT_LEN) == 0) {
+		if (record_open(req->gen->secrets->seal, &req->scope, rec, &plain, &mem, &why) < 0) {
+			/* Never replayed, never run again: an operator decides. */
+			log_error(&req->tag, "stored record sealed with key \"%s\" cannot be read: %s",
+				  rec->sealed, why);
+			req->outcome = OUT_UNKNOWN;
+			request_answer_problem(req, PROBLEM_OUTCOME_UNKNOWN,
+					       "the stored outcome of the first request with this "
+					       "key cannot be read");
+			request_done(req);
+			return;
+		}
+		rec = &plain;
+	}
 	if (memcmp(rec->fingerprint, req->fp, FINGERPRINT_LEN) != 0) {
 		req->outcome = OUT_CONFLICT;
 		request_answer_problem(req, PROBLEM_CONFLICT,
@@ -395,6 +444,7 @@ static void request_existing(struct request *req, const struct record *rec, int 
 		request_answer_problem(req, PROBLEM_IN_PROGRESS,
 				       "a request with this Idempotency-Key is still being processed");
 	}
+	free(mem); /* the replay and the cache copied what they keep */
 	request_done(req);
 }
 
@@ -535,7 +585,7 @@ static void request_forward(struct request *req, int streamed)
 		    {
 			.peer = req->conn ? req->conn->peer : "unknown",
 			.trusted = req->conn && conf_trusted_proxy(conf, (const struct sockaddr *)&req->conn->peer_addr),
-			.proto = "http",
+			.proto = req->conn && req->conn->tls ? "https" : "http",
 			.default_host = conf->upstream_hostport,
 		    },
 	};
@@ -634,6 +684,7 @@ static int request_write_flags(const struct request *req)
 static void request_record(struct request *req)
 {
 	struct store *st = req->ctx->store;
+	const struct seal_keys *keys = req->gen->secrets->seal;
 	const unsigned char *body = NULL;
 	size_t body_len = 0;
 	int flags = request_write_flags(req);
@@ -646,9 +697,26 @@ static void request_record(struct request *req)
 			body_len = evbuffer_get_length(req->resp->body);
 			body = body_len ? evbuffer_pullup(req->resp->body, -1) : (const unsigned char *)"";
 		}
-		store_finish(st, &req->scope, req->generation, req->resp->status,
-			     req->stored_headers, req->stored_headers_len, body, body_len,
-			     req->body_omitted, req->route->retention_ms, flags, record_done_cb, req);
+		if (keys && !req->sealed.headers &&
+		    record_seal(keys, &req->scope, req->stored_headers, req->stored_headers_len,
+				body, body_len, &req->sealed) < 0) {
+			/* Never stored in the clear: the outcome is kept as unknown. */
+			log_error(&req->tag, "record sealing failed: the record is marked unknown");
+			store_mark_unknown(st, &req->scope, req->generation, flags, record_done_cb,
+					   req);
+			break;
+		}
+		if (keys)
+			store_finish(st, &req->scope, req->generation, req->resp->status,
+				     (const char *)req->sealed.headers, req->sealed.headers_len,
+				     req->sealed.body, req->sealed.body_len, req->body_omitted,
+				     seal_keys_current(keys), req->route->retention_ms, flags,
+				     record_done_cb, req);
+		else
+			store_finish(st, &req->scope, req->generation, req->resp->status,
+				     req->stored_headers, req->stored_headers_len, body, body_len,
+				     req->body_omitted, NULL, req->route->retention_ms, flags,
+				     record_done_cb, req);
 		break;
 	case OUT_RELEASED:
 		store_release(st, &req->scope, req->generation, flags, record_done_cb, req);
@@ -830,6 +898,7 @@ static void request_free(struct request *req)
 		conn_attach(req->conn, NULL);
 	request_forwarded(req);
 	relay_free(req->relay);
+	record_sealed_free(&req->sealed);
 	evfree_event(&req->wait_timer);
 	evfree_event(&req->retry_timer);
 	http_msg_free(req->msg);
@@ -925,6 +994,11 @@ struct request_ctx *request_ctx_new(struct event_base *base, struct conf_gens *g
 	ctx->cache = cache;
 	ctx->stats = stats;
 	ctx->next_id = first_id;
+	ctx->jwt_cache = jwt_cache_new(REQUEST_JWT_CACHE);
+	if (!ctx->jwt_cache) {
+		free(ctx);
+		return NULL;
+	}
 	LIST_INIT(&ctx->requests);
 	for (int i = 0; i < WAIT_BUCKETS; i++)
 		LIST_INIT(&ctx->waiters[i]);
@@ -943,6 +1017,7 @@ void request_ctx_free(struct request_ctx *ctx)
 		request_set_state(req, REQ_DONE);
 		request_free(req);
 	}
+	jwt_cache_free(ctx->jwt_cache);
 	free(ctx);
 }
 

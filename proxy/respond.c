@@ -54,6 +54,11 @@ int respond_problem(struct client_conn *c, const struct conf *conf, enum problem
 			  "Cache-Control: no-store\r\n");
 	if (kind == PROBLEM_IN_PROGRESS || kind == PROBLEM_STORE_UNAVAILABLE)
 		evbuffer_add_printf(out, "Retry-After: %d\r\n", RETRY_AFTER_S);
+	/* A 401 names its scheme (RFC 9110 11.6.1; RFC 6750 3.1 for the error). */
+	if (kind == PROBLEM_ACTOR_MISSING)
+		http_add_lit(out, "WWW-Authenticate: Bearer\r\n");
+	else if (kind == PROBLEM_ACTOR_INVALID)
+		http_add_lit(out, "WWW-Authenticate: Bearer error=\"invalid_token\"\r\n");
 	/* Out of memory: the status line still says what happened. */
 	conn_respond_frame(c, json ? len : 0, flags | (json ? 0 : RESPOND_CLOSE));
 	if (json && !(flags & RESPOND_HEAD))

@@ -60,7 +60,7 @@
 #define STORE_CLAIM_ROW_PARAMS	 6
 #define STORE_LOOKUP_ROW_PARAMS	 7
 #define STORE_FORGET_ROW_PARAMS	 5
-#define STORE_FINISH_ROW_PARAMS	 10
+#define STORE_FINISH_ROW_PARAMS	 11
 #define STORE_FENCE_ROW_PARAMS	 5
 #define STORE_ROW_PARAMS_MAX	STORE_FINISH_ROW_PARAMS
 #define STORE_PARAMS_MAX	(1 + STORE_ROW_PARAMS_MAX * STORE_BATCH_MAX)
@@ -129,14 +129,14 @@ static const char store_sql_lookup_tail[] =
     "  lease_owner = v.lease_owner,"
     "  lease_expires_at = now() + v.lease_ms * interval '1 millisecond',"
     "  generation = " STORE_SQL_NEW_GENERATION ", response_status = NULL, response_headers = NULL,"
-    "  response_body = NULL, body_omitted = false, created_at = now(),"
+    "  response_body = NULL, response_sealed = NULL, body_omitted = false, created_at = now(),"
     "  completed_at = NULL, expires_at = NULL"
     " FROM v"
     " WHERE r.actor = v.actor AND r.operation = v.operation AND r.idem_key = v.idem_key"
     "  AND " STORE_SQL_TAKEOVER
     " RETURNING v.ord, r.generation)"
     " SELECT t.ord, true, t.generation, 'in_progress'::text, NULL::bytea, NULL::integer,"
-    "  NULL::bytea, NULL::bytea, false, false, 0::bigint, 0::bigint FROM takeover t"
+    "  NULL::bytea, NULL::bytea, false, false, 0::bigint, 0::bigint, NULL::text FROM takeover t"
     " UNION ALL"
     " SELECT v.ord, false, r.generation, r.state, r.fingerprint, r.response_status,"
     "  r.response_headers, r.response_body, r.body_omitted,"
@@ -144,7 +144,8 @@ static const char store_sql_lookup_tail[] =
     "  CASE WHEN r.state = 'in_progress' THEN greatest(0, ceil(extract(epoch FROM"
     "   r.lease_expires_at - now()) * 1000))::bigint ELSE 0::bigint END,"
     "  CASE WHEN r.state = 'completed' THEN coalesce(greatest(0, floor(extract(epoch FROM"
-    "   r.expires_at - now()) * 1000))::bigint, 0::bigint) ELSE 0::bigint END"
+    "   r.expires_at - now()) * 1000))::bigint, 0::bigint) ELSE 0::bigint END,"
+    "  r.response_sealed"
     " FROM v JOIN idempotency_records r ON r.actor = v.actor AND r.operation = v.operation"
     "  AND r.idem_key = v.idem_key"
     " WHERE NOT " STORE_SQL_TAKEOVER;
@@ -153,6 +154,7 @@ static const char store_sql_lookup_tail[] =
 static const char store_sql_finish_head[] =
     "UPDATE idempotency_records r SET state = 'completed', response_status = v.status,"
     " response_headers = v.headers, response_body = v.body, body_omitted = v.omitted,"
+    " response_sealed = v.sealed,"
     " completed_at = now(), expires_at = now() + v.retention_ms * interval '1 millisecond',"
     " lease_owner = NULL, lease_expires_at = NULL"
     " FROM (VALUES ";
@@ -170,7 +172,7 @@ static const char store_sql_finish_head[] =
 
 static const char store_sql_finish_tail[] =
     ") v (ord, actor, operation, idem_key, generation, notify, status, headers, body, omitted,"
-    " retention_ms)" STORE_SQL_FENCE;
+    " retention_ms, sealed)" STORE_SQL_FENCE;
 
 static const char store_sql_unknown_head[] =
     "UPDATE idempotency_records r SET state = 'unknown' FROM (VALUES ";
@@ -204,7 +206,7 @@ static const char store_sql_forget_tail[] =
 /* VALUES rows: '#' stands for the ordinal, '?' for the row's next parameter. */
 static const char store_sql_lookup_row[] = "(#, ?, ?, ?, ?, ?, ?, ?)";
 static const char store_sql_forget_row[] = "(#, ?, ?, ?, ?, ?)";
-static const char store_sql_finish_row[] = "(#, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+static const char store_sql_finish_row[] = "(#, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 static const char store_sql_fence_row[] = "(#, ?, ?, ?, ?, ?)";
 
 /*
@@ -247,6 +249,7 @@ enum store_claim_col {
 	STORE_COL_LEASE_EXPIRED,
 	STORE_COL_LEASE_REMAINING,
 	STORE_COL_EXPIRES_IN,
+	STORE_COL_SEALED,
 	STORE_CLAIM_COLUMNS,
 };
 
@@ -321,9 +324,9 @@ static const struct store_sql store_sqls[] = {
 	    store_sql_finish_tail,
 	    STORE_FINISH_ROW_PARAMS,
 	    {STORE_FENCE_ROW_TYPES, STORE_OID_INT4, STORE_OID_BYTEA, STORE_OID_BYTEA,
-	     STORE_OID_BOOL, STORE_OID_INT8},
+	     STORE_OID_BOOL, STORE_OID_INT8, STORE_OID_TEXT},
 	    {STORE_FENCE_ROW_FORMATS, STORE_FORMAT_TEXT, STORE_FORMAT_BINARY,
-	     STORE_FORMAT_BINARY, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT},
+	     STORE_FORMAT_BINARY, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT},
 	},
     [STORE_OP_UNKNOWN] =
 	{
@@ -390,6 +393,7 @@ struct store_op {
 	size_t body_len;
 	int omitted;
 	int64_t retention_ms;
+	const char *sealed; /* finish: the sealing key's id, NULL: plaintext */
 	char nums[STORE_OP_NUMS][STORE_NUM_MAX]; /* text parameters while in flight */
 
 	store_claim_cb claim_cb;
@@ -954,6 +958,8 @@ static int store_parse_claim(struct store_op *op, const PGresult *res, int row)
 		if (!store_has(res, row, STORE_COL_STATUS, sizeof(int32_t)))
 			return -1;
 		rec->status = store_int4(res, row, STORE_COL_STATUS);
+		if (!PQgetisnull(res, row, STORE_COL_SEALED))
+			rec->sealed = PQgetvalue(res, row, STORE_COL_SEALED);
 		if (!PQgetisnull(res, row, STORE_COL_HEADERS)) {
 			rec->headers = PQgetvalue(res, row, STORE_COL_HEADERS);
 			rec->headers_len = (size_t)PQgetlength(res, row, STORE_COL_HEADERS);
@@ -1434,6 +1440,8 @@ static void store_op_params(struct store_op *op, const char **values, int *lengt
 	snprintf(op->nums[2], STORE_NUM_MAX, "%" PRId64, op->retention_ms);
 	values[9] = op->nums[2];
 	lengths[9] = 0;
+	values[10] = op->sealed;
+	lengths[10] = 0;
 }
 
 /*
@@ -1654,8 +1662,8 @@ void store_claim(struct store *st, const struct scope *sc, const unsigned char *
 
 void store_finish(struct store *st, const struct scope *sc, int64_t generation, int status,
 		  const char *headers, size_t headers_len, const unsigned char *body,
-		  size_t body_len, int omitted, int64_t retention_ms, int flags, store_done_cb cb,
-		  void *arg)
+		  size_t body_len, int omitted, const char *sealed, int64_t retention_ms, int flags,
+		  store_done_cb cb, void *arg)
 {
 	struct store_op *op = store_write_new(STORE_OP_FINISH, sc, generation, flags, cb, arg);
 
@@ -1665,6 +1673,7 @@ void store_finish(struct store *st, const struct scope *sc, int64_t generation, 
 	op->body = body;
 	op->body_len = body_len;
 	op->omitted = omitted;
+	op->sealed = sealed;
 	op->retention_ms = retention_ms;
 	if (headers_len > STORE_PARAM_MAX || body_len > STORE_PARAM_MAX) {
 		store_log(LOG_ERROR, "store finish: response too large to store", NULL);

@@ -110,14 +110,15 @@ void store_claim(struct store *st, const struct scope *sc, const unsigned char *
 /*
  * Complete the record claimed with generation: status, headers ("Name:
  * value\r\n" lines, stored as bytes), body (NULL with omitted=1 when it
- * was too large), expires after retention_ms. STORE_FENCED if the
+ * was too large), expires after retention_ms; sealed names the key that
+ * sealed headers and body (NULL: plaintext). STORE_FENCED if the
  * generation changed, or the record is completed or gone. On
  * STORE_UNAVAILABLE the caller may retry.
  */
 void store_finish(struct store *st, const struct scope *sc, int64_t generation, int status,
 		  const char *headers, size_t headers_len, const unsigned char *body,
-		  size_t body_len, int omitted, int64_t retention_ms, int flags, store_done_cb cb,
-		  void *arg);
+		  size_t body_len, int omitted, const char *sealed, int64_t retention_ms, int flags,
+		  store_done_cb cb, void *arg);
 
 /* Mark the record claimed with generation as unknown (outcome not known). */
 void store_mark_unknown(struct store *st, const struct scope *sc, int64_t generation, int flags,

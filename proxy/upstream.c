@@ -19,6 +19,7 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/dns.h>
 #include <event2/event.h>
 #include <errno.h>
@@ -32,6 +33,7 @@
 #include "proxy/http.h"
 #include "proxy/io.h"
 #include "proxy/log.h"
+#include "proxy/tls.h"
 
 /* Shorter than the usual upstream keep-alive timeouts (Node 5 s, nginx
  * 75 s), so the upstream rarely closes a connection just as we reuse it. */
@@ -76,6 +78,8 @@ struct upstream_pool {
 	struct evdns_base *dns;
 	char *host;
 	int port;
+	SSL_CTX *tls;		    /* NULL: plain http */
+	char *tls_name;		    /* the name the certificate must have */
 	TAILQ_HEAD(, upstream_conn) idle;
 	int nidle;
 };
@@ -92,17 +96,28 @@ int upstream_pool_idle(const struct upstream_pool *pool)
 }
 
 struct upstream_pool *upstream_pool_new(struct event_base *base, struct evdns_base *dns,
-					const char *host, int port)
+					const char *host, int port, SSL_CTX *tls,
+					const char *tls_name)
 {
 	struct upstream_pool *pool = calloc(1, sizeof(*pool));
 
 	if (!pool)
 		return NULL;
 	pool->host = strdup(host);
-	if (!pool->host) {
+	pool->tls_name = tls ? strdup(tls_name) : NULL;
+	if (!pool->host || (tls && !pool->tls_name)) {
+		free(pool->host);
+		free(pool->tls_name);
 		free(pool);
 		return NULL;
 	}
+	if (tls && !SSL_CTX_up_ref(tls)) {
+		free(pool->host);
+		free(pool->tls_name);
+		free(pool);
+		return NULL;
+	}
+	pool->tls = tls;
 	pool->base = base;
 	pool->dns = dns;
 	pool->port = port;
@@ -137,7 +152,36 @@ void upstream_pool_free(struct upstream_pool *pool)
 		upstream_conn_free(uc);
 	}
 	free(pool->host);
+	free(pool->tls_name);
+	SSL_CTX_free(pool->tls);
 	free(pool);
+}
+
+/*
+ * A connection's bufferevent: a socket one, or for https an OpenSSL one
+ * whose handshake (certificate and name verified) runs once connected;
+ * BEV_EVENT_CONNECTED comes after it.
+ */
+static struct bufferevent *upstream_bev_new(struct upstream_pool *pool)
+{
+	struct bufferevent *bev;
+	SSL *ssl;
+
+	if (!pool->tls)
+		return bufferevent_socket_new(pool->base, -1, BEV_OPT_CLOSE_ON_FREE);
+	ssl = tls_client_new(pool->tls, pool->tls_name);
+	if (!ssl)
+		return NULL;
+	bev = bufferevent_openssl_socket_new(pool->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
+					     BEV_OPT_CLOSE_ON_FREE);
+	if (!bev) {
+		SSL_free(ssl);
+		return NULL;
+	}
+	/* Many servers close without close_notify; the framing decides
+	 * whether a response is whole. */
+	bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+	return bev;
 }
 
 static struct upstream_conn *upstream_conn_new(struct upstream_pool *pool)
@@ -148,7 +192,7 @@ static struct upstream_conn *upstream_conn_new(struct upstream_pool *pool)
 		return NULL;
 	uc->pool = pool;
 	uc->parser = http_parser_new(HTTP_RESPONSE, 0);
-	uc->bev = bufferevent_socket_new(pool->base, -1, BEV_OPT_CLOSE_ON_FREE);
+	uc->bev = upstream_bev_new(pool);
 	if (!uc->parser || !uc->bev)
 		goto fail;
 	io_tune(uc->bev);
@@ -572,6 +616,8 @@ static void upstream_conn_event_cb(struct bufferevent *bev, short what, void *ar
 
 	if (what & BEV_EVENT_CONNECTED) {
 		uc->connected = 1;
+		if (uc->pool->tls)
+			return; /* the bufferevent reads: it decrypts */
 		uc->read_ev = event_new(uc->pool->base, bufferevent_getfd(bev), EV_READ | EV_PERSIST,
 					upstream_conn_read_event, uc);
 		/* Without it the bufferevent goes on reading: slower, not wrong. */
@@ -592,6 +638,12 @@ static void upstream_conn_event_cb(struct bufferevent *bev, short what, void *ar
 			if (upstream_deliver(ur))
 				return;
 		}
+	}
+	/* An upstream that refused our client certificate never saw the request. */
+	if (uc->pool->tls && !http_parser_started(uc->parser) &&
+	    tls_refused_us(bufferevent_get_openssl_error(bev))) {
+		upstream_req_fail(ur, UPSTREAM_NOT_SENT);
+		return;
 	}
 	upstream_req_fail(ur, UPSTREAM_ERROR);
 }

@@ -22,6 +22,7 @@ struct http_msg;
 
 struct upstream_pool;
 struct upstream_req;
+typedef struct ssl_ctx_st SSL_CTX;
 
 enum upstream_result {
 	UPSTREAM_OK,        /* a complete response */
@@ -71,8 +72,13 @@ struct upstream_params {
 	size_t drain_mark;     /* see drained() */
 };
 
+/*
+ * Connections to host:port; with tls (its own reference taken) they speak
+ * TLS and verify the upstream's certificate names tls_name.
+ */
 struct upstream_pool *upstream_pool_new(struct event_base *base, struct evdns_base *dns,
-					const char *host, int port);
+					const char *host, int port, SSL_CTX *tls,
+					const char *tls_name);
 void upstream_pool_free(struct upstream_pool *pool);
 
 /* Idle connections in the pool. */

@@ -22,6 +22,7 @@
 #include "proxy/listener.h"
 #include "proxy/log.h"
 #include "proxy/request.h"
+#include "proxy/secrets.h"
 #include "proxy/store.h"
 #include "proxy/upstream.h"
 
@@ -155,7 +156,10 @@ int worker_init(struct worker *w, int id, struct conf_gen *gen)
 		return -1;
 	w->dns = evdns_base_new(w->base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
 	w->store = store_new(w->base, conf->database, conf->store_timeout_ms, w->owner_id);
-	w->pool = upstream_pool_new(w->base, w->dns, conf->upstream_host, conf->upstream_port);
+	w->pool = upstream_pool_new(w->base, w->dns, conf->upstream_host, conf->upstream_port,
+				    gen->secrets->upstream_tls,
+				    conf->upstream_server_name ? conf->upstream_server_name
+							       : conf->upstream_host);
 	w->cache = cache_new(conf->replay_cache, REPLAY_CACHE_MAX_AGE_US);
 	w->reqs = request_ctx_new(w->base, &w->gens, w->store, w->pool, w->cache, &w->stats,
 				  (uint64_t)id << REQUEST_ID_WORKER_SHIFT);

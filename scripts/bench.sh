@@ -23,7 +23,13 @@
 #   (g) idemproxy's RSS with 100 clients that stop reading large responses;
 #   (h) the fingerprint of a 1 MiB JSON body, nine shapes, CPU ms and heap
 #       beyond the body (tests/unit/test_fingerprint.c, IDEMPROXY_FP_BENCH=1),
-#       against the raw-bytes fingerprint of the same body.
+#       against the raw-bytes fingerprint of the same body;
+#   (i) owner and replay POSTs with `actor jwt` (an ES256 and an RS256
+#       token, scripts/bench/jwt.py) against the same with the header actor,
+#       measured back to back;
+#   (j) pass-through GET and owner POST through a TLS listener (a second
+#       idemproxy with tls_certificate) against the nginx proxy's TLS
+#       listener with the same certificate.
 # Prints one table and a target check per row (the targets in README.md),
 # writes bench-out/bench.csv, bench-out/bench.png (gnuplot) and
 # bench-out/bench.txt, and copies the CSV and PNG to docs/.
@@ -86,6 +92,7 @@ TARGET_RSS_MIB=64         # peak RSS with 1,000 idle connections, and with (g)
 TARGET_STREAM=0.9         # (f): idemproxy MiB/s >= this x nginx's
 TARGET_FP_MS=10           # (h): CPU ms per 1 MiB JSON body
 TARGET_FP_MIB=4           # (h): heap MiB beyond the body
+TARGET_JWT=0.9            # (i): actor jwt rps >= this x the header actor's
 
 # The fixed values pgbench sends, as idemproxy would for the bench route.
 PGB_FINGERPRINT='\x9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08'
@@ -139,6 +146,7 @@ upstream_pid=""
 sink_pid=""
 nginx_pid=""
 proxy_pid=""
+tls_proxy_pid=""
 child_pid=""
 
 . scripts/lib.sh   # after the cd above: paths are from the repository root
@@ -148,6 +156,7 @@ cleanup() {
 	set +e
 	stop_pid "$child_pid"
 	stop_pid "$proxy_pid"
+	stop_pid "$tls_proxy_pid"
 	stop_pid "$nginx_pid"
 	stop_pid "$upstream_pid"
 	stop_pid "$sink_pid"
@@ -283,14 +292,15 @@ run_wrk() {
 	ERRS[$name:$c]=$errs
 }
 
-# Check that owner run $1 at $2 connections, keys prefixed $3, created one
-# completed record per answered request; otherwise void the run.
+# Check that owner run $1 at $2 connections, keys prefixed $3, of operation
+# $4 [bench.create], created one completed record per answered request;
+# otherwise void the run.
 check_owner_records() {
-	local name=$1 c=$2 prefix=$3 completed answered
+	local name=$1 c=$2 prefix=$3 op=${4:-bench.create} completed answered
 	[ -n "${RPS[$name:$c]:-}" ] || return 0
 	answered=$((${REQS[$name:$c]} - ${ERRS[$name:$c]}))
 	completed=$(psql_q -c "SELECT count(*) FROM idempotency_records
-		WHERE operation = 'bench.create' AND idem_key LIKE '$prefix-%' AND state = 'completed'") || completed=0
+		WHERE operation = '$op' AND idem_key LIKE '$prefix-%' AND state = 'completed'") || completed=0
 	if [ "$completed" -lt "$answered" ]; then
 		say "$name at $c connections: $completed completed records for ${REQS[$name:$c]} requests: not counted"
 		unset "RPS[$name:$c]"
@@ -352,6 +362,8 @@ free_port && PGPORT=$FREE_PORT
 free_port && UPSTREAM_PORT=$FREE_PORT
 free_port && NGINX_PORT=$FREE_PORT
 free_port && PROXY_PORT=$FREE_PORT
+free_port && TLS_PROXY_PORT=$FREE_PORT
+free_port && NGINX_TLS_PORT=$FREE_PORT
 
 say "PostgreSQL cluster in $PGDIR (fsync on, synchronous_commit on)"
 conninfo=$(bash "$ROOT/scripts/pg.sh" start "$PGDIR" "$PGPORT") || die "could not start PostgreSQL"
@@ -379,15 +391,32 @@ for ((i = 0; i < READY_WAIT * 10; i++)); do
 done
 [ -n "$SINK_PORT" ] || die "the upload sink did not start (see $TMP/sink.log)"
 
+# (i): a key set and a token of each kind; (j): one certificate for both
+# TLS listeners (nginx reads it as its unprivileged workers' master: root).
+JWT_TOKENS=$("$PY" "$HERE/jwt.py" "$TMP/jwks.json") || die "could not make the JWT keys (python3-cryptography)"
+ES_AUTH="Bearer $(sed -n 1p <<<"$JWT_TOKENS")"
+RS_AUTH="Bearer $(sed -n 2p <<<"$JWT_TOKENS")"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+	-keyout "$TMP/tls.key" -out "$TMP/tls.crt" -subj /CN=localhost \
+	-addext subjectAltName=IP:127.0.0.1,DNS:localhost >/dev/null 2>&1 ||
+	die "could not make the TLS certificate"
+
 mkdir -p "$TMP/upstream" "$TMP/nginx"
 render "$HERE/upstream.nginx.conf.in" "$TMP/upstream/nginx.conf" \
 	PREFIX="$TMP/upstream" PORT="$UPSTREAM_PORT" FILES="$SHM/files" SINK_PORT="$SINK_PORT"
 render "$HERE/proxy.nginx.conf.in" "$TMP/nginx/nginx.conf" \
-	PREFIX="$TMP/nginx" PORT="$NGINX_PORT" UPSTREAM_PORT="$UPSTREAM_PORT" WORKERS="$WORKERS"
+	PREFIX="$TMP/nginx" PORT="$NGINX_PORT" UPSTREAM_PORT="$UPSTREAM_PORT" WORKERS="$WORKERS" \
+	TLS_PORT="$NGINX_TLS_PORT" TLS_CERT="$TMP/tls.crt" TLS_KEY="$TMP/tls.key"
 render "$HERE/idemproxy.conf.in" "$TMP/idemproxy.conf" \
-	PORT="$PROXY_PORT" UPSTREAM_PORT="$UPSTREAM_PORT" CONNINFO="$conninfo" WORKERS="$WORKERS"
+	PORT="$PROXY_PORT" UPSTREAM_PORT="$UPSTREAM_PORT" CONNINFO="$conninfo" WORKERS="$WORKERS" \
+	JWKS="$TMP/jwks.json"
+render "$HERE/idemproxy.conf.in" "$TMP/idemproxy-tls.conf" \
+	PORT="$TLS_PROXY_PORT" UPSTREAM_PORT="$UPSTREAM_PORT" CONNINFO="$conninfo" WORKERS="$WORKERS" \
+	JWKS="$TMP/jwks.json"
+printf 'tls_certificate %s\ntls_certificate_key %s\n' "$TMP/tls.crt" "$TMP/tls.key" >>"$TMP/idemproxy-tls.conf"
 
 "$BIN" -t -c "$TMP/idemproxy.conf" >/dev/null || die "the generated idemproxy.conf does not check out"
+"$BIN" -t -c "$TMP/idemproxy-tls.conf" >/dev/null || die "the generated idemproxy-tls.conf does not check out"
 "$BIN" migrate -c "$TMP/idemproxy.conf" >"$TMP/migrate.log" 2>&1 || {
 	cat "$TMP/migrate.log" >&2
 	die "idemproxy migrate failed"
@@ -447,6 +476,44 @@ REPLAY_PREFIX=r$RUN_ID
 for c in $CONNS; do
 	run_wrk replay "$c" "$IDEM" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS
 done
+check_proxy
+
+# (i) actor jwt next to the header actor, back to back at each count
+for c in $CONNS; do
+	psql_q -c CHECKPOINT || true
+	run_wrk owner_hdr "$c" "$IDEM" -s "$HERE/owner.lua" -- "oh$RUN_ID-$c"
+	check_owner_records owner_hdr "$c" "oh$RUN_ID-$c"
+	run_wrk owner_es "$c" "$IDEM" -s "$HERE/owner.lua" -- "oe$RUN_ID-$c" /api/jwt-es "$ES_AUTH"
+	check_owner_records owner_es "$c" "oe$RUN_ID-$c" bench.jwt_es
+	run_wrk owner_rs "$c" "$IDEM" -s "$HERE/owner.lua" -- "or$RUN_ID-$c" /api/jwt-rs "$RS_AUTH"
+	check_owner_records owner_rs "$c" "or$RUN_ID-$c" bench.jwt_rs
+done
+"$PY" "$HERE/client.py" warm "$PROXY_PORT" "$REPLAY_PREFIX" $REPLAY_KEYS /api/jwt-es "$ES_AUTH" ||
+	die "could not complete the ES256 replay keys"
+"$PY" "$HERE/client.py" warm "$PROXY_PORT" "$REPLAY_PREFIX" $REPLAY_KEYS /api/jwt-rs "$RS_AUTH" ||
+	die "could not complete the RS256 replay keys"
+for c in $CONNS; do
+	run_wrk replay_hdr "$c" "$IDEM" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS
+	run_wrk replay_es "$c" "$IDEM" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS /api/jwt-es "$ES_AUTH"
+	run_wrk replay_rs "$c" "$IDEM" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS /api/jwt-rs "$RS_AUTH"
+done
+check_proxy
+
+# (j) through TLS listeners: a second idemproxy, and nginx's TLS port
+setsid "$BIN" -c "$TMP/idemproxy-tls.conf" >>"$PROXY_LOG" 2>&1 &
+tls_proxy_pid=$!
+wait_listening "$tls_proxy_pid" "$TLS_PROXY_PORT" "idemproxy (TLS)" "$PROXY_LOG"
+IDEM_TLS=https://127.0.0.1:$TLS_PROXY_PORT/api/items
+NGX_TLS=https://127.0.0.1:$NGINX_TLS_PORT/api/items
+for c in $CONNS; do
+	run_wrk nginx_tls_get "$c" "$NGX_TLS"
+	run_wrk tls_get "$c" "$IDEM_TLS"
+	run_wrk nginx_tls_post "$c" "$NGX_TLS" -s "$HERE/owner.lua" -- "nt$RUN_ID-$c"
+	run_wrk tls_owner "$c" "$IDEM_TLS" -s "$HERE/owner.lua" -- "ot$RUN_ID-$c"
+	check_owner_records tls_owner "$c" "ot$RUN_ID-$c"
+done
+stop_pid "$tls_proxy_pid"
+tls_proxy_pid=""
 check_proxy
 
 # (d) the same with MILLION records in the table
@@ -615,11 +682,16 @@ row() {
 		target="none: unnamed statements; information"
 		result="info"
 		;;
+	j-info)
+		target="none: reported"
+		result="info"
+		;;
 	*)
 		case "$sec" in
 		b) what="owner/pgbench ratio" target=$TARGET_OWNER ;;
 		c) what="replay/pass-through ratio" target=$TARGET_REPLAY ;;
 		d) what="$label 1M/empty ratio" target=$TARGET_MILLION ;;
+		i) what="$label/header ratio" target=$TARGET_JWT ;;
 		esac
 		result=$(verdict "$rr" ">=" "$target")
 		CHECKS+=("$(printf '%-44s %5s (target >= %s): %s' "$what, $c conns" "$(fmt %.2f "$rr")" "$target" "$result")")
@@ -652,6 +724,16 @@ for c in $CONNS; do
 done
 for c in $CONNS; do
 	row c "replay POST" replay "own pass-through" get_ref 3 "$c"
+done
+for c in $CONNS; do
+	row i "owner jwt ES256" owner_es "owner header" owner_hdr 0 "$c"
+	row i "owner jwt RS256" owner_rs "owner header" owner_hdr 0 "$c"
+	row i "replay jwt ES256" replay_es "replay header" replay_hdr 0 "$c"
+	row i "replay jwt RS256" replay_rs "replay header" replay_hdr 0 "$c"
+done
+for c in $CONNS; do
+	row j-info "TLS pass-through" tls_get "nginx TLS proxy" nginx_tls_get 0 "$c"
+	row j-info "TLS owner POST" tls_owner "nginx TLS proxy" nginx_tls_post 0 "$c"
 done
 if [ "$SKIP_MILLION" != 1 ]; then
 	for c in $CONNS; do

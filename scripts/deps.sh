@@ -5,7 +5,7 @@
 set -eu
 
 PACKAGES="build-essential gcc make pkg-config libevent-dev libpq-dev libssl-dev
-libyajl-dev postgresql python3-pytest python3-psycopg2 python3-websocket curl clang libclang-rt-14-dev
+libyajl-dev postgresql python3-pytest python3-psycopg2 python3-cryptography python3-websocket curl clang libclang-rt-14-dev
 wrk nginx-light gnuplot-nox pgbouncer"
 
 missing=""

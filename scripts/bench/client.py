@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 """Small HTTP/1.1 clients for scripts/bench.sh.
 
-  client.py warm PORT PREFIX COUNT
+  client.py warm PORT PREFIX COUNT [PATH [AUTHORIZATION]]
       POST once with each key PREFIX-0 .. PREFIX-(COUNT-1) (the body of
-      replay.lua) on one keep-alive connection; every answer must be 201.
+      replay.lua) to PATH [/api/items] on one keep-alive connection, as
+      actor X-Actor-Id: bench or with the Authorization header given;
+      every answer must be 201.
 
   client.py idle PORT PID COUNT SECONDS
       open COUNT keep-alive connections, send one GET /api/items on each
@@ -49,15 +51,16 @@ def read_response(sock, buf):
     return status, rest[length:]
 
 
-def warm(port, prefix, count):
+def warm(port, prefix, count, path="/api/items", auth=None):
     sock = socket.create_connection((HOST, port), timeout=TIMEOUT)
     buf = b""
+    actor = "Authorization: %s" % auth if auth else "X-Actor-Id: bench"
     for i in range(count):
         req = (
-            "POST /api/items HTTP/1.1\r\nHost: %s:%d\r\n"
-            "Idempotency-Key: %s-%d\r\nX-Actor-Id: bench\r\n"
+            "POST %s HTTP/1.1\r\nHost: %s:%d\r\n"
+            "Idempotency-Key: %s-%d\r\n%s\r\n"
             "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
-            % (HOST, port, prefix, i, len(BODY))
+            % (path, HOST, port, prefix, i, actor, len(BODY))
         ).encode() + BODY
         sock.sendall(req)
         status, buf = read_response(sock, buf)
@@ -130,8 +133,8 @@ def slow(port, pid, count, seconds, path):
 
 def main(argv):
     try:
-        if len(argv) == 5 and argv[1] == "warm":
-            warm(int(argv[2]), argv[3], int(argv[4]))
+        if 5 <= len(argv) <= 7 and argv[1] == "warm":
+            warm(int(argv[2]), argv[3], int(argv[4]), *argv[5:])
         elif len(argv) == 6 and argv[1] == "idle":
             idle(int(argv[2]), int(argv[3]), int(argv[4]), float(argv[5]))
         elif len(argv) == 7 and argv[1] == "slow":

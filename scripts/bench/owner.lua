@@ -1,5 +1,7 @@
 -- wrk script: owner POSTs, a new Idempotency-Key on every request.
--- Usage: wrk ... -s owner.lua URL -- PREFIX
+-- Usage: wrk ... -s owner.lua URL -- PREFIX [PATH [AUTHORIZATION]]
+-- PATH defaults to /api/items; with AUTHORIZATION (a bearer token's
+-- "Bearer ...") the actor is the token's instead of X-Actor-Id.
 -- The key is PREFIX-THREAD-COUNTER: PREFIX is random per run (bench.sh
 -- passes it), THREAD is set per thread in setup(), COUNTER counts the
 -- thread's requests, so no two requests of a run share a key.
@@ -17,14 +19,20 @@ function init(args)
 	-- wrk threads start with the same math.random state: seed each one.
 	math.randomseed(os.time() * 1000 + thread_id)
 	body = '{"name":"widget","qty":1,"tags":["bench"]}'
-	path = "/api/items"
+	path = args[2] or "/api/items"
+	auth = args[3]
 end
 
 function request()
 	counter = counter + 1
-	return wrk.format("POST", path, {
+	local headers = {
 		["Idempotency-Key"] = prefix .. "-" .. thread_id .. "-" .. counter,
-		["X-Actor-Id"] = "bench",
 		["Content-Type"] = "application/json",
-	}, body)
+	}
+	if auth then
+		headers["Authorization"] = auth
+	else
+		headers["X-Actor-Id"] = "bench"
+	end
+	return wrk.format("POST", path, headers, body)
 end

@@ -1,5 +1,6 @@
 -- wrk script: replays, cycling over a fixed set of completed keys.
--- Usage: wrk ... -s replay.lua URL -- PREFIX COUNT
+-- Usage: wrk ... -s replay.lua URL -- PREFIX COUNT [PATH [AUTHORIZATION]]
+-- (PATH and AUTHORIZATION as in owner.lua.)
 -- The keys are PREFIX-0 .. PREFIX-(COUNT-1); bench.sh completes each one
 -- first with the same body, so every request here is answered from the
 -- record. Each thread starts at its own offset in the cycle.
@@ -17,14 +18,20 @@ function init(args)
 	math.randomseed(os.time() * 1000 + thread_id)
 	pos = math.random(0, count - 1)
 	body = '{"name":"widget","qty":1,"tags":["bench"]}'
-	path = "/api/items"
+	path = args[3] or "/api/items"
+	auth = args[4]
 end
 
 function request()
 	pos = (pos + 1) % count
-	return wrk.format("POST", path, {
+	local headers = {
 		["Idempotency-Key"] = prefix .. "-" .. pos,
-		["X-Actor-Id"] = "bench",
 		["Content-Type"] = "application/json",
-	}, body)
+	}
+	if auth then
+		headers["Authorization"] = auth
+	else
+		headers["X-Actor-Id"] = "bench"
+	end
+	return wrk.format("POST", path, headers, body)
 end

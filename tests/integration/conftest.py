@@ -334,8 +334,8 @@ def start_upstream():
     """Factory for extra upstream processes (e.g. on a chosen port)."""
     started = []
 
-    def start(port=0):
-        up = helpers.Upstream(os.path.join(HERE, "upstream.py"), port)
+    def start(port=0, tls=None):
+        up = helpers.Upstream(os.path.join(HERE, "upstream.py"), port, tls)
         started.append(up)
         return up
 

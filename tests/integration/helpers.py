@@ -90,9 +90,12 @@ def build_request(method, path, headers=(), body=None, chunked=None, host="test"
 class Client:
     """One client connection (keep-alive) to 127.0.0.1:port."""
 
-    def __init__(self, port, timeout=IO_TIMEOUT):
+    def __init__(self, port, timeout=IO_TIMEOUT, tls=None):
+        """tls: an ssl.SSLContext to speak TLS with (server name "localhost")."""
         self.port = port
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        if tls is not None:
+            self.sock = tls.wrap_socket(self.sock, server_hostname="localhost")
         self.buf = b""
         self.closed = False
 
@@ -209,10 +212,19 @@ class Client:
             self.sock.settimeout(IO_TIMEOUT)
 
 
-def request(port, method, path, headers=(), body=None, chunked=None, timeout=IO_TIMEOUT):
-    """One request on a fresh connection."""
-    with Client(port, timeout) as c:
+def request(port, method, path, headers=(), body=None, chunked=None, timeout=IO_TIMEOUT,
+            tls=None):
+    """One request on a fresh connection (TLS with the ssl.SSLContext tls)."""
+    with Client(port, timeout, tls) as c:
         return c.request(method, path, headers, body, chunked)
+
+
+def check_config(binary, path, text):
+    """Write text to the file path and run `idemproxy -t` on it."""
+    with open(path, "w") as f:
+        f.write(text)
+    return subprocess.run([binary, "-t", "-c", str(path)], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=30)
 
 
 def raw_exchange(port, data, timeout=5.0):
@@ -344,26 +356,38 @@ class LogEntry:
 class Upstream:
     """A running tests/integration/upstream.py process."""
 
-    def __init__(self, script, port=0):
-        self.proc = subprocess.Popen(["/usr/bin/python3", script, str(port)],
-                                     stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    def __init__(self, script, port=0, tls=None):
+        """tls: (certificate file, key file[, client CA, client certificate,
+        client key]) to serve https (to clients the CA signed); its control
+        requests (/__log, /__reset) then go over TLS too, unverified, with
+        the client certificate when there is one."""
+        args = ["/usr/bin/python3", script, str(port)] + list(tls or ())[:3]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
         line = self.proc.stdout.readline()
         if not line:
             self.proc.wait(5)
             raise RuntimeError("upstream did not start")
         self.port = int(line)
-        self.url = "http://127.0.0.1:%d" % self.port
+        self.tls = None
+        if tls:
+            import ssl
+            self.tls = ssl.create_default_context()
+            self.tls.check_hostname = False
+            self.tls.verify_mode = ssl.CERT_NONE
+            if len(tls) == 5:
+                self.tls.load_cert_chain(tls[3], tls[4])
+        self.url = "%s://127.0.0.1:%d" % ("https" if tls else "http", self.port)
 
     def stop(self):
         terminate(self.proc)
         self.proc.stdout.close()
 
     def reset(self):
-        r = request(self.port, "POST", "/__reset", body=b"")
+        r = request(self.port, "POST", "/__reset", body=b"", tls=self.tls)
         assert r.status == 204
 
     def log(self):
-        r = request(self.port, "GET", "/__log")
+        r = request(self.port, "GET", "/__log", tls=self.tls)
         assert r.status == 200
         return [LogEntry(d) for d in r.json()]
 

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """The upstream the integration tests put behind idemproxy.
 
-    upstream.py [PORT]      (0 or nothing: any free port)
+    upstream.py [PORT [CERT KEY [CLIENT_CA]]]
+                            (PORT 0 or nothing: any free port; CERT KEY:
+                            https; CLIENT_CA: clients need a certificate it signed)
 
 Prints the port it listens on (127.0.0.1) as the first line on stdout.
 Every request is recorded in memory (method, path with query, headers,
@@ -509,6 +511,14 @@ class Server(ThreadingHTTPServer):
 def main():
     port = int(sys.argv[1]) if len(sys.argv) > 1 else 0
     srv = Server(("127.0.0.1", port), Handler)
+    if len(sys.argv) > 3:  # CERT KEY [CLIENT_CA]: serve https [to clients CLIENT_CA signed]
+        import ssl
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(sys.argv[2], sys.argv[3])
+        if len(sys.argv) > 4:
+            ctx.load_verify_locations(sys.argv[4])
+            ctx.verify_mode = ssl.CERT_REQUIRED
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     sys.stdout.write("%d\n" % srv.server_address[1])
     sys.stdout.flush()
     try:

@@ -436,11 +436,21 @@ static void test_errors(void)
 	BAD(UPSTREAM UPSTREAM, "t.conf:2: duplicate directive \"upstream\" (first set at line 1)");
 
 	/* directive values */
-	BAD(UPSTREAM "actor jwt issuer\n", "t.conf:2: actor source \"jwt\" is not supported yet");
-	BAD(UPSTREAM "actor authorization\n",
-	    "t.conf:2: actor source \"authorization\" is not supported yet");
+	BAD(UPSTREAM "actor jwt\n", "t.conf:2: \"actor jwt\" needs a key file (a JWKS document)");
+	BAD(UPSTREAM "actor jwt k.json iss=x\n",
+	    "t.conf:2: unknown \"actor jwt\" option \"iss=x\" (issuer=, audience=, claim=, "
+	    "leeway= or header=)");
+	BAD(UPSTREAM "actor jwt k.json claim=a claim=b\n",
+	    "t.conf:2: \"actor jwt\" option \"claim\" given twice");
+	BAD(UPSTREAM "actor jwt k.json audience=\n",
+	    "t.conf:2: \"actor jwt\" option \"audience\" needs a value");
+	BAD(UPSTREAM "actor jwt k.json leeway=30\n",
+	    "t.conf:2: invalid duration \"30\"");
+	BAD(UPSTREAM "actor jwt k.json \"header=X Y\"\n", "t.conf:2: invalid header name \"X Y\"");
+	BAD(UPSTREAM "actor authorization x\n",
+	    "t.conf:2: \"actor authorization\" takes no arguments");
 	BAD(UPSTREAM "actor cookie\n",
-	    "t.conf:2: unknown actor source \"cookie\" (header or anonymous)");
+	    "t.conf:2: unknown actor source \"cookie\" (header, jwt, authorization or anonymous)");
 	BAD(UPSTREAM "actor header\n", "t.conf:2: \"actor header\" needs 1 header name");
 	BAD(UPSTREAM "actor header \"X A\"\n", "t.conf:2: invalid header name \"X A\"");
 	BAD(UPSTREAM "actor anonymous x\n", "t.conf:2: \"actor anonymous\" takes no arguments");
@@ -486,13 +496,26 @@ static void test_errors(void)
 	    "t.conf:4: invalid match_case \"upper\" (insensitive or sensitive)");
 
 	/* top-level values */
-	BAD("upstream https://api:443\n", "t.conf:1: https upstreams are not supported yet");
+	BAD("upstream ftp://api\n",
+	    "t.conf:1: invalid upstream \"ftp://api\" (expected http[s]://HOST[:PORT])");
+	BAD(UPSTREAM "actor anonymous\nupstream_ca ca.pem\n",
+	    "t.conf:3: \"upstream_ca\" needs an https:// upstream");
+	BAD(UPSTREAM "actor anonymous\nupstream_client_certificate a b\n",
+	    "t.conf:3: \"upstream_client_certificate\" needs an https:// upstream");
+	BAD(UPSTREAM "actor anonymous\ntls_certificate c.pem\n",
+	    "t.conf:3: \"tls_certificate\" and \"tls_certificate_key\" go together");
+	BAD(UPSTREAM "actor anonymous\ntls_certificate_key k.pem\n",
+	    "t.conf:3: \"tls_certificate\" and \"tls_certificate_key\" go together");
+	BAD(UPSTREAM "actor anonymous\nadmin 0.0.0.0:9901\n",
+	    "t.conf:3: \"admin 0.0.0.0\" is not a loopback address: set \"admin_token\" so that "
+	    "the records API needs a key");
+	BAD(UPSTREAM "actor anonymous\nadmin [::]:9901\n",
+	    "t.conf:3: \"admin ::\" is not a loopback address: set \"admin_token\" so that the "
+	    "records API needs a key");
 	BAD("upstream http://api/v1\n",
 	    "t.conf:1: upstream \"http://api/v1\" has a path; only \"/\" is supported");
 	BAD("upstream http://api?x=1\n",
 	    "t.conf:1: upstream \"http://api?x=1\" has a path; only \"/\" is supported");
-	BAD("upstream ftp://api\n",
-	    "t.conf:1: invalid upstream \"ftp://api\" (expected http://HOST[:PORT])");
 	BAD("upstream http://api:0\n",
 	    "t.conf:1: invalid port in upstream \"http://api:0\" (1-65535)");
 	BAD("upstream http://api:65536\n",
@@ -729,6 +752,66 @@ static void test_trusted_proxies(void)
 	conf_free(c);
 }
 
+/* Identity, access and TLS settings, and the files they name. */
+static void test_identity(void)
+{
+	struct conf *c;
+
+	c = parse("upstream https://api.example\nadmin 0.0.0.0:9901\nadmin_token /etc/t\n"
+		  "upstream_ca ca.pem\nupstream_server_name api.internal\n"
+		  "upstream_client_certificate c.pem /k.pem\ntls_certificate dir/t.crt\n"
+		  "tls_certificate_key t.key\nbody_encryption b.keys\n"
+		  "actor jwt keys.json issuer=https://i audience=api claim=uid leeway=5s "
+		  "header=X-Token\nroute a {\nmatch POST /a\n}\n"
+		  "route b {\nmatch POST /b\nactor authorization\n}\n");
+	CHECK(c != NULL);
+	if (!c) {
+		fprintf(stderr, "%s\n", err);
+		return;
+	}
+	CHECK(c->upstream_tls == 1 && c->upstream_port == 443);
+	CHECK_STR(c->upstream_host, "api.example");
+	CHECK_STR(c->admin_token.path, "/etc/t");
+	CHECK(c->admin_token.line == 3);
+	/* Relative to the configuration file's directory ("t.conf": none). */
+	CHECK_STR(c->upstream_ca.path, "ca.pem");
+	CHECK_STR(c->upstream_server_name, "api.internal");
+	CHECK_STR(c->upstream_client_cert.path, "c.pem");
+	CHECK_STR(c->upstream_client_key.path, "/k.pem");
+	CHECK(c->upstream_client_key.line == 6);
+	CHECK_STR(c->tls_certificate.path, "dir/t.crt");
+	CHECK_STR(c->body_encryption.path, "b.keys");
+	CHECK(c->nroutes == 2);
+	if (c->nroutes == 2) {
+		const struct route *a = &c->routes[0], *b = &c->routes[1];
+
+		CHECK(a->actor == ACTOR_JWT && a->jwt_keys.line == 10);
+		CHECK_STR(a->jwt_keys.path, "keys.json");
+		CHECK_STR(a->jwt_issuer, "https://i");
+		CHECK_STR(a->jwt_audience, "api");
+		CHECK_STR(a->jwt_claim, "uid");
+		CHECK_STR(a->actor_header, "X-Token");
+		CHECK(a->jwt_leeway_ms == 5000);
+		CHECK(b->actor == ACTOR_AUTHORIZATION);
+	}
+	conf_free(c);
+
+	/* Defaults, and paths taken from the configuration file's directory. */
+	c = NULL;
+	CHECK(conf_parse("/etc/idemproxy/i.conf",
+			 UPSTREAM "actor jwt k.json\nroute a {\nmatch POST /a\n}\n",
+			 strlen(UPSTREAM "actor jwt k.json\nroute a {\nmatch POST /a\n}\n"), &c, err,
+			 sizeof(err)) == 0);
+	if (c && c->nroutes == 1) {
+		CHECK_STR(c->routes[0].jwt_keys.path, "/etc/idemproxy/k.json");
+		CHECK_STR(c->routes[0].jwt_claim, "sub");
+		CHECK(c->routes[0].jwt_leeway_ms == 30000);
+		CHECK(c->routes[0].jwt_issuer == NULL && c->routes[0].actor_header == NULL);
+		CHECK(c->upstream_tls == 0 && c->upstream_port == 3000);
+	}
+	conf_free(c);
+}
+
 int main(void)
 {
 	test_durations();
@@ -741,6 +824,7 @@ int main(void)
 	test_names();
 	test_find();
 	test_trusted_proxies();
+	test_identity();
 	test_load();
 	test_restart_only();
 	UNIT_DONE("conf");

@@ -1,0 +1,205 @@
+/* Loading the files a configuration names. */
+#include "proxy/secrets.h"
+
+#include <errno.h>
+#include <openssl/crypto.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf/conf.h"
+#include "proxy/jwt.h"
+#include "proxy/seal.h"
+#include "proxy/tls.h"
+
+#define SECRETS_FILE_MAX (1 << 20) /* bytes of a key set or key file */
+
+/* "CONF:LINE: what \"PATH\": reason" into err; returns -1. */
+static int secrets_error(const struct conf *conf, const struct conf_file *f, char *err,
+			 size_t errlen, const char *what, const char *reason)
+{
+	snprintf(err, errlen, "%s:%d: %s \"%s\": %s", conf->file, f->line, what, f->path, reason);
+	return -1;
+}
+
+/* The whole of file f, NUL-terminated, in *text (length *len). 0, or -1 with err. */
+static int secrets_read(const struct conf *conf, const struct conf_file *f, const char *what,
+			char **text, size_t *len, char *err, size_t errlen)
+{
+	FILE *fp = fopen(f->path, "r");
+	char *buf;
+	size_t n;
+
+	if (!fp)
+		return secrets_error(conf, f, err, errlen, what, strerror(errno));
+	buf = malloc(SECRETS_FILE_MAX + 1);
+	n = buf ? fread(buf, 1, SECRETS_FILE_MAX + 1, fp) : 0;
+	if (!buf || ferror(fp) || n > SECRETS_FILE_MAX) {
+		int e = errno;
+
+		fclose(fp);
+		free(buf);
+		return secrets_error(conf, f, err, errlen, what,
+				     !buf ? "out of memory"
+				     : n > SECRETS_FILE_MAX ? "file is larger than 1 MiB"
+							    : strerror(e));
+	}
+	fclose(fp);
+	buf[n] = '\0';
+	*text = buf;
+	*len = n;
+	return 0;
+}
+
+/* The admin token: the file's first line, without surrounding blanks. */
+static int secrets_admin_token(const struct conf *conf, struct secrets *s, char *err,
+			       size_t errlen)
+{
+	const struct conf_file *f = &conf->admin_token;
+	char *text, *p, *end;
+	size_t len;
+
+	if (secrets_read(conf, f, "admin token", &text, &len, err, errlen) < 0)
+		return -1;
+	for (p = text; *p == ' ' || *p == '\t'; p++)
+		;
+	end = p + strcspn(p, "\r\n");
+	while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
+		end--;
+	len = (size_t)(end - p);
+	if (len < 16 || len > SECRETS_TOKEN_MAX || memchr(p, '\0', len)) {
+		OPENSSL_cleanse(text, strlen(text));
+		free(text);
+		return secrets_error(conf, f, err, errlen, "admin token",
+				     "the first line must be a token of 16 to 4096 bytes");
+	}
+	memmove(text, p, len);
+	text[len] = '\0';
+	s->admin_token = text;
+	s->admin_token_len = len;
+	return 0;
+}
+
+/* Each actor jwt route's key set. */
+static int secrets_route_keys(const struct conf *conf, struct secrets *s, char *err,
+			      size_t errlen)
+{
+	char reason[CONF_ERR_MAX];
+	char *text;
+	size_t len;
+
+	s->route_keys = calloc(conf->nroutes ? conf->nroutes : 1, sizeof(*s->route_keys));
+	if (!s->route_keys) {
+		snprintf(err, errlen, "%s: out of memory", conf->file);
+		return -1;
+	}
+	s->nroutes = conf->nroutes;
+	for (int i = 0; i < conf->nroutes; i++) {
+		const struct conf_file *f = &conf->routes[i].jwt_keys;
+		int rc;
+
+		if (conf->routes[i].actor != ACTOR_JWT)
+			continue;
+		if (secrets_read(conf, f, "JWT key set", &text, &len, err, errlen) < 0)
+			return -1;
+		rc = jwks_parse(text, len, &s->route_keys[i], reason, sizeof(reason));
+		free(text);
+		if (rc < 0)
+			return secrets_error(conf, f, err, errlen, "JWT key set", reason);
+	}
+	return 0;
+}
+
+static int secrets_seal(const struct conf *conf, struct secrets *s, char *err, size_t errlen)
+{
+	const struct conf_file *f = &conf->body_encryption;
+	char reason[CONF_ERR_MAX], line[CONF_ERR_MAX + 32];
+	char *text;
+	size_t len;
+	int rc;
+
+	if (secrets_read(conf, f, "body encryption keys", &text, &len, err, errlen) < 0)
+		return -1;
+	rc = seal_keys_parse(text, len, &s->seal, reason, sizeof(reason));
+	OPENSSL_cleanse(text, len);
+	free(text);
+	if (rc < 0) {
+		snprintf(line, sizeof(line), "line %s", reason);
+		return secrets_error(conf, f, err, errlen, "body encryption keys", line);
+	}
+	return 0;
+}
+
+/* The TLS contexts: tls_client_ctx / tls_server_ctx name the file in their messages. */
+static int secrets_tls(const struct conf *conf, struct secrets *s, char *err, size_t errlen)
+{
+	char reason[CONF_ERR_MAX];
+
+	if (conf->tls_certificate.path) {
+		s->listen_tls = tls_server_ctx(conf->tls_certificate.path,
+					       conf->tls_certificate_key.path, reason,
+					       sizeof(reason));
+		if (!s->listen_tls) {
+			snprintf(err, errlen, "%s:%d: %s", conf->file, conf->tls_certificate.line,
+				 reason);
+			return -1;
+		}
+	}
+	if (conf->upstream_tls) {
+		s->upstream_tls = tls_client_ctx(conf->upstream_ca.path,
+						 conf->upstream_client_cert.path,
+						 conf->upstream_client_key.path, reason,
+						 sizeof(reason));
+		if (!s->upstream_tls) {
+			int line = conf->upstream_ca.line;
+
+			if (conf->upstream_client_cert.path && strstr(reason, "CA certificates") == NULL)
+				line = conf->upstream_client_cert.line;
+			snprintf(err, errlen, "%s:%d: %s", conf->file, line ? line : 1, reason);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int secrets_load(const struct conf *conf, struct secrets **out, char *err, size_t errlen)
+{
+	struct secrets *s = calloc(1, sizeof(*s));
+
+	if (!s) {
+		snprintf(err, errlen, "%s: out of memory", conf->file);
+		return -1;
+	}
+	if (secrets_route_keys(conf, s, err, errlen) < 0 ||
+	    (conf->admin_token.path && secrets_admin_token(conf, s, err, errlen) < 0) ||
+	    (conf->body_encryption.path && secrets_seal(conf, s, err, errlen) < 0) ||
+	    secrets_tls(conf, s, err, errlen) < 0) {
+		secrets_free(s);
+		return -1;
+	}
+	*out = s;
+	return 0;
+}
+
+void secrets_free(struct secrets *s)
+{
+	if (!s)
+		return;
+	for (int i = 0; i < s->nroutes; i++)
+		jwks_free(s->route_keys[i]);
+	free(s->route_keys);
+	if (s->admin_token) {
+		OPENSSL_cleanse(s->admin_token, s->admin_token_len);
+		free(s->admin_token);
+	}
+	seal_keys_free(s->seal);
+	SSL_CTX_free(s->listen_tls);
+	SSL_CTX_free(s->upstream_tls);
+	free(s);
+}
+
+int secrets_admin_token_ok(const struct secrets *s, const char *token, size_t n)
+{
+	return s->admin_token && n == s->admin_token_len &&
+	       CRYPTO_memcmp(token, s->admin_token, n) == 0;
+}

@@ -1,0 +1,41 @@
+/*
+ * What the files a configuration names hold, read and checked whole when
+ * the configuration is loaded (start, -t, every reload): JWT key sets, the
+ * admin token, the body encryption keys and the TLS contexts. A reload
+ * whose files do not load is refused like one whose text does not parse,
+ * and a generation's secrets live and die with it (conf_gen.h).
+ */
+#ifndef IDEMPROXY_SECRETS_H
+#define IDEMPROXY_SECRETS_H
+
+#include <stddef.h>
+#include <openssl/ssl.h>
+
+struct conf;
+struct jwks;
+struct seal_keys;
+
+#define SECRETS_TOKEN_MAX 4096 /* bytes of an admin token */
+
+struct secrets {
+	struct jwks **route_keys; /* [route index]: actor jwt's key set, else NULL */
+	int nroutes;
+	char *admin_token;	  /* NULL: no admin_token */
+	size_t admin_token_len;
+	struct seal_keys *seal;	  /* NULL: bodies are stored in plaintext */
+	SSL_CTX *listen_tls;	  /* NULL: the listener speaks plain HTTP */
+	SSL_CTX *upstream_tls;	  /* NULL: http:// upstream */
+};
+
+/*
+ * Read every file conf names. 0 and *out, or -1 with "FILE:LINE: message"
+ * in err (FILE the configuration, LINE the directive naming the file).
+ */
+int secrets_load(const struct conf *conf, struct secrets **out, char *err, size_t errlen)
+	__attribute__((warn_unused_result));
+void secrets_free(struct secrets *s); /* NULL accepted */
+
+/* 1 when the n bytes at token are the admin token (constant time in n). */
+int secrets_admin_token_ok(const struct secrets *s, const char *token, size_t n);
+
+#endif

@@ -1,0 +1,133 @@
+/* TLS contexts and client connections (OpenSSL). */
+#include "proxy/tls.h"
+
+#include <arpa/inet.h>
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *tls_last_error(char *buf, size_t len)
+{
+	unsigned long e = ERR_peek_last_error();
+
+	if (e)
+		ERR_error_string_n(e, buf, len);
+	else
+		snprintf(buf, len, "unknown error");
+	ERR_clear_error();
+	return buf;
+}
+
+int tls_refused_us(unsigned long err)
+{
+	switch (ERR_GET_LIB(err) == ERR_LIB_SSL ? ERR_GET_REASON(err) : 0) {
+	case SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED:
+	case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE:
+	case SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE:
+	case SSL_R_SSLV3_ALERT_CERTIFICATE_REVOKED:
+	case SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED:
+	case SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN:
+	case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
+	case SSL_R_TLSV1_ALERT_ACCESS_DENIED:
+	case SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* Settings both kinds of context share: TLS 1.2 and later, no renegotiation. */
+static SSL_CTX *tls_ctx_new(const SSL_METHOD *method)
+{
+	SSL_CTX *ctx = SSL_CTX_new(method);
+
+	if (!ctx)
+		return NULL;
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+	return ctx;
+}
+
+/* Load cert_file's chain and key_file's key into ctx. 0, or -1 with err. */
+static int tls_use_pair(SSL_CTX *ctx, const char *cert_file, const char *key_file, char *err,
+			size_t errlen)
+{
+	char e[256];
+
+	if (SSL_CTX_use_certificate_chain_file(ctx, cert_file) != 1) {
+		snprintf(err, errlen, "cannot load certificate \"%s\": %s", cert_file,
+			 tls_last_error(e, sizeof(e)));
+		return -1;
+	}
+	if (SSL_CTX_use_PrivateKey_file(ctx, key_file, SSL_FILETYPE_PEM) != 1) {
+		snprintf(err, errlen, "cannot load key \"%s\": %s", key_file,
+			 tls_last_error(e, sizeof(e)));
+		return -1;
+	}
+	if (SSL_CTX_check_private_key(ctx) != 1) {
+		snprintf(err, errlen, "key \"%s\" does not match certificate \"%s\"", key_file,
+			 cert_file);
+		ERR_clear_error();
+		return -1;
+	}
+	return 0;
+}
+
+SSL_CTX *tls_server_ctx(const char *cert_file, const char *key_file, char *err, size_t errlen)
+{
+	SSL_CTX *ctx = tls_ctx_new(TLS_server_method());
+
+	if (!ctx) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	if (tls_use_pair(ctx, cert_file, key_file, err, errlen) < 0) {
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	return ctx;
+}
+
+SSL_CTX *tls_client_ctx(const char *ca_file, const char *cert_file, const char *key_file, char *err,
+			size_t errlen)
+{
+	SSL_CTX *ctx = tls_ctx_new(TLS_client_method());
+	char e[256];
+
+	if (!ctx) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	if (ca_file ? SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1
+		    : SSL_CTX_set_default_verify_paths(ctx) != 1) {
+		snprintf(err, errlen, "cannot load CA certificates \"%s\": %s",
+			 ca_file ? ca_file : "(system)", tls_last_error(e, sizeof(e)));
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	if (cert_file && tls_use_pair(ctx, cert_file, key_file, err, errlen) < 0) {
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	return ctx;
+}
+
+SSL *tls_client_new(SSL_CTX *ctx, const char *name)
+{
+	unsigned char addr[16];
+	SSL *ssl = SSL_new(ctx);
+	int ip;
+
+	if (!ssl)
+		return NULL;
+	ip = inet_pton(AF_INET, name, addr) == 1 || inet_pton(AF_INET6, name, addr) == 1;
+	if (ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name) != 1
+	       : SSL_set1_host(ssl, name) != 1 || SSL_set_tlsext_host_name(ssl, name) != 1) {
+		SSL_free(ssl);
+		return NULL;
+	}
+	return ssl;
+}

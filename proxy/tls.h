@@ -1,0 +1,45 @@
+/*
+ * TLS contexts (OpenSSL): the listener's, which presents a certificate, and
+ * the upstream's, which verifies one. Connections use them through
+ * libevent's OpenSSL bufferevents; handshakes never block a loop.
+ */
+#ifndef IDEMPROXY_TLS_H
+#define IDEMPROXY_TLS_H
+
+#include <stddef.h>
+#include <openssl/ssl.h>
+
+/*
+ * A server context for TLS 1.2 and later with the certificate chain in
+ * cert_file and its key in key_file (PEM). NULL with a message in err.
+ */
+SSL_CTX *tls_server_ctx(const char *cert_file, const char *key_file, char *err, size_t errlen);
+
+/*
+ * A client context for TLS 1.2 and later that verifies the peer's chain
+ * against ca_file (PEM; NULL: the system's CAs), presenting cert_file and
+ * key_file when given. NULL with a message in err.
+ */
+SSL_CTX *tls_client_ctx(const char *ca_file, const char *cert_file, const char *key_file, char *err,
+			size_t errlen);
+
+/*
+ * A client connection of ctx that checks the peer's certificate names
+ * name (a DNS name, or an IP address) and sends it as SNI when it is a
+ * name. NULL when out of memory.
+ */
+SSL *tls_client_new(SSL_CTX *ctx, const char *name);
+
+/*
+ * 1 when the OpenSSL error err is the peer refusing our certificate (an
+ * alert such as certificate_required or bad_certificate). A TLS server
+ * hands nothing to its application before it accepts the client's
+ * certificate, so the refused connection carried no request, even if TLS
+ * 1.3 let us write one before the alert came.
+ */
+int tls_refused_us(unsigned long err);
+
+/* The last OpenSSL error of this thread as text, and the queue cleared. */
+const char *tls_last_error(char *buf, size_t len);
+
+#endif

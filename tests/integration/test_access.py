@@ -1,0 +1,107 @@
+"""Admin access (DESIGN section 9): the records API needs the admin token
+when there is one, and answers only loopback clients naming a loopback Host
+when there is none; probes and scrapers need no secret."""
+
+import helpers
+from helpers import assert_owner, course
+from test_admin import admin, admin_proxy, scope
+
+TOKEN = "s3cr3t-admin-token-0123456789"
+OPEN_PATHS = ("/healthz", "/readyz", "/metrics")
+
+
+def assert_open(p, headers=()):
+    """Probes and scrapers need no secret (readiness comes a moment after start)."""
+    for path in OPEN_PATHS:
+        assert helpers.poll(lambda: admin(p, "GET", path, headers=headers).status == 200), path
+
+
+def token_proxy(proxy, tmp_path, token=TOKEN):
+    f = tmp_path / "admin.token"
+    f.write_text(token + "\n")
+    return admin_proxy(proxy, {"admin_token": str(f)})
+
+
+def test_token_protects_every_records_path(proxy, upstream, ids, tmp_path):
+    p = token_proxy(proxy, tmp_path)
+    key = ids.key()
+    assert_owner(p.post("/api/courses", key=key, actor=ids.actor, body=course()))
+    calls = [("GET", "/records", None), ("GET", "/records/scope", scope(ids.actor, key)),
+             ("POST", "/records/release", scope(ids.actor, key)),
+             ("POST", "/records/resolve", scope(ids.actor, key, status="200")),
+             ("GET", "/records/anything", None)]
+    for method, path, params in calls:
+        for headers in ([], [("Authorization", "Bearer wrong-token-0123456789")],
+                        [("Authorization", "Bearer " + TOKEN[:-1])],
+                        [("Authorization", TOKEN)]):
+            r = admin(p, method, path, params, body=b"" if method == "POST" else None,
+                      headers=headers)
+            assert r.status == 401, (method, path, headers, r)
+            assert (r.headers.get("WWW-Authenticate") or "").startswith("Bearer"), r
+    auth = [("Authorization", "Bearer " + TOKEN)]
+    r = admin(p, "GET", "/records/scope", scope(ids.actor, key), headers=auth)
+    assert r.status == 200, r
+    assert r.json()["record"]["state"] == "completed"
+    # Not even a token lets a web page change state.
+    r = admin(p, "POST", "/records/release", scope(ids.actor, key), body=b"",
+              headers=auth + [("Origin", "http://evil.example")])
+    assert r.status == 403, r
+    # Token holders are not bound to loopback Host names.
+    r = admin(p, "GET", "/records", headers=auth + [("Host", "idemproxy.internal:9")])
+    assert r.status == 200, r
+    assert_open(p)
+    assert TOKEN not in p.stderr_text()
+    assert upstream.count(key=key) == 1
+
+
+def test_without_token_only_loopback_hosts(proxy, upstream, ids):
+    p = admin_proxy(proxy)
+    key = ids.key()
+    assert_owner(p.post("/api/courses", key=key, actor=ids.actor, body=course()))
+    for host in ("evil.example", "evil.example:%d" % p.admin, "127.0.0.1.evil.example",
+                 "localhost.evil.example", "[::2]:1", "10.0.0.1"):
+        r = admin(p, "GET", "/records", headers=[("Host", host)])
+        assert r.status == 403, (host, r)
+        r = admin(p, "POST", "/records/release", scope(ids.actor, key), body=b"",
+                  headers=[("Host", host)])
+        assert r.status == 403, (host, r)
+    for host in ("localhost", "LOCALHOST:%d" % p.admin, "127.0.0.1:%d" % p.admin,
+                 "127.9.9.9", "[::1]:%d" % p.admin):
+        r = admin(p, "GET", "/records", headers=[("Host", host)])
+        assert r.status == 200, (host, r)
+    r = admin(p, "GET", "/records/scope", scope(ids.actor, key), headers=[("Host", "localhost")])
+    assert r.status == 200 and r.json()["record"]["state"] == "completed", r
+    r = admin(p, "POST", "/records/release", scope(ids.actor, key), body=b"",
+              headers=[("Host", "localhost"), ("Origin", "http://localhost")])
+    assert r.status == 403, r
+    assert_open(p, [("Host", "evil.example")])
+    assert upstream.count(key=key) == 1
+
+
+def check(binary, tmp_path, text):
+    conf = tmp_path / "c.conf"
+    return conf, helpers.check_config(binary, conf, text)
+
+
+BASE = "upstream http://127.0.0.1:1\nactor header X-Actor\nroute r {\n    match POST /r\n}\n"
+
+
+def test_non_loopback_admin_needs_a_token(binary, tmp_path):
+    conf, r = check(binary, tmp_path, BASE + "admin 0.0.0.0:9911\n")
+    assert r.returncode == 1, r
+    assert r.stderr.startswith("%s:6: " % conf) and "admin_token" in r.stderr, r.stderr
+    conf, r = check(binary, tmp_path, BASE + "admin [::]:9911\n")
+    assert r.returncode == 1 and "admin_token" in r.stderr, r.stderr
+    tok = tmp_path / "t"
+    tok.write_text(TOKEN + "\n")
+    conf, r = check(binary, tmp_path, BASE + "admin 0.0.0.0:9911\nadmin_token %s\n" % tok)
+    assert r.returncode == 0, r.stderr
+    conf, r = check(binary, tmp_path, BASE + "admin 127.0.0.2:9911\n")
+    assert r.returncode == 0, r.stderr
+    # The token file is read by -t: too short, or missing, is an error.
+    tok.write_text("short\n")
+    conf, r = check(binary, tmp_path, BASE + "admin 0.0.0.0:9911\nadmin_token t\n")
+    assert r.returncode == 1, r
+    assert r.stderr.startswith('%s:7: admin token "%s": ' % (conf, tok)), r.stderr
+    conf, r = check(binary, tmp_path, BASE + "admin_token missing.token\n")
+    assert r.returncode == 1 and "No such file" in r.stderr, r.stderr

@@ -1,0 +1,169 @@
+"""TLS (DESIGN section 9): an https upstream verified by CA and name, with
+an optional client certificate and the keep-alive pool; a TLS listener
+(1.2 and later) whose certificate a reload replaces. Certificates are made
+here with the openssl command line (jwtkit.Pki)."""
+import signal
+import socket
+import ssl
+import subprocess
+
+import pytest
+
+import helpers
+import jwtkit
+from helpers import assert_owner, assert_replay_of, course, problem
+from test_reload import wait_for_log
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("pki"))
+    ca = jwtkit.Pki(d)
+    pair = ca.issue("server")
+    other = jwtkit.Pki(d, "otherca")
+    client = other.issue("client", dns=("client.example",), ips=())
+    return {"ca": ca.ca, "pair": pair, "ca_obj": ca, "other_ca": other.ca, "client": client}
+
+
+@pytest.fixture
+def tls_upstream(start_upstream, pki):
+    return start_upstream(tls=pki["pair"])
+
+
+def https_settings(up, pki, **extra):
+    s = {"upstream": "https://127.0.0.1:%d" % up.port, "upstream_ca": pki["ca"], "workers": "1"}
+    s.update(extra)
+    return s
+
+
+def records(pg, key):
+    return pg.query("SELECT state FROM idempotency_records WHERE idem_key = %s", (key,))
+
+
+def test_https_upstream_pass_through_owner_replay_and_pool(proxy, tls_upstream, pki, pg, ids):
+    p = proxy(https_settings(tls_upstream, pki))
+    g1 = p.request("GET", "/api/things/1")
+    g2 = p.request("GET", "/api/things/2")
+    assert g1.status == 200 and g2.status == 200, (g1, g2)
+    key = ids.key()
+    owner = p.post("/api/courses", key=key, actor=ids.actor, body=course())
+    assert_owner(owner)
+    assert_replay_of(p.post("/api/courses", key=key, actor=ids.actor, body=course()), owner)
+    assert tls_upstream.count(key=key) == 1
+    log = tls_upstream.log()
+    assert [e.path for e in log] == ["/api/things/1", "/api/things/2", "/api/courses"]
+    # One worker, one keep-alive connection for all three.
+    assert len({e.peer for e in log}) == 1, [e.peer for e in log]
+
+
+@pytest.mark.parametrize("setting", ["wrong-ca", "wrong-name", "no-client-cert"])
+def test_unverified_upstream_gets_502_and_the_claim_is_released(proxy, start_upstream, pki, pg,
+                                                                 ids, setting):
+    if setting == "no-client-cert":
+        up = start_upstream(tls=pki["pair"] + (pki["other_ca"],) + pki["client"])
+        s = https_settings(up, pki)
+    else:
+        up = start_upstream(tls=pki["pair"])
+        s = https_settings(up, pki)
+        if setting == "wrong-ca":
+            s["upstream_ca"] = pki["other_ca"]
+        else:
+            s["upstream_server_name"] = "other.example"
+    p = proxy(s)
+    key = ids.key()
+    problem(p.post("/api/courses", key=key, actor=ids.actor, body=course()),
+            "upstream-unavailable", 502)
+    assert records(pg, key) == []  # released: a retry may run it
+    assert up.count() == 0
+    if setting == "no-client-cert":
+        s["upstream_client_certificate"] = "%s %s" % pki["client"]
+    elif setting == "wrong-ca":
+        s["upstream_ca"] = pki["ca"]
+    else:
+        s["upstream_server_name"] = "localhost"  # in the certificate, sent as SNI
+    p2 = proxy(s)
+    assert_owner(p2.post("/api/courses", key=key, actor=ids.actor, body=course()))
+    assert up.count(key=key) == 1
+
+
+def client_ctx(pki):
+    ctx = ssl.create_default_context(cafile=pki["ca"])
+    return ctx
+
+
+def tls_proxy(proxy, pki, tmp_path):
+    crt, key = pki["pair"]
+    cert = tmp_path / "listen.crt"
+    cert.write_bytes(open(crt, "rb").read())
+    p = proxy({"tls_certificate": str(cert), "tls_certificate_key": key})
+    p.cert = cert
+    return p
+
+
+def test_tls_listener_end_to_end(proxy, upstream, pki, ids, tmp_path):
+    p = tls_proxy(proxy, pki, tmp_path)
+    ctx = client_ctx(pki)
+    key = ids.key()
+    h = [("Idempotency-Key", key), ("X-Actor-Id", ids.actor), ("Content-Type", "application/json")]
+    with helpers.Client(p.port, tls=ctx) as c:
+        owner = c.request("POST", "/api/courses", h, course())
+        assert_owner(owner)
+        # Keep-alive over TLS: the retry on the same connection.
+        assert_replay_of(c.request("POST", "/api/courses", h, course()), owner)
+        big = c.request("GET", "/api/big", [("X-Test-Action", "stream-chunked:3000000")])
+        assert big.status == 200 and len(big.body) == 3000000, big.status
+    assert upstream.count(key=key) == 1
+    e = upstream.requests(key=key)[0]
+    assert e.headers.get("X-Forwarded-Proto") == "https"
+    assert "proto=https" in (e.headers.get("Forwarded") or "")
+    # Plain HTTP to the TLS port is not served.
+    with socket.create_connection(("127.0.0.1", p.port), timeout=5) as s:
+        s.sendall(b"GET /plain-to-tls HTTP/1.1\r\nHost: x\r\n\r\n")
+        data = b""
+        try:
+            while True:
+                got = s.recv(4096)
+                if not got:
+                    break
+                data += got
+        except (ConnectionResetError, socket.timeout):
+            pass
+    assert b"HTTP/1." not in data, data
+    assert upstream.count(path="/plain-to-tls") == 0
+    # TLS 1.2 is served, 1.1 is refused by the server (the client, at
+    # security level 0, would speak it).
+    def s_client(version):
+        return subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % p.port,
+                               "-" + version, "-cipher", "DEFAULT@SECLEVEL=0",
+                               "-CAfile", pki["ca"]], stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=30)
+    r = s_client("tls1_2")
+    assert "Protocol  : TLSv1.2" in r.stdout or "TLSv1.2" in r.stdout, r.stdout + r.stderr
+    r = s_client("tls1_1")
+    assert r.returncode != 0, r.stdout
+    assert "alert protocol version" in r.stderr, r.stderr
+
+
+def peer_cert(p, pki):
+    with socket.create_connection(("127.0.0.1", p.port), timeout=5) as s:
+        with client_ctx(pki).wrap_socket(s, server_hostname="localhost") as t:
+            return t.getpeercert(binary_form=True)
+
+
+def test_reload_rereads_the_listener_certificate(proxy, upstream, pki, tmp_path):
+    p = tls_proxy(proxy, pki, tmp_path)
+    first = peer_cert(p, pki)
+    assert first == ssl.PEM_cert_to_DER_cert(open(p.cert).read())
+    crt, key = pki["ca_obj"].issue("server2")
+    p.cert.write_bytes(open(crt, "rb").read())
+    # The new certificate has its own key: a reload with only one of them
+    # changed is refused, the old pair stays.
+    p.signal(signal.SIGHUP)
+    wait_for_log(p, "reload failed")
+    assert "cannot load key" in p.stderr_text()
+    assert peer_cert(p, pki) == first
+    text = open(p.conf).read().replace(pki["pair"][1], key)
+    open(p.conf, "w").write(text)
+    p.signal(signal.SIGHUP)
+    wait_for_log(p, "configuration reloaded")
+    assert peer_cert(p, pki) == ssl.PEM_cert_to_DER_cert(open(crt).read())

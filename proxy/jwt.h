@@ -1,6 +1,6 @@
 /*
- * JSON Web Tokens: a parsed JSON Web Key Set, verification of compact JWS
- * tokens against it, and a per-thread cache of verified tokens.
+ * JSON Web Tokens: verification of compact JWS tokens against a JSON Web Key
+ * Set, and a per-thread cache of verified tokens.
  */
 #ifndef IDEMPROXY_JWT_H
 #define IDEMPROXY_JWT_H
@@ -8,30 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proxy/jwks.h" /* struct jwks, and jwks_parse() to make one */
+
 #define JWT_TOKEN_MAX 8192 /* longer tokens are JWT_MALFORMED */
 #define JWT_ACTOR_MAX 200  /* longest string value of the actor claim */
-#define JWKS_KEYS_MAX 64   /* most members of "keys" */
-
-/* A parsed JSON Web Key Set, immutable once made; any thread may use it. */
-struct jwks;
-
-/*
- * Parses the JWKS document {"keys":[...]} of len bytes (no NUL needed).
- * Keys: kty "oct" (k, at least 16 bytes), "RSA" (n, e; 2048 to 16384
- * bits), "EC" with crv "P-256" or "P-384" (x, y: a point on the curve) and
- * "OKP" with crv "Ed25519" (x). Optional members: kid, alg (must name an
- * algorithm of jwt_verify() fitting the kty) and use ("sig", or "enc" to
- * have the key skipped); key_ops and private members are ignored. An unknown
- * kty or crv, an empty set (after skipping), two keys with the same kid or
- * more than JWKS_KEYS_MAX keys are errors. On success returns 0 and the set
- * in *out (the caller frees it with jwks_free()); on failure returns -1,
- * *out NULL, and a one-line message in err naming the key by its 1-based
- * index, e.g. "key 2: RSA key without \"n\"".
- */
-int jwks_parse(const char *text, size_t len, struct jwks **out, char *err, size_t errlen)
-	__attribute__((warn_unused_result));
-void jwks_free(struct jwks *keys); /* NULL accepted */
-int jwks_count(const struct jwks *keys); /* keys used for verification */
 
 /* What a verified token must satisfy. The strings are the caller's. */
 struct jwt_rules {

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "conf/conf.h"
-#include "proxy/jwt.h"
+#include "proxy/jwks.h"
 #include "proxy/seal.h"
 #include "proxy/tls.h"
 

@@ -6,6 +6,8 @@
 -- passes it), THREAD is set per thread in setup(), COUNTER counts the
 -- thread's requests, so no two requests of a run share a key.
 
+dofile("scripts/bench/post.lua")
+
 local next_thread = 1
 
 function setup(thread)
@@ -25,14 +27,5 @@ end
 
 function request()
 	counter = counter + 1
-	local headers = {
-		["Idempotency-Key"] = prefix .. "-" .. thread_id .. "-" .. counter,
-		["Content-Type"] = "application/json",
-	}
-	if auth then
-		headers["Authorization"] = auth
-	else
-		headers["X-Actor-Id"] = "bench"
-	end
-	return wrk.format("POST", path, headers, body)
+	return wrk.format("POST", path, post_headers(prefix .. "-" .. thread_id .. "-" .. counter, auth), body)
 end

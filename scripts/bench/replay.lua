@@ -5,6 +5,8 @@
 -- first with the same body, so every request here is answered from the
 -- record. Each thread starts at its own offset in the cycle.
 
+dofile("scripts/bench/post.lua")
+
 local next_thread = 1
 
 function setup(thread)
@@ -24,14 +26,5 @@ end
 
 function request()
 	pos = (pos + 1) % count
-	local headers = {
-		["Idempotency-Key"] = prefix .. "-" .. pos,
-		["Content-Type"] = "application/json",
-	}
-	if auth then
-		headers["Authorization"] = auth
-	else
-		headers["X-Actor-Id"] = "bench"
-	end
-	return wrk.format("POST", path, headers, body)
+	return wrk.format("POST", path, post_headers(prefix .. "-" .. pos, auth), body)
 end

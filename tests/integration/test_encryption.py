@@ -8,6 +8,7 @@ import signal
 
 import helpers
 from helpers import assert_owner, assert_replay_of, course, problem
+from test_admin import admin, admin_proxy
 from test_reload import rewrite, wait_for_log
 
 MARKER = "personal-data-8c1f2e"
@@ -22,7 +23,7 @@ def sealed_proxy(proxy, tmp_path, lines, settings=None):
     f.write_text("# keys: the first seals, all open\n" + "".join(lines))
     s = {"body_encryption": str(f), "replay_cache": "0"}  # every replay reads the store
     s.update(settings or {})
-    p = proxy(s)
+    p = admin_proxy(proxy, s)
     p.keyfile = f
     return p
 
@@ -54,6 +55,12 @@ def test_marker_never_stored_and_replay_works(proxy, upstream, pg, ids, tmp_path
         assert MARKER not in row[column], (column, row[column][:200])
         assert MARKER.encode().hex() not in row[column], column
     assert row["response_sealed"] == "k1"
+    # The records API shows the key id, never the sealed headers and body.
+    r = admin(p, "GET", "/records/scope", {"actor": "h:" + ids.actor,
+                                           "operation": "course.create", "key": key})
+    rec = r.json()["record"]
+    assert rec["sealed"] == "k1" and rec["headers"] is None and rec["body"] is None, rec
+    assert rec["state"] == "completed" and rec["status"] == 201, rec
     again = p.post("/api/courses", key=key, actor=ids.actor, body=course(), headers=h)
     assert_replay_of(again, owner)
     assert ('"%s"' % MARKER) == again.headers.get("ETag")

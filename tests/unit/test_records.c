@@ -20,7 +20,7 @@
 #define TEST_OP		  "order.pay"
 #define TEST_RETENTION_MS 3600000
 #define TEST_ERR_MAX	  512
-#define TEST_RECORD_KEYS  17
+#define TEST_RECORD_KEYS  18
 
 static PGconn *conn;
 static char actor[64];
@@ -260,7 +260,7 @@ static void check_record(yajl_val doc, const char *name)
 	    "actor",	     "operation",	 "key",		  "state",	"generation",
 	    "lease_owner",   "lease_expires_at", "lease_expired", "created_at", "completed_at",
 	    "expires_at",    "status",		 "fingerprint",	  "headers",	"body",
-	    "body_encoding", "body_omitted",
+	    "body_encoding", "body_omitted", "sealed",
 	};
 	yajl_val rec = at(doc, name, NULL);
 

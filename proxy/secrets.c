@@ -130,35 +130,49 @@ static int secrets_seal(const struct conf *conf, struct secrets *s, char *err, s
 	return 0;
 }
 
-/* The TLS contexts: tls_client_ctx / tls_server_ctx name the file in their messages. */
+/*
+ * Load cert's chain and key's key into ctx; an error names the line of the
+ * file that failed (tls.c's message names the file).
+ */
+static int secrets_tls_pair(const struct conf *conf, SSL_CTX *ctx, const struct conf_file *cert,
+			    const struct conf_file *key, char *err, size_t errlen)
+{
+	char reason[CONF_ERR_MAX];
+	int rc = tls_ctx_use_pair(ctx, cert->path, key->path, reason, sizeof(reason));
+
+	if (rc < 0)
+		snprintf(err, errlen, "%s:%d: %s", conf->file, rc == -1 ? cert->line : key->line,
+			 reason);
+	return rc < 0 ? -1 : 0;
+}
+
+/* The listener's and the upstream's TLS contexts. */
 static int secrets_tls(const struct conf *conf, struct secrets *s, char *err, size_t errlen)
 {
 	char reason[CONF_ERR_MAX];
 
 	if (conf->tls_certificate.path) {
-		s->listen_tls = tls_server_ctx(conf->tls_certificate.path,
-					       conf->tls_certificate_key.path, reason,
-					       sizeof(reason));
+		s->listen_tls = tls_server_ctx();
 		if (!s->listen_tls) {
-			snprintf(err, errlen, "%s:%d: %s", conf->file, conf->tls_certificate.line,
-				 reason);
+			snprintf(err, errlen, "%s: out of memory", conf->file);
 			return -1;
 		}
-	}
-	if (conf->upstream_tls) {
-		s->upstream_tls = tls_client_ctx(conf->upstream_ca.path,
-						 conf->upstream_client_cert.path,
-						 conf->upstream_client_key.path, reason,
-						 sizeof(reason));
-		if (!s->upstream_tls) {
-			int line = conf->upstream_ca.line;
-
-			if (conf->upstream_client_cert.path && strstr(reason, "CA certificates") == NULL)
-				line = conf->upstream_client_cert.line;
-			snprintf(err, errlen, "%s:%d: %s", conf->file, line ? line : 1, reason);
+		if (secrets_tls_pair(conf, s->listen_tls, &conf->tls_certificate,
+				     &conf->tls_certificate_key, err, errlen) < 0)
 			return -1;
-		}
 	}
+	if (!conf->upstream_tls)
+		return 0;
+	s->upstream_tls = tls_client_ctx(conf->upstream_ca.path, reason, sizeof(reason));
+	if (!s->upstream_tls) {
+		/* Without upstream_ca, the system's CAs: no line names them. */
+		snprintf(err, errlen, "%s:%d: %s", conf->file,
+			 conf->upstream_ca.line ? conf->upstream_ca.line : 1, reason);
+		return -1;
+	}
+	if (conf->upstream_client_cert.path)
+		return secrets_tls_pair(conf, s->upstream_tls, &conf->upstream_client_cert,
+					&conf->upstream_client_key, err, errlen);
 	return 0;
 }
 

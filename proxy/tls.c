@@ -50,8 +50,7 @@ static SSL_CTX *tls_ctx_new(const SSL_METHOD *method)
 	return ctx;
 }
 
-/* Load cert_file's chain and key_file's key into ctx. 0, or -1 with err. */
-static int tls_use_pair(SSL_CTX *ctx, const char *cert_file, const char *key_file, char *err,
+int tls_ctx_use_pair(SSL_CTX *ctx, const char *cert_file, const char *key_file, char *err,
 			size_t errlen)
 {
 	char e[256];
@@ -64,34 +63,23 @@ static int tls_use_pair(SSL_CTX *ctx, const char *cert_file, const char *key_fil
 	if (SSL_CTX_use_PrivateKey_file(ctx, key_file, SSL_FILETYPE_PEM) != 1) {
 		snprintf(err, errlen, "cannot load key \"%s\": %s", key_file,
 			 tls_last_error(e, sizeof(e)));
-		return -1;
+		return -2;
 	}
 	if (SSL_CTX_check_private_key(ctx) != 1) {
 		snprintf(err, errlen, "key \"%s\" does not match certificate \"%s\"", key_file,
 			 cert_file);
 		ERR_clear_error();
-		return -1;
+		return -2;
 	}
 	return 0;
 }
 
-SSL_CTX *tls_server_ctx(const char *cert_file, const char *key_file, char *err, size_t errlen)
+SSL_CTX *tls_server_ctx(void)
 {
-	SSL_CTX *ctx = tls_ctx_new(TLS_server_method());
-
-	if (!ctx) {
-		snprintf(err, errlen, "out of memory");
-		return NULL;
-	}
-	if (tls_use_pair(ctx, cert_file, key_file, err, errlen) < 0) {
-		SSL_CTX_free(ctx);
-		return NULL;
-	}
-	return ctx;
+	return tls_ctx_new(TLS_server_method());
 }
 
-SSL_CTX *tls_client_ctx(const char *ca_file, const char *cert_file, const char *key_file, char *err,
-			size_t errlen)
+SSL_CTX *tls_client_ctx(const char *ca_file, char *err, size_t errlen)
 {
 	SSL_CTX *ctx = tls_ctx_new(TLS_client_method());
 	char e[256];
@@ -105,10 +93,6 @@ SSL_CTX *tls_client_ctx(const char *ca_file, const char *cert_file, const char *
 		    : SSL_CTX_set_default_verify_paths(ctx) != 1) {
 		snprintf(err, errlen, "cannot load CA certificates \"%s\": %s",
 			 ca_file ? ca_file : "(system)", tls_last_error(e, sizeof(e)));
-		SSL_CTX_free(ctx);
-		return NULL;
-	}
-	if (cert_file && tls_use_pair(ctx, cert_file, key_file, err, errlen) < 0) {
 		SSL_CTX_free(ctx);
 		return NULL;
 	}

@@ -9,19 +9,22 @@
 #include <stddef.h>
 #include <openssl/ssl.h>
 
-/*
- * A server context for TLS 1.2 and later with the certificate chain in
- * cert_file and its key in key_file (PEM). NULL with a message in err.
- */
-SSL_CTX *tls_server_ctx(const char *cert_file, const char *key_file, char *err, size_t errlen);
+/* A server context for TLS 1.2 and later (its certificate: tls_ctx_use_pair). NULL when out of memory. */
+SSL_CTX *tls_server_ctx(void);
 
 /*
  * A client context for TLS 1.2 and later that verifies the peer's chain
- * against ca_file (PEM; NULL: the system's CAs), presenting cert_file and
- * key_file when given. NULL with a message in err.
+ * against ca_file (PEM; NULL: the system's CAs). NULL with a message in err.
  */
-SSL_CTX *tls_client_ctx(const char *ca_file, const char *cert_file, const char *key_file, char *err,
-			size_t errlen);
+SSL_CTX *tls_client_ctx(const char *ca_file, char *err, size_t errlen);
+
+/*
+ * Present the certificate chain in cert_file with the key in key_file
+ * (PEM) from ctx. 0; -1 when the certificate cannot be loaded, -2 when the
+ * key cannot, or does not match it; with a message in err.
+ */
+int tls_ctx_use_pair(SSL_CTX *ctx, const char *cert_file, const char *key_file, char *err,
+		     size_t errlen);
 
 /*
  * A client connection of ctx that checks the peer's certificate names

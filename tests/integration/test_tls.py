@@ -167,3 +167,31 @@ def test_reload_rereads_the_listener_certificate(proxy, upstream, pki, tmp_path)
     p.signal(signal.SIGHUP)
     wait_for_log(p, "configuration reloaded")
     assert peer_cert(p, pki) == ssl.PEM_cert_to_DER_cert(open(crt).read())
+
+
+def test_check_reads_certificates_keys_and_cas(binary, pki, tmp_path):
+    crt, key = pki["pair"]
+    base = "upstream https://127.0.0.1:1\nactor header X\nroute r {\n    match POST /r\n}\n"
+    conf = tmp_path / "c.conf"
+    good = base + "upstream_ca %s\ntls_certificate %s\ntls_certificate_key %s\n" % (
+        pki["ca"], crt, key)
+    r = helpers.check_config(binary, conf, good)
+    assert r.returncode == 0, r.stderr
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate\n")
+    cases = [
+        (base + "upstream_ca %s\n" % junk, 6, 'cannot load CA certificates "%s"' % junk),
+        (base + "upstream_ca %s\n" % (tmp_path / "none.pem"), 6, "cannot load CA certificates"),
+        (base + "tls_certificate %s\ntls_certificate_key %s\n" % (junk, key), 6,
+         'cannot load certificate "%s"' % junk),
+        (base + "tls_certificate %s\ntls_certificate_key %s\n" % (crt, junk), 7,
+         'cannot load key "%s"' % junk),
+        (base + "tls_certificate_key %s\ntls_certificate %s\n" % (pki["client"][1], crt), 6,
+         'cannot load key "%s": ' % pki["client"][1]),
+        (base + "upstream_client_certificate %s %s\n" % (crt, junk), 6,
+         'cannot load key "%s"' % junk),
+    ]
+    for text, line, want in cases:
+        r = helpers.check_config(binary, conf, text)
+        assert r.returncode == 1, (text, r)
+        assert r.stderr.startswith("%s:%d: %s" % (conf, line, want)), (text, r.stderr)

@@ -680,43 +680,53 @@ static int request_write_flags(const struct request *req)
 	return req->route->in_progress == IN_PROGRESS_WAIT ? STORE_NOTIFY : 0;
 }
 
+/*
+ * The owner's outcome as the store keeps it: headers and body sealed under
+ * body_encryption's current key (once, so a retried write sends the same
+ * blobs), else as they are.
+ */
+static void request_finish(struct request *req, int flags)
+{
+	const struct seal_keys *keys = req->gen->secrets->seal;
+	const char *headers = req->stored_headers;
+	size_t headers_len = req->stored_headers_len, body_len = 0;
+	const unsigned char *body = NULL;
+
+	if (!req->body_omitted) {
+		body_len = evbuffer_get_length(req->resp->body);
+		body = body_len ? evbuffer_pullup(req->resp->body, -1) : (const unsigned char *)"";
+	}
+	if (keys) {
+		if (!req->sealed.headers && record_seal(keys, &req->scope, headers, headers_len, body,
+							body_len, &req->sealed) < 0) {
+			/* Never stored in the clear: the outcome is kept as unknown. */
+			log_error(&req->tag, "record sealing failed: the record is marked unknown");
+			store_mark_unknown(req->ctx->store, &req->scope, req->generation, flags,
+					   record_done_cb, req);
+			return;
+		}
+		headers = (const char *)req->sealed.headers;
+		headers_len = req->sealed.headers_len;
+		body = req->sealed.body;
+		body_len = req->sealed.body_len;
+	}
+	store_finish(req->ctx->store, &req->scope, req->generation, req->resp->status, headers,
+		     headers_len, body, body_len, req->body_omitted,
+		     keys ? seal_keys_current(keys) : NULL, req->route->retention_ms, flags,
+		     record_done_cb, req);
+}
+
 /* Write the owner's outcome: finish, release or unknown. */
 static void request_record(struct request *req)
 {
 	struct store *st = req->ctx->store;
-	const struct seal_keys *keys = req->gen->secrets->seal;
-	const unsigned char *body = NULL;
-	size_t body_len = 0;
 	int flags = request_write_flags(req);
 
 	req->store_sent_us = clock_now_us();
 	switch (req->outcome) {
 	case OUT_OWNER:
 		req->finish_sent_us = req->store_sent_us;
-		if (!req->body_omitted) {
-			body_len = evbuffer_get_length(req->resp->body);
-			body = body_len ? evbuffer_pullup(req->resp->body, -1) : (const unsigned char *)"";
-		}
-		if (keys && !req->sealed.headers &&
-		    record_seal(keys, &req->scope, req->stored_headers, req->stored_headers_len,
-				body, body_len, &req->sealed) < 0) {
-			/* Never stored in the clear: the outcome is kept as unknown. */
-			log_error(&req->tag, "record sealing failed: the record is marked unknown");
-			store_mark_unknown(st, &req->scope, req->generation, flags, record_done_cb,
-					   req);
-			break;
-		}
-		if (keys)
-			store_finish(st, &req->scope, req->generation, req->resp->status,
-				     (const char *)req->sealed.headers, req->sealed.headers_len,
-				     req->sealed.body, req->sealed.body_len, req->body_omitted,
-				     seal_keys_current(keys), req->route->retention_ms, flags,
-				     record_done_cb, req);
-		else
-			store_finish(st, &req->scope, req->generation, req->resp->status,
-				     req->stored_headers, req->stored_headers_len, body, body_len,
-				     req->body_omitted, NULL, req->route->retention_ms, flags,
-				     record_done_cb, req);
+		request_finish(req, flags);
 		break;
 	case OUT_RELEASED:
 		store_release(st, &req->scope, req->generation, flags, record_done_cb, req);

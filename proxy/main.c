@@ -144,9 +144,10 @@ static void signal_hup_cb(evutil_socket_t sig, short what, void *arg)
 	sweeper_set_interval(sv->sweeper, conf->sweep_interval_ms);
 	if (sv->admin)
 		admin_reload(sv->admin, conf, secrets);
+	/* file is the old configuration's: it may go with the release. */
+	log_info(NULL, "configuration reloaded from %s", conf->file);
 	conf_gen_release(sv->gen);
 	sv->gen = gen;
-	log_info(NULL, "configuration reloaded from %s", file);
 }
 
 /* A thread that waits for the workers and ends the supervisor's loop. */

@@ -215,7 +215,8 @@ void conf_free(struct conf *conf);
 /*
  * The first directive whose value differs between old and new and that
  * only a restart can apply (the directive table's restart-only ones:
- * listen, workers, admin, upstream, database, store_timeout, replay_cache),
+ * listen, workers, admin, upstream and its TLS settings, database,
+ * store_timeout, replay_cache),
  * or NULL when a reload may apply new.
  */
 const char *conf_restart_only_change(const struct conf *old, const struct conf *new);

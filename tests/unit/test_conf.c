@@ -657,30 +657,20 @@ static void test_load(void)
 }
 
 /* What a SIGHUP reload may apply, and what only a restart can. */
-static void test_restart_only(void)
+/* A configuration prepended to base, and the restart-only directive it changes (NULL: none). */
+struct restart_case {
+	const char *extra;
+	const char *want;
+};
+
+/* Each case's file against base: conf_restart_only_change names what it wants. */
+static void check_restart(const char *base, const struct restart_case *cases, size_t n)
 {
-	static const char base[] = "upstream http://127.0.0.1:3000\n"
-				   "actor anonymous\n"
-				   "route a {\n match POST /a\n}\n";
-	static const struct {
-		const char *extra;
-		const char *want;
-	} cases[] = {
-		{"", NULL},
-		{"mismatch_status 409\n", NULL},
-		{"retention 1h\nupstream_timeout 5s\n", NULL},
-		{"listen 127.0.0.1:9999\n", "listen"},
-		{"workers 7\n", "workers"},
-		{"admin 127.0.0.1:9901\n", "admin"},
-		{"database \"dbname=x\"\n", "database"},
-		{"store_timeout 2s\n", "store_timeout"},
-		{"replay_cache 1m\n", "replay_cache"},
-	};
 	char text[512];
 	struct conf *old = parse(base), *c;
 
 	CHECK(old != NULL);
-	for (size_t i = 0; old && i < sizeof(cases) / sizeof(cases[0]); i++) {
+	for (size_t i = 0; old && i < n; i++) {
 		snprintf(text, sizeof(text), "%s%s", cases[i].extra, base);
 		c = parse(text);
 		CHECK(c != NULL);
@@ -692,6 +682,38 @@ static void test_restart_only(void)
 			CHECK(conf_restart_only_change(old, c) == NULL);
 		conf_free(c);
 	}
+	conf_free(old);
+}
+
+static void test_restart_only(void)
+{
+	static const char base[] = "upstream http://127.0.0.1:3000\n"
+				   "actor anonymous\n"
+				   "route a {\n match POST /a\n}\n";
+	static const struct restart_case cases[] = {
+		{"", NULL},
+		{"mismatch_status 409\n", NULL},
+		{"retention 1h\nupstream_timeout 5s\n", NULL},
+		{"listen 127.0.0.1:9999\n", "listen"},
+		{"workers 7\n", "workers"},
+		{"admin 127.0.0.1:9901\n", "admin"},
+		{"database \"dbname=x\"\n", "database"},
+		{"store_timeout 2s\n", "store_timeout"},
+		{"replay_cache 1m\n", "replay_cache"},
+	};
+	/* The upstream's TLS settings need a restart; the listener's certificate does not. */
+	static const char tls[] = "upstream https://api\nactor anonymous\nroute a {\n match POST /a\n}\n";
+	static const struct restart_case tls_cases[] = {
+		{"upstream_ca b.pem\n", "upstream_ca"},
+		{"upstream_server_name api.internal\n", "upstream_server_name"},
+		{"upstream_client_certificate c.pem k.pem\n", "upstream_client_certificate"},
+		{"tls_certificate t.crt\ntls_certificate_key t.key\n", NULL},
+		{"body_encryption b.keys\nadmin_token t\n", NULL},
+	};
+	struct conf *old = parse(base), *c;
+
+	check_restart(base, cases, sizeof(cases) / sizeof(cases[0]));
+	check_restart(tls, tls_cases, sizeof(tls_cases) / sizeof(tls_cases[0]));
 	/* A different upstream URL, the rest equal. */
 	c = parse("upstream http://127.0.0.1:3001\nactor anonymous\nroute a {\n match POST /a\n}\n");
 	CHECK(c && old && conf_restart_only_change(old, c) &&

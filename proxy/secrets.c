@@ -103,6 +103,7 @@ static int secrets_route_keys(const struct conf *conf, struct secrets *s, char *
 		if (secrets_read(conf, f, "JWT key set", &text, &len, err, errlen) < 0)
 			return -1;
 		rc = jwks_parse(text, len, &s->route_keys[i], reason, sizeof(reason));
+		OPENSSL_cleanse(text, len); /* oct keys are secrets */
 		free(text);
 		if (rc < 0)
 			return secrets_error(conf, f, err, errlen, "JWT key set", reason);

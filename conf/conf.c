@@ -205,11 +205,17 @@ static int conf_set_file(struct conf_parser *p, struct conf_file *f, const char 
 	return 0;
 }
 
-/* 1 when the numeric address HOST is a loopback one (127.0.0.0/8, ::1). */
-static int conf_loopback(const char *host)
+int conf_loopback(const char *name, size_t n)
 {
 	unsigned char a[sizeof(struct in6_addr)];
+	char host[INET6_ADDRSTRLEN];
 
+	if (n == 9 && strncasecmp(name, "localhost", 9) == 0)
+		return 1;
+	if (n == 0 || n >= sizeof(host))
+		return 0;
+	memcpy(host, name, n);
+	host[n] = '\0';
 	if (inet_pton(AF_INET, host, a) == 1)
 		return a[0] == 127;
 	return inet_pton(AF_INET6, host, a) == 1 && memcmp(a, &in6addr_loopback, 16) == 0;
@@ -1434,7 +1440,7 @@ static int conf_finish(struct conf_parser *p)
 	    strcmp(c->admin.host, c->listen.host) == 0)
 		return conf_error_at(p, conf_top_line(p, "admin"),
 				     "\"admin\" and \"listen\" use the same address");
-	if (c->admin.host && !c->admin_token.path && !conf_loopback(c->admin.host))
+	if (c->admin.host && !c->admin_token.path && !conf_loopback(c->admin.host, strlen(c->admin.host)))
 		return conf_error_at(p, conf_top_line(p, "admin"),
 				     "\"admin %s\" is not a loopback address: set \"admin_token\" "
 				     "so that the records API needs a key",

@@ -235,6 +235,12 @@ const struct route *conf_find_route(const struct conf *conf, const char *method,
 struct sockaddr;
 int conf_trusted_proxy(const struct conf *conf, const struct sockaddr *sa);
 
+/*
+ * 1 when the n bytes at name are "localhost" (any case) or a numeric
+ * loopback address (127.0.0.0/8, ::1).
+ */
+int conf_loopback(const char *name, size_t n);
+
 /* Value parsers, shared with the command line and tests. Return 0 on
  * success, -1 on bad input. */
 int conf_parse_duration(const char *s, int64_t *ms);

@@ -243,23 +243,6 @@ static void admin_metrics(struct admin *a, struct evhttp_request *req)
 	evbuffer_free(out);
 }
 
-/* 1 when the numeric address or name at s (n bytes) is a loopback one or localhost. */
-static int admin_loopback_name(const char *s, size_t n)
-{
-	unsigned char bin[16];
-	char name[INET6_ADDRSTRLEN];
-
-	if (n == 9 && strncasecmp(s, "localhost", 9) == 0)
-		return 1;
-	if (n == 0 || n >= sizeof(name))
-		return 0;
-	memcpy(name, s, n);
-	name[n] = '\0';
-	if (inet_pton(AF_INET, name, bin) == 1)
-		return bin[0] == 127;
-	return inet_pton(AF_INET6, name, bin) == 1 && memcmp(bin, &in6addr_loopback, 16) == 0;
-}
-
 /* 1 when the Host header names a loopback address or localhost, with any port. */
 static int admin_loopback_host(const char *host)
 {
@@ -270,10 +253,10 @@ static int admin_loopback_host(const char *host)
 	if (*host == '[') {
 		end = strchr(host, ']');
 		return end && (end[1] == '\0' || end[1] == ':') &&
-		       admin_loopback_name(host + 1, (size_t)(end - host - 1));
+		       conf_loopback(host + 1, (size_t)(end - host - 1));
 	}
 	end = strchr(host, ':');
-	return admin_loopback_name(host, end ? (size_t)(end - host) : strlen(host));
+	return conf_loopback(host, end ? (size_t)(end - host) : strlen(host));
 }
 
 /* 1 when the peer of req is on a loopback address. */
@@ -292,7 +275,7 @@ static int admin_loopback_peer(struct evhttp_request *req)
 			  sizeof(addr));
 	else
 		return 0;
-	return admin_loopback_name(addr, strlen(addr));
+	return conf_loopback(addr, strlen(addr));
 }
 
 /*

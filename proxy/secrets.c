@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "conf/conf.h"
 #include "proxy/jwks.h"
@@ -22,29 +23,47 @@ static int secrets_error(const struct conf *conf, const struct conf_file *f, cha
 	return -1;
 }
 
-/* The whole of file f, NUL-terminated, in *text (length *len). 0, or -1 with err. */
+/*
+ * The whole of file f, NUL-terminated, in *text (length *len), in a buffer
+ * the size of the file. 0, or -1 with err.
+ */
 static int secrets_read(const struct conf *conf, const struct conf_file *f, const char *what,
 			char **text, size_t *len, char *err, size_t errlen)
 {
 	FILE *fp = fopen(f->path, "r");
-	char *buf;
-	size_t n;
+	const char *why = NULL;
+	struct stat st;
+	char *buf = NULL;
+	size_t size = 0, n = 0;
 
 	if (!fp)
 		return secrets_error(conf, f, err, errlen, what, strerror(errno));
-	buf = malloc(SECRETS_FILE_MAX + 1);
-	n = buf ? fread(buf, 1, SECRETS_FILE_MAX + 1, fp) : 0;
-	if (!buf || ferror(fp) || n > SECRETS_FILE_MAX) {
-		int e = errno;
-
-		fclose(fp);
-		free(buf);
-		return secrets_error(conf, f, err, errlen, what,
-				     !buf ? "out of memory"
-				     : n > SECRETS_FILE_MAX ? "file is larger than 1 MiB"
-							    : strerror(e));
+	if (fstat(fileno(fp), &st) < 0) {
+		why = strerror(errno);
+		goto out;
 	}
+	if (st.st_size > SECRETS_FILE_MAX) {
+		why = "file is larger than 1 MiB";
+		goto out;
+	}
+	size = (size_t)st.st_size;
+	buf = malloc(size + 1);
+	if (!buf) {
+		why = "out of memory";
+		goto out;
+	}
+	/* One byte more than it had: a file that grew while read is refused. */
+	n = fread(buf, 1, size + 1, fp);
+	if (ferror(fp))
+		why = strerror(errno);
+	else if (n > size)
+		why = "file changed while it was read";
+out:
 	fclose(fp);
+	if (why) {
+		free(buf);
+		return secrets_error(conf, f, err, errlen, what, why);
+	}
 	buf[n] = '\0';
 	*text = buf;
 	*len = n;

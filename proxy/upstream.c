@@ -105,13 +105,7 @@ struct upstream_pool *upstream_pool_new(struct event_base *base, struct evdns_ba
 		return NULL;
 	pool->host = strdup(host);
 	pool->tls_name = tls ? strdup(tls_name) : NULL;
-	if (!pool->host || (tls && !pool->tls_name)) {
-		free(pool->host);
-		free(pool->tls_name);
-		free(pool);
-		return NULL;
-	}
-	if (tls && !SSL_CTX_up_ref(tls)) {
+	if (!pool->host || (tls && (!pool->tls_name || !SSL_CTX_up_ref(tls)))) {
 		free(pool->host);
 		free(pool->tls_name);
 		free(pool);

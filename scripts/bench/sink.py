@@ -28,29 +28,24 @@ class Conn:
             return data
         return self.sock.recv(BUF)
 
-    def line(self):
+    def until(self, sep):
+        """The bytes before sep (at most HEAD_MAX of them), sep consumed."""
         data = b""
-        while b"\r\n" not in data:
+        while sep not in data:
             if len(data) > HEAD_MAX:
-                raise ValueError("line too long")
+                raise ValueError("line or head too long")
             more = self.recv()
             if not more:
                 raise EOFError
             data += more
-        line, _, self.pending = data.partition(b"\r\n")
-        return line
+        found, _, self.pending = data.partition(sep)
+        return found
+
+    def line(self):
+        return self.until(b"\r\n")
 
     def head(self):
-        data = b""
-        while b"\r\n\r\n" not in data:
-            if len(data) > HEAD_MAX:
-                raise ValueError("head too large")
-            more = self.recv()
-            if not more:
-                raise EOFError
-            data += more
-        head, _, self.pending = data.partition(b"\r\n\r\n")
-        return head.decode("latin-1").split("\r\n")
+        return self.until(b"\r\n\r\n").decode("latin-1").split("\r\n")
 
     def skip(self, n):
         """Read and drop n body bytes."""

@@ -99,20 +99,21 @@ class Conn(helpers.Client):
         self.buf += data
         return True
 
-    def line(self):
-        while b"\r\n" not in self.buf:
+    def until(self, sep, what):
+        """The buffered bytes before sep, sep consumed; ConnectionClosed("no WHAT")
+        when the peer closes first or more than a head's worth comes without it."""
+        while sep not in self.buf:
             if len(self.buf) > helpers.MAX_HEAD or not self.fill():
-                raise helpers.ConnectionClosed("no line")
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
+                raise helpers.ConnectionClosed("no " + what)
+        found, self.buf = self.buf.split(sep, 1)
+        return found
+
+    def line(self):
+        return self.until(b"\r\n", "line")
 
     def head(self):
         """One response head: (status, Headers)."""
-        while b"\r\n\r\n" not in self.buf:
-            if len(self.buf) > helpers.MAX_HEAD or not self.fill():
-                raise helpers.ConnectionClosed("no head")
-        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
-        lines = head.decode("latin-1").split("\r\n")
+        lines = self.until(b"\r\n\r\n", "head").decode("latin-1").split("\r\n")
         status = int(lines[0].split(" ", 2)[1])
         pairs = []
         for line in lines[1:]:

@@ -4,7 +4,8 @@
  * than the request path's hand-made HTTP.
  *
  *   GET  /healthz                 200 while the process serves
- *   GET  /readyz                  200 when a store round trip succeeds, else 503
+ *   GET  /readyz                  200 while this instance should get traffic, else
+ *                                 503 with a one-line reason (admin_ready)
  *   GET  /metrics                 Prometheus text (stats.c)
  *   GET  /records[?limit=N]       records that need an operator
  *   GET  /records/scope?actor=A&operation=O&key=K
@@ -20,6 +21,9 @@
  * a loopback Host are served (a DNS-rebinding page names its own). A POST
  * with an Origin (a web page's) is always refused. Health, readiness and
  * metrics stay open for probes and scrapers.
+ *
+ * HEAD is answered like GET, without the body; a known path asked with
+ * another method gets 405 with Allow.
  */
 #include <arpa/inet.h>
 #include <stdlib.h>
@@ -39,6 +43,7 @@
 #include "proxy/clock.h"
 #include "proxy/evfree.h"
 #include "proxy/log.h"
+#include "proxy/migrate.h"
 #include "proxy/records.h"
 #include "proxy/secrets.h"
 #include "proxy/stats.h"
@@ -50,6 +55,8 @@
 #define ADMIN_HEADERS_MAX    8192
 #define ADMIN_ERR_MAX	     256
 #define ADMIN_JSON	     "application/json"
+#define ADMIN_HINT_INTERVAL_US 60000000 /* the schema hint: once a minute */
+#define ADMIN_NAMES_MAX      512
 
 struct admin {
 	struct evhttp *http;
@@ -59,12 +66,14 @@ struct admin {
 	struct stats *const *each; /* the workers' counters */
 	int nworkers;
 	struct sweeper *sweeper;
+	int draining; /* stopping: not ready, whatever the store says */
 	LIST_HEAD(, admin_call) calls;
 };
 
-/* A records API call waiting for its statement. */
+/* A records API call or a readiness check waiting for its statement. */
 struct admin_call {
 	LIST_ENTRY(admin_call) link;
+	struct admin *a;
 	struct evhttp_request *req;
 	enum records_cmd cmd;
 	struct records_args args;
@@ -111,6 +120,20 @@ static void admin_call_free(struct admin_call *call)
 	evhttp_clear_headers(&call->query);
 	free(call->body);
 	free(call);
+}
+
+/* A call waiting for a store statement: freed with the admin if it never ends. */
+static struct admin_call *admin_call_new(struct admin *a, struct evhttp_request *req)
+{
+	struct admin_call *call = calloc(1, sizeof(*call));
+
+	if (!call)
+		return NULL;
+	TAILQ_INIT(&call->query);
+	LIST_INSERT_HEAD(&a->calls, call, link);
+	call->a = a;
+	call->req = req;
+	return call;
 }
 
 static void admin_records_done(void *arg, enum store_result res, const PGresult *result)
@@ -177,7 +200,7 @@ static int admin_call_args(struct admin *a, struct admin_call *call, const char 
 
 static void admin_records(struct admin *a, struct evhttp_request *req, enum records_cmd cmd)
 {
-	struct admin_call *call = calloc(1, sizeof(*call));
+	struct admin_call *call = admin_call_new(a, req);
 	const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
 	char err[ADMIN_ERR_MAX];
 
@@ -185,9 +208,6 @@ static void admin_records(struct admin *a, struct evhttp_request *req, enum reco
 		admin_error(req, 500, "out of memory");
 		return;
 	}
-	TAILQ_INIT(&call->query);
-	LIST_INSERT_HEAD(&a->calls, call, link);
-	call->req = req;
 	call->cmd = cmd;
 	if (admin_call_args(a, call, query, err, sizeof(err)) < 0 ||
 	    records_stmt_build(cmd, &call->args, &call->stmt, err, sizeof(err)) < 0) {
@@ -200,30 +220,88 @@ fail:
 	admin_call_free(call);
 }
 
-#define ADMIN_NOT_READY "store unavailable\n"
+static struct log_limit admin_schema_hints;
 
-static void admin_ready_done(void *arg, enum store_result res, const PGresult *result)
+static void admin_not_ready(struct evhttp_request *req, const char *reason)
 {
-	/* A read-only server (a standby) is as good as none. */
-	if (res == STORE_OK && PQntuples(result) == 1 && strcmp(PQgetvalue(result, 0, 0), "off") == 0)
-		admin_reply(arg, 200, "text/plain", "ready\n", 6);
-	else
-		admin_reply(arg, 503, "text/plain", ADMIN_NOT_READY, strlen(ADMIN_NOT_READY));
+	char line[ADMIN_ERR_MAX + ADMIN_NAMES_MAX];
+	int n = snprintf(line, sizeof(line), "not ready: %s\n", reason);
+
+	admin_reply(req, 503, "text/plain", line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
 }
 
-/* Ready: every worker's store connection is up and the server takes writes. */
+/* The schema is not what this binary needs: say so in the log too, now and then. */
+static void admin_schema_not_ready(struct evhttp_request *req, const char *reason)
+{
+	int skipped;
+
+	if (log_limit_pass(&admin_schema_hints, clock_now_us(), ADMIN_HINT_INTERVAL_US, &skipped))
+		log_warn(NULL, "not ready: %s: run \"idemproxy migrate -c FILE\" against the "
+			       "configured database", reason);
+	admin_not_ready(req, reason);
+}
+
+static void admin_ready_applied(void *arg, enum store_result res, const PGresult *result)
+{
+	struct admin_call *call = arg;
+	char names[ADMIN_NAMES_MAX], reason[ADMIN_NAMES_MAX + 64];
+	int pending;
+
+	if (res != STORE_OK) {
+		admin_not_ready(call->req, "the store is unreachable");
+	} else if ((pending = migrate_pending(result, names, sizeof(names))) > 0) {
+		snprintf(reason, sizeof(reason), "%d migration%s pending (%s)", pending,
+			 pending == 1 ? "" : "s", names);
+		admin_schema_not_ready(call->req, reason);
+	} else {
+		admin_reply(call->req, 200, "text/plain", "ready\n", 6);
+	}
+	admin_call_free(call);
+}
+
+static void admin_ready_schema(void *arg, enum store_result res, const PGresult *result)
+{
+	static const struct store_stmt applied = {MIGRATE_SQL_APPLIED, 0, NULL, NULL, NULL, NULL};
+	struct admin_call *call = arg;
+
+	if (res != STORE_OK || PQntuples(result) != 1)
+		admin_not_ready(call->req, "the store is unreachable");
+	else if (strcmp(PQgetvalue(result, 0, 0), "off") != 0)
+		admin_not_ready(call->req, "the store is read-only (a standby?)");
+	else if (strcmp(PQgetvalue(result, 0, 1), "t") != 0)
+		admin_schema_not_ready(call->req, "the schema is missing");
+	else {
+		store_query(call->a->store, &applied, admin_ready_applied, call);
+		return;
+	}
+	admin_call_free(call);
+}
+
+/*
+ * Ready (DESIGN section 7): not draining, every worker's store connection
+ * up, the server takes writes, and every migration compiled in is applied.
+ */
 static void admin_ready(struct admin *a, struct evhttp_request *req)
 {
-	static const struct store_stmt ping = {"SELECT current_setting('transaction_read_only')", 0,
-					       NULL, NULL, NULL, NULL};
+	static const struct store_stmt schema = {MIGRATE_SQL_SCHEMA, 0, NULL, NULL, NULL, NULL};
+	struct admin_call *call;
 
+	if (a->draining) {
+		admin_not_ready(req, "draining: idemproxy is stopping");
+		return;
+	}
 	for (int i = 0; i < a->nworkers; i++) {
 		if (!atomic_load_explicit(&a->each[i]->store_connected, memory_order_relaxed)) {
-			admin_reply(req, 503, "text/plain", ADMIN_NOT_READY, strlen(ADMIN_NOT_READY));
+			admin_not_ready(req, "the store is unreachable");
 			return;
 		}
 	}
-	store_query(a->store, &ping, admin_ready_done, req);
+	call = admin_call_new(a, req);
+	if (!call) {
+		admin_error(req, 500, "out of memory");
+		return;
+	}
+	store_query(a->store, &schema, admin_ready_schema, call);
 }
 
 static void admin_metrics(struct admin *a, struct evhttp_request *req)
@@ -234,7 +312,14 @@ static void admin_metrics(struct admin *a, struct evhttp_request *req)
 		admin_error(req, 500, "out of memory");
 		return;
 	}
-	stats_render(out, a->each, a->nworkers);
+	struct stats_limits limits = {
+		.version = IDEMPROXY_VERSION,
+		.workers = a->nworkers,
+		.max_connections = a->conf->max_connections,
+		.replay_cache_bytes = (int64_t)a->conf->replay_cache * a->nworkers,
+	};
+
+	stats_render(out, a->each, a->nworkers, &limits);
 	if (a->sweeper)
 		sweeper_render(a->sweeper, out);
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
@@ -305,41 +390,82 @@ static int admin_records_allowed(struct admin *a, struct evhttp_request *req)
 	return 1;
 }
 
+static void admin_healthz(struct admin *a, struct evhttp_request *req)
+{
+	admin_reply(req, 200, "text/plain", "ok\n", 3);
+}
+
+static void admin_list(struct admin *a, struct evhttp_request *req)
+{
+	admin_records(a, req, RECORDS_LIST);
+}
+
+static void admin_show(struct admin *a, struct evhttp_request *req)
+{
+	admin_records(a, req, RECORDS_SHOW);
+}
+
+static void admin_release(struct admin *a, struct evhttp_request *req)
+{
+	admin_records(a, req, RECORDS_RELEASE);
+}
+
+static void admin_resolve(struct admin *a, struct evhttp_request *req)
+{
+	admin_records(a, req, RECORDS_RESOLVE);
+}
+
+/* What the admin listener serves: a path, its method, its handler. */
+static const struct admin_path {
+	const char *path;
+	int post;	/* 1: POST; 0: GET and HEAD */
+	void (*serve)(struct admin *a, struct evhttp_request *req);
+} admin_paths[] = {
+	{"/healthz", 0, admin_healthz},
+	{"/readyz", 0, admin_ready},
+	{"/metrics", 0, admin_metrics},
+	{"/records", 0, admin_list},
+	{"/records/scope", 0, admin_show},
+	{"/records/release", 1, admin_release},
+	{"/records/resolve", 1, admin_resolve},
+};
+
 /* Routes the admin path to its handler; the method must fit. */
 static void admin_request(struct evhttp_request *req, void *arg)
 {
 	struct admin *a = arg;
 	const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
-	int get = evhttp_request_get_command(req) == EVHTTP_REQ_GET;
-	int post = evhttp_request_get_command(req) == EVHTTP_REQ_POST;
+	enum evhttp_cmd_type method = evhttp_request_get_command(req);
+	const struct admin_path *p = NULL;
 
 	if (!path)
 		path = "";
 	/* A browser's cross-site form post says where it comes from: the
 	 * records API only takes requests from tools. */
-	if (post && evhttp_find_header(evhttp_request_get_input_headers(req), "Origin")) {
+	if (method == EVHTTP_REQ_POST &&
+	    evhttp_find_header(evhttp_request_get_input_headers(req), "Origin")) {
 		admin_error(req, 403, "requests from web pages are not accepted");
 		return;
 	}
+	/* Under /records nothing, not even what exists, is told without access. */
 	if ((strcmp(path, "/records") == 0 || strncmp(path, "/records/", 9) == 0) &&
 	    !admin_records_allowed(a, req))
 		return;
-	if (get && strcmp(path, "/healthz") == 0)
-		admin_reply(req, 200, "text/plain", "ok\n", 3);
-	else if (get && strcmp(path, "/readyz") == 0)
-		admin_ready(a, req);
-	else if (get && strcmp(path, "/metrics") == 0)
-		admin_metrics(a, req);
-	else if (get && strcmp(path, "/records") == 0)
-		admin_records(a, req, RECORDS_LIST);
-	else if (get && strcmp(path, "/records/scope") == 0)
-		admin_records(a, req, RECORDS_SHOW);
-	else if (post && strcmp(path, "/records/release") == 0)
-		admin_records(a, req, RECORDS_RELEASE);
-	else if (post && strcmp(path, "/records/resolve") == 0)
-		admin_records(a, req, RECORDS_RESOLVE);
-	else
+	for (size_t i = 0; !p && i < sizeof(admin_paths) / sizeof(admin_paths[0]); i++)
+		if (strcmp(path, admin_paths[i].path) == 0)
+			p = &admin_paths[i];
+	if (!p) {
 		admin_error(req, 404, "no such admin endpoint");
+		return;
+	}
+	if (p->post ? method != EVHTTP_REQ_POST
+		    : method != EVHTTP_REQ_GET && method != EVHTTP_REQ_HEAD) {
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+				  p->post ? "POST" : "GET, HEAD");
+		admin_error(req, 405, "method not allowed");
+		return;
+	}
+	p->serve(a, req);
 }
 
 static struct log_limit admin_accept_warnings;
@@ -419,7 +545,12 @@ struct admin *admin_new(struct event_base *base, const struct conf *conf,
 	evhttp_set_max_headers_size(a->http, ADMIN_HEADERS_MAX);
 	/* A resolve's body becomes a stored body: the same limit. */
 	evhttp_set_max_body_size(a->http, (ev_ssize_t)conf->max_stored_body);
-	evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
+	/* Every method libevent knows reaches admin_request, which answers
+	 * 405 for those a path does not serve (not libevent's 501 page). */
+	evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+						    EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+						    EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
+						    EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
 	evhttp_set_gencb(a->http, admin_request, a);
 	if (admin_listen(a, base, conf) < 0) {
 		log_error(NULL, "admin: cannot listen on %s:%d", conf->admin.host, conf->admin.port);
@@ -437,6 +568,11 @@ void admin_reload(struct admin *a, const struct conf *conf, const struct secrets
 	a->conf = conf;
 	a->secrets = secrets;
 	evhttp_set_max_body_size(a->http, (ev_ssize_t)conf->max_stored_body);
+}
+
+void admin_draining(struct admin *a)
+{
+	a->draining = 1;
 }
 
 /* The store is gone (see admin.h): calls still waiting get no answer. */

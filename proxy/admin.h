@@ -25,6 +25,8 @@ struct admin *admin_new(struct event_base *base, const struct conf *conf,
 			int n, struct sweeper *sw);
 /* A reload's configuration (resolve's default retention, body limit, admin token). */
 void admin_reload(struct admin *a, const struct conf *conf, const struct secrets *secrets);
+/* Stopping: /readyz answers 503 from now on. */
+void admin_draining(struct admin *a);
 void admin_free(struct admin *a);
 
 #endif

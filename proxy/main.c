@@ -4,12 +4,14 @@
  *   idemproxy -c FILE            run in the foreground
  *   idemproxy -t -c FILE         check the configuration
  *   idemproxy migrate -c FILE    apply pending schema migrations
+ *   idemproxy migrate status -c FILE   list them; exit 1 when one is pending
  *   idemproxy records ...        inspect, release or resolve stuck records
  *   idemproxy --version
  */
 #include <errno.h>
 #include <event2/event.h>
 #include <event2/thread.h>
+#include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -24,6 +26,7 @@
 #include "proxy/evfree.h"
 #include "proxy/log.h"
 #include "proxy/migrate.h"
+#include "proxy/notify.h"
 #include "proxy/records_cli.h"
 #include "proxy/secrets.h"
 #include "proxy/stats.h"
@@ -44,6 +47,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: idemproxy [-c FILE]          run in the foreground (default ./" DEFAULT_CONF ")\n"
 		   "       idemproxy -t [-c FILE]       check the configuration and exit\n"
 		   "       idemproxy migrate [-c FILE]  apply pending migrations and exit\n"
+		   "       idemproxy migrate status [-c FILE]\n"
+		   "                                    list migrations; exit 1 when one is pending\n"
 		   "       idemproxy records --help     inspect, release or resolve stuck records\n"
 		   "       idemproxy --version\n");
 }
@@ -74,11 +79,15 @@ static void signal_stop_cb(evutil_socket_t sig, short what, void *arg)
 {
 	struct supervisor *sv = arg;
 
-	if (sv->stopping)
+	if (sv->stopping) {
 		log_warn(NULL, "second stop signal: exiting now");
-	else
+	} else {
 		log_info(NULL, "stopping: waiting up to %lld ms for in-flight requests",
 			 (long long)sv->gen->conf->shutdown_timeout_ms);
+		notify_send("STOPPING=1");
+		if (sv->admin)
+			admin_draining(sv->admin);
+	}
 	sv->stopping = 1;
 	for (int i = 0; i < sv->nworkers; i++)
 		worker_stop(&sv->workers[i]);
@@ -107,9 +116,8 @@ static int load(const char *file, struct conf **conf, struct secrets **secrets, 
  * file that does not load, or that changes what only a restart can apply,
  * leaves the running configuration in place.
  */
-static void signal_hup_cb(evutil_socket_t sig, short what, void *arg)
+static void reload(struct supervisor *sv)
 {
-	struct supervisor *sv = arg;
 	const char *file = sv->gen->conf->file;
 	struct conf *conf = NULL;
 	struct secrets *secrets = NULL;
@@ -117,8 +125,6 @@ static void signal_hup_cb(evutil_socket_t sig, short what, void *arg)
 	const char *changed;
 	char err[CONF_ERR_MAX];
 
-	if (sv->stopping)
-		return;
 	if (load(file, &conf, &secrets, err, sizeof(err)) < 0) {
 		log_error(NULL, "reload failed, the running configuration stays: %s", err);
 		return;
@@ -148,6 +154,18 @@ static void signal_hup_cb(evutil_socket_t sig, short what, void *arg)
 	log_info(NULL, "configuration reloaded from %s", conf->file);
 	conf_gen_release(sv->gen);
 	sv->gen = gen;
+}
+
+/* SIGHUP: a reload, told to the service manager around it. */
+static void signal_hup_cb(evutil_socket_t sig, short what, void *arg)
+{
+	struct supervisor *sv = arg;
+
+	if (sv->stopping)
+		return;
+	notify_reloading();
+	reload(sv);
+	notify_send("READY=1");
 }
 
 /* A thread that waits for the workers and ends the supervisor's loop. */
@@ -297,6 +315,8 @@ static int run(struct conf *conf, struct secrets *secrets)
 		return 1;
 	if (supervisor_start(&sv, conf, secrets) == 0 &&
 	    pthread_create(&joiner, NULL, joiner_main, &sv) == 0) {
+		/* Every listener is open: traffic may come. */
+		notify_send("READY=1");
 		event_base_dispatch(sv.base);
 		pthread_join(joiner, NULL);
 		sv.started = 0;
@@ -307,10 +327,25 @@ static int run(struct conf *conf, struct secrets *secrets)
 	return rc;
 }
 
+/* -t: the file loads; a file without a route intercepts nothing, which is worth a word. */
+static int check_only(const char *file, const struct conf *conf)
+{
+	if (conf->nroutes == 0)
+		fprintf(stderr, "%s: warning: no route: every request is relayed as it is and "
+				"nothing is intercepted\n", file);
+	printf("%s: configuration ok\n", file);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	static const struct option longopts[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"test", no_argument, NULL, 't'},
+		{NULL, 0, NULL, 0},
+	};
 	const char *file = DEFAULT_CONF;
-	int test_only = 0, migrate = 0, opt, rc = 1;
+	int test_only = 0, migrate = 0, status = 0, opt, rc = 1;
 	struct conf *conf = NULL;
 	struct secrets *secrets = NULL;
 	char err[CONF_ERR_MAX];
@@ -329,8 +364,14 @@ int main(int argc, char **argv)
 		migrate = 1;
 		argv++;
 		argc--;
+		if (argc > 1 && !strcmp(argv[1], "status")) {
+			status = 1;
+			argv++;
+			argc--;
+		}
 	}
-	while ((opt = getopt(argc, argv, "c:t")) != -1) {
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "c:t", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
 			file = optarg;
@@ -339,6 +380,12 @@ int main(int argc, char **argv)
 			test_only = 1;
 			break;
 		default:
+			if (optopt == 'c')
+				fprintf(stderr, "idemproxy: option -c needs a file name\n");
+			else if (optopt)
+				fprintf(stderr, "idemproxy: unknown option -%c\n", optopt);
+			else
+				fprintf(stderr, "idemproxy: unknown option %s\n", argv[optind - 1]);
 			usage(stderr);
 			return 2;
 		}
@@ -352,12 +399,13 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (test_only) {
-		printf("%s: configuration ok\n", file);
-		rc = 0;
+		rc = check_only(file, conf);
 	} else if (migrate) {
-		rc = migrate_apply(conf->database, err, sizeof(err)) < 0 ? 1 : 0;
-		if (rc)
+		rc = status ? migrate_status(conf->database, err, sizeof(err))
+			    : migrate_apply(conf->database, err, sizeof(err));
+		if (rc < 0)
 			fprintf(stderr, "migrate: %s\n", err);
+		rc = rc != 0;
 	} else {
 		signal(SIGPIPE, SIG_IGN);
 		return run(conf, secrets);

@@ -5,7 +5,14 @@
  * idemproxy_migrations is applied in its own transaction, under a
  * transaction-scoped advisory lock so concurrent migrators take turns (and
  * nothing is left locked on a pgbouncer server connection).
+ *
+ * A file whose first line is MIGRATION_NO_TRANSACTION builds indexes with
+ * CREATE INDEX CONCURRENTLY, which cannot run in a transaction: its
+ * statements run one by one, each idempotent (IF NOT EXISTS), so that
+ * concurrent migrators or a rerun after a crash do no harm; an index an
+ * interrupted build left invalid is reported, not recorded as done.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +32,49 @@ static const char migrate_sql_migrations_table[] = "CREATE TABLE IF NOT EXISTS i
 						 " applied_at timestamptz NOT NULL DEFAULT now())";
 
 
+static const char migrate_sql_invalid_indexes[] =
+	"SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+	" WHERE NOT i.indisvalid AND i.indrelid IN (SELECT oid FROM pg_class"
+	" WHERE relname LIKE 'idempotency\\_%' OR relname LIKE 'idemproxy\\_%')";
+
 static void migrate_quiet(void *arg, const char *message)
 {
+}
+
+/* The row of applied (NULL: none) that records version, or -1. */
+static int migrate_row_of(const PGresult *applied, int version)
+{
+	for (int r = 0; applied && r < PQntuples(applied); r++)
+		if (atoi(PQgetvalue(applied, r, 0)) == version)
+			return r;
+	return -1;
+}
+
+/* 1 when version is compiled in. */
+static int migrate_known(int version)
+{
+	for (int i = 0; i < migration_count; i++)
+		if (migrations[i].version == version)
+			return 1;
+	return 0;
+}
+
+int migrate_pending(const PGresult *applied, char *names, size_t len)
+{
+	int pending = 0;
+	size_t used = 0;
+
+	if (len)
+		names[0] = '\0';
+	for (int i = 0; i < migration_count; i++) {
+		if (migrate_row_of(applied, migrations[i].version) >= 0)
+			continue;
+		if (used < len)
+			used += (size_t)snprintf(names + used, len - used, "%s%s", pending ? ", " : "",
+						 migrations[i].name);
+		pending++;
+	}
+	return pending;
 }
 
 /*
@@ -59,6 +107,94 @@ static int migrate_exec(PGconn *conn, const char *sql, int nparams, const char *
 	return 0;
 }
 
+/* The applied versions, or NULL when there is no idemproxy_migrations. */
+static int migrate_applied(PGconn *conn, PGresult **out, char *err, size_t errlen)
+{
+	const char *what = "cannot read idemproxy_migrations";
+	PGresult *res = NULL;
+	int exists;
+
+	*out = NULL;
+	if (migrate_exec(conn, MIGRATE_SQL_SCHEMA, 0, NULL, what, err, errlen, &res) < 0)
+		return -1;
+	exists = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
+	PQclear(res);
+	if (!exists)
+		return 0;
+	return migrate_exec(conn, MIGRATE_SQL_APPLIED, 0, NULL, what, err, errlen, out);
+}
+
+/* 1 when sql holds nothing but blanks and -- comments. */
+static int migrate_blank(const char *sql)
+{
+	while (*sql) {
+		if (isspace((unsigned char)*sql))
+			sql++;
+		else if (sql[0] == '-' && sql[1] == '-')
+			sql += strcspn(sql, "\n");
+		else
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * The statements of a MIGRATION_NO_TRANSACTION file one at a time (a
+ * statement ends with a ";" that ends its line), then a check that no
+ * index was left invalid. Returns 0, or -1 with a message in err.
+ */
+static int migrate_each_statement(PGconn *conn, const struct migration *m, const char *what,
+				  char *err, size_t errlen)
+{
+	const char *p = m->sql, *end;
+	PGresult *res = NULL;
+	char *stmt;
+	int rc = 0;
+
+	while (rc == 0 && *p) {
+		for (end = p; *end; end++) {
+			const char *q = end;
+
+			if (*end != ';')
+				continue;
+			while (*++q == ' ' || *q == '\t')
+				;
+			if (*q == '\n' || *q == '\0')
+				break;
+		}
+		if (*end)
+			end++;
+		stmt = strndup(p, (size_t)(end - p));
+		if (!stmt) {
+			snprintf(err, errlen, "%s: out of memory", what);
+			return -1;
+		}
+		if (!migrate_blank(stmt))
+			rc = migrate_exec(conn, stmt, 0, NULL, what, err, errlen, NULL);
+		free(stmt);
+		p = end;
+	}
+	if (rc < 0 || migrate_exec(conn, migrate_sql_invalid_indexes, 0, NULL, what, err, errlen,
+				   &res) < 0)
+		return -1;
+	if (PQntuples(res) > 0) {
+		snprintf(err, errlen,
+			 "%s: index %s is invalid (its build was interrupted, or another migrate "
+			 "is building it): once no migrate runs, DROP INDEX CONCURRENTLY %s; and "
+			 "run migrate again",
+			 what, PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 0));
+		rc = -1;
+	}
+	PQclear(res);
+	return rc;
+}
+
+/* 1 when m's SQL may not run in a transaction. */
+static int migrate_no_transaction(const struct migration *m)
+{
+	return strncmp(m->sql, MIGRATION_NO_TRANSACTION, strlen(MIGRATION_NO_TRANSACTION)) == 0;
+}
+
 /*
  * Apply migration m unless it is recorded, in one transaction with its
  * bookkeeping row. The transaction-scoped advisory lock serialises
@@ -83,6 +219,20 @@ static int migrate_one(PGconn *conn, const struct migration *m, int *applied, ch
 	    migrate_exec(conn, "SELECT 1 FROM idemproxy_migrations WHERE version = $1", 1,
 			       values, what, err, errlen, &res) < 0)
 		goto out;
+	if (PQntuples(res) == 0 && migrate_no_transaction(m)) {
+		/* Checked under the lock, built outside any transaction, then
+		 * recorded by whichever migrator gets there first. */
+		if (migrate_exec(conn, "COMMIT", 0, NULL, what, err, errlen, NULL) < 0 ||
+		    migrate_each_statement(conn, m, what, err, errlen) < 0 ||
+		    migrate_exec(conn,
+				 "INSERT INTO idemproxy_migrations (version, name)"
+				 " VALUES ($1, $2) ON CONFLICT (version) DO NOTHING",
+				 2, values, what, err, errlen, NULL) < 0)
+			goto out;
+		*applied = 1;
+		rc = 0;
+		goto out;
+	}
 	if (PQntuples(res) == 0) {
 		if (migrate_exec(conn, m->sql, 0, NULL, what, err, errlen, NULL) < 0 ||
 		    migrate_exec(conn,
@@ -100,18 +250,62 @@ out:
 	return rc;
 }
 
-int migrate_apply(const char *conninfo, char *err, size_t errlen)
+/* A connection for the migrator, or NULL with a message in err. */
+static PGconn *migrate_connect(const char *conninfo, char *err, size_t errlen)
 {
 	PGconn *conn = PQconnectdb(conninfo ? conninfo : "");
-	const char *what = "cannot create idemproxy_migrations";
-	int applied, any = 0, rc = -1;
 
 	if (PQstatus(conn) != CONNECTION_OK) {
 		snprintf(err, errlen, "cannot connect to the database: %s", PQerrorMessage(conn));
 		err[strcspn(err, "\n")] = '\0';
-		goto out;
+		PQfinish(conn);
+		return NULL;
 	}
 	PQsetNoticeProcessor(conn, migrate_quiet, NULL);
+	return conn;
+}
+
+int migrate_status(const char *conninfo, char *err, size_t errlen)
+{
+	PGconn *conn = migrate_connect(conninfo, err, errlen);
+	PGresult *applied = NULL;
+	int pending = 0, found, rc = -1;
+
+	if (!conn || migrate_applied(conn, &applied, err, errlen) < 0)
+		goto out;
+	for (int i = 0; i < migration_count; i++) {
+		found = migrate_row_of(applied, migrations[i].version);
+		if (found >= 0)
+			printf("applied  %s  %s\n", migrations[i].name, PQgetvalue(applied, found, 2));
+		else
+			printf("pending  %s\n", migrations[i].name);
+		pending += found < 0;
+	}
+	for (int r = 0; applied && r < PQntuples(applied); r++)
+		if (!migrate_known(atoi(PQgetvalue(applied, r, 0))))
+			printf("unknown  %s  %s (applied by a newer idemproxy)\n",
+			       PQgetvalue(applied, r, 1), PQgetvalue(applied, r, 2));
+	if (pending)
+		printf("%d pending: run \"idemproxy migrate\" to apply %s\n", pending,
+		       pending == 1 ? "it" : "them");
+	else
+		printf("database is up to date\n");
+	rc = pending ? 1 : 0;
+out:
+	fflush(stdout);
+	PQclear(applied);
+	PQfinish(conn);
+	return rc;
+}
+
+int migrate_apply(const char *conninfo, char *err, size_t errlen)
+{
+	PGconn *conn = migrate_connect(conninfo, err, errlen);
+	const char *what = "cannot create idemproxy_migrations";
+	int applied, any = 0, rc = -1;
+
+	if (!conn)
+		goto out;
 	/* Under the lock too: concurrent CREATE TABLE IF NOT EXISTS can collide. */
 	if (migrate_exec(conn, "BEGIN", 0, NULL, what, err, errlen, NULL) < 0 ||
 	    migrate_exec(conn, migrate_sql_migrate_lock, 0, NULL, what, err, errlen, NULL) <

@@ -168,3 +168,11 @@ enum actor_result actor_from_request(const struct route *r, const struct actor_c
 	snprintf(*actor, len, ACTOR_HEADER_PREFIX "%s", value);
 	return ACTOR_OK;
 }
+
+int actor_stored_form(const char *s)
+{
+	return strncmp(s, ACTOR_HEADER_PREFIX, strlen(ACTOR_HEADER_PREFIX)) == 0 ||
+	       strncmp(s, ACTOR_JWT_PREFIX, strlen(ACTOR_JWT_PREFIX)) == 0 ||
+	       strncmp(s, ACTOR_AUTHORIZATION_PREFIX, strlen(ACTOR_AUTHORIZATION_PREFIX)) == 0 ||
+	       strcmp(s, ACTOR_ANONYMOUS_ID) == 0;
+}

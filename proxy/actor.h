@@ -49,4 +49,7 @@ enum actor_result actor_from_request(const struct route *r, const struct actor_c
 				     const struct http_msg *m, char **actor, const char **why)
 	__attribute__((warn_unused_result));
 
+/* 1 when s has the form of a stored actor (one of the forms above). */
+int actor_stored_form(const char *s);
+
 #endif

@@ -52,6 +52,7 @@ struct client_conn {
 	int continued;              /* 100 Continue sent for this request */
 	int lingering;              /* write side shut, draining input */
 	int tls;                    /* bev is an OpenSSL bufferevent: it reads and writes itself */
+	int64_t started_us;         /* the current request's first byte arrived */
 };
 
 enum respond_flags {

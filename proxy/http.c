@@ -668,6 +668,9 @@ static enum http_status http_step_head(struct http_parser *p, struct evbuffer *i
 	if (evbuffer_get_length(in) > 0)
 		p->started = 1;
 	st = http_scan_section(&p->scan, in, HTTP_MAX_HEAD, HTTP_MAX_HEADERS + 1);
+	/* No line ended within the limit: the request line is the long one. */
+	if (st == HTTP_ERR_HEAD_TOO_LARGE && p->kind == HTTP_REQUEST && p->scan.nlines == 0)
+		return HTTP_ERR_TARGET_TOO_LONG;
 	if (st != HTTP_DONE)
 		return st;
 	st = http_parse_head(p, in);

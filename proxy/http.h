@@ -66,6 +66,7 @@ enum http_status {
 	HTTP_ERR_METHOD,        /* a request method other than A-Z, '-' and '_' */
 	HTTP_ERR_TARGET,        /* a request path that cannot be normalised (path.h) */
 	HTTP_ERR_HEAD_TOO_LARGE,
+	HTTP_ERR_TARGET_TOO_LONG, /* a request line alone over HTTP_MAX_HEAD */
 	HTTP_ERR_BODY_TOO_LARGE,
 };
 

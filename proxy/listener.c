@@ -251,6 +251,12 @@ static void listener_event_cb(struct bufferevent *bev, short what, void *arg)
 	listener_conn_free(arg);
 }
 
+/* The request on c cannot be read: answered, logged and counted (request.c). */
+static void listener_refuse(struct client_conn *c, enum problem_kind kind, const char *detail)
+{
+	request_refuse(c->l->reqs, c, kind, detail);
+}
+
 static void listener_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct client_conn *c = arg;
@@ -263,8 +269,8 @@ static void listener_timer_cb(evutil_socket_t fd, short what, void *arg)
 		listener_conn_free(c);
 		return;
 	}
-	respond_problem(c, listener_conf(c), PROBLEM_REQUEST_TIMEOUT,
-			"the request was not received within client_timeout", RESPOND_CLOSE);
+	listener_refuse(c, PROBLEM_REQUEST_TIMEOUT,
+			"the request was not received within client_timeout");
 }
 
 /* The client asked to be told it may send its body: say so, once. */
@@ -294,6 +300,8 @@ static void listener_process(struct client_conn *c)
 	const struct conf *conf = listener_conf(c);
 	struct http_msg *msg;
 
+	if (!http_parser_started(c->parser))
+		c->started_us = clock_now_us();
 	for (;;) {
 		switch (http_parser_feed(c->parser, bufferevent_get_input(c->bev))) {
 		case HTTP_MORE:
@@ -314,9 +322,8 @@ static void listener_process(struct client_conn *c)
 				return;
 			}
 			if (http_parser_limit_body(c->parser, conf->max_request_body) < 0) {
-				respond_problem(c, conf, PROBLEM_TOO_LARGE,
-						"the request body exceeds max_request_body",
-						RESPOND_CLOSE);
+				listener_refuse(c, PROBLEM_TOO_LARGE,
+						"the request body exceeds max_request_body");
 				return;
 			}
 			continue;
@@ -326,30 +333,32 @@ static void listener_process(struct client_conn *c)
 			request_start(c->l->reqs, c, msg, 0);
 			return;
 		case HTTP_ERR_HEAD_TOO_LARGE:
-			respond_problem(c, conf, PROBLEM_HEADERS_TOO_LARGE,
-					"the request head exceeds the size limit", RESPOND_CLOSE);
+			listener_refuse(c, PROBLEM_HEADERS_TOO_LARGE,
+					"the request head exceeds the size limit");
+			return;
+		case HTTP_ERR_TARGET_TOO_LONG:
+			listener_refuse(c, PROBLEM_URI_TOO_LONG,
+					"the request line exceeds the size limit");
 			return;
 		case HTTP_ERR_BODY_TOO_LARGE:
-			respond_problem(c, conf, PROBLEM_TOO_LARGE,
-					"the request body exceeds max_request_body", RESPOND_CLOSE);
+			listener_refuse(c, PROBLEM_TOO_LARGE,
+					"the request body exceeds max_request_body");
 			return;
 		case HTTP_ERR_METHOD:
-			respond_problem(c, conf, PROBLEM_BAD_REQUEST,
-					"a method is upper-case letters, \"-\" and \"_\"",
-					RESPOND_CLOSE);
+			listener_refuse(c, PROBLEM_BAD_REQUEST,
+					"a method is upper-case letters, \"-\" and \"_\"");
 			return;
 		case HTTP_ERR_TARGET:
-			respond_problem(c, conf, PROBLEM_BAD_REQUEST,
+			listener_refuse(c, PROBLEM_BAD_REQUEST,
 					"the request path cannot be normalised (a malformed "
-					"percent-encoding, %00 or \"..\" above the root)",
-					RESPOND_CLOSE);
+					"percent-encoding, %00 or \"..\" above the root)");
 			return;
 		case HTTP_ERR_BAD:
 		default:
 			break;
 		}
-		respond_problem(c, conf, PROBLEM_BAD_REQUEST,
-				"the request is malformed or its framing is ambiguous", RESPOND_CLOSE);
+		listener_refuse(c, PROBLEM_BAD_REQUEST,
+				"the request is malformed or its framing is ambiguous");
 		return;
 	}
 }

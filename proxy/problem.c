@@ -37,6 +37,8 @@ static const struct problem_def problem_table[] = {
     [PROBLEM_UPSTREAM_TIMEOUT] = {"upstream-timeout", "Upstream did not respond in time", 504},
     [PROBLEM_REQUEST_TIMEOUT] = {"request-timeout", "Request was not received in time", 408},
     [PROBLEM_HEADERS_TOO_LARGE] = {"headers-too-large", "Request headers are too large", 431},
+    [PROBLEM_URI_TOO_LONG] = {"uri-too-long", "Request target is too long", 414},
+    [PROBLEM_SHUTTING_DOWN] = {"shutting-down", "idemproxy is shutting down", 503},
 };
 
 _Static_assert(sizeof(problem_table) / sizeof(problem_table[0]) == PROBLEM_KIND_COUNT,

@@ -20,6 +20,8 @@ enum problem_kind {
 	PROBLEM_UPSTREAM_TIMEOUT,      /* 504 upstream-timeout */
 	PROBLEM_REQUEST_TIMEOUT,       /* 408 request-timeout */
 	PROBLEM_HEADERS_TOO_LARGE,     /* 431 headers-too-large */
+	PROBLEM_URI_TOO_LONG,          /* 414 uri-too-long */
+	PROBLEM_SHUTTING_DOWN,         /* 503 shutting-down */
 	PROBLEM_KIND_COUNT
 };
 

@@ -16,6 +16,7 @@
 #include <libpq-fe.h>
 
 #include "conf/conf.h"
+#include "proxy/actor.h"
 #include "proxy/records.h"
 
 #define RECORDS_MSG_MAX	     1024
@@ -346,7 +347,12 @@ int records_main(int argc, char **argv)
 		snprintf(err, sizeof(err), "cannot write the result: %s", strerror(errno));
 		goto out;
 	}
-	if (http_status == RECORDS_HTTP_NOT_FOUND)
+	if (http_status == RECORDS_HTTP_NOT_FOUND && a.actor && !actor_stored_form(a.actor))
+		snprintf(err, sizeof(err),
+			 "no such record; ACTOR is the stored form, which names where the actor "
+			 "came from: \"h:%s\" for an actor header (see records --help)",
+			 a.actor);
+	else if (http_status == RECORDS_HTTP_NOT_FOUND)
 		snprintf(err, sizeof(err), "no such record");
 	else if (http_status == RECORDS_HTTP_CONFLICT)
 		snprintf(err, sizeof(err),

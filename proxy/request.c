@@ -201,8 +201,7 @@ void request_start(struct request_ctx *ctx, struct client_conn *c, struct http_m
 
 	if (!req) {
 		http_msg_free(msg);
-		respond_problem(c, conf_gens_conf(ctx->gens), PROBLEM_STORE_UNAVAILABLE,
-				"out of memory", RESPOND_CLOSE);
+		request_refuse(ctx, c, PROBLEM_STORE_UNAVAILABLE, "out of memory");
 		return;
 	}
 	req->ctx = ctx;
@@ -211,7 +210,7 @@ void request_start(struct request_ctx *ctx, struct client_conn *c, struct http_m
 	req->conf = req->gen->conf;
 	req->msg = msg;
 	req->tag.request_id = ++ctx->next_id;
-	req->started_us = clock_now_us();
+	req->started_us = c->started_us;
 	req->state = REQ_NEW;
 	conn_attach(c, req);
 	LIST_INSERT_HEAD(&ctx->requests, req, link);
@@ -330,6 +329,7 @@ static void request_claim(struct request *req)
 	/* The lease runs from the moment the claim was sent, not answered. */
 	req->store_sent_us = clock_now_us();
 	req->lease_deadline_us = req->store_sent_us + req->conf->lease_ms * 1000;
+	STATS_ADD(req->ctx->stats->claims, 1);
 	store_claim(req->ctx->store, &req->scope, req->fp, req->conf->lease_ms, flags,
 		    claim_done_cb, req);
 }
@@ -340,7 +340,7 @@ static void request_store_answered(struct request *req)
 	int64_t us = clock_now_us() - req->store_sent_us;
 
 	req->store_us += us;
-	stats_observe(req->ctx->stats, STATS_STORE_SECONDS, us);
+	stats_observe(&req->ctx->stats->hist[STATS_STORE_SECONDS], us);
 }
 
 static void claim_done_cb(void *arg, enum store_result res, int64_t generation,
@@ -425,12 +425,14 @@ static void request_existing(struct request *req, const struct record *rec, int 
 	}
 	if (memcmp(rec->fingerprint, req->fp, FINGERPRINT_LEN) != 0) {
 		req->outcome = OUT_CONFLICT;
+		STATS_ADD(req->ctx->stats->conflicts, 1);
 		request_answer_problem(req, PROBLEM_CONFLICT,
 				       "this Idempotency-Key was used with a different request");
 	} else if (rec->state == RECORD_COMPLETED) {
 		if (!cached)
 			request_cache_put(req, rec, rec->expires_in_ms);
 		req->outcome = OUT_REPLAY;
+		STATS_ADD(req->ctx->stats->replays[cached], 1);
 		req->status = replay_send(req->conn, rec, respond_flags(req->msg));
 		req->conn = NULL;
 	} else if (rec->state == RECORD_UNKNOWN || rec->lease_expired) {
@@ -618,6 +620,13 @@ static void request_forwarded(struct request *req)
 	}
 }
 
+/* The upstream's part is over: upstream_us becomes its duration. */
+static void request_upstream_over(struct request *req)
+{
+	req->upstream_us = clock_now_us() - req->upstream_us;
+	stats_observe(&req->ctx->stats->hist[STATS_UPSTREAM_SECONDS], req->upstream_us);
+}
+
 static void request_relay_done(void *arg, enum upstream_result res, struct http_msg *resp,
 			  int answered)
 {
@@ -626,8 +635,7 @@ static void request_relay_done(void *arg, enum upstream_result res, struct http_
 	request_forwarded(req);
 	req->resp = resp;
 	req->streamed = answered;
-	req->upstream_us = clock_now_us() - req->upstream_us;
-	stats_observe(req->ctx->stats, STATS_UPSTREAM_SECONDS, req->upstream_us);
+	request_upstream_over(req);
 	if (req->outcome == OUT_OWNER) {
 		request_owner_result(req, res);
 		return;
@@ -668,7 +676,7 @@ static void request_owner_result(struct request *req, enum upstream_result res)
 		}
 	} else {
 		req->outcome = res == UPSTREAM_NOT_SENT ? OUT_RELEASED : OUT_UNKNOWN;
-		req->status = res == UPSTREAM_TIMEOUT ? 504 : 502;
+		req->status = respond_upstream_status(res);
 	}
 	request_set_state(req, REQ_RECORDING);
 	request_record(req);
@@ -919,23 +927,56 @@ static void request_free(struct request *req)
 }
 
 /* The end of every request: counted, logged, freed. */
+/* A finished request in the counters and the access log: every answer goes through here. */
+static void request_account(struct request_ctx *ctx, const struct log_tag *tag, int route_id,
+			    enum outcome outcome, struct log_access *a)
+{
+	struct stats *s = ctx->stats;
+
+	STATS_ADD(s->requests[route_id][outcome], 1);
+	stats_observe(&s->duration[route_id][outcome], a->duration_us);
+	a->outcome = outcome_name(outcome);
+	log_access(tag, a);
+}
+
 static void request_done(struct request *req)
 {
-	STATS_ADD(req->ctx->stats->requests[req->route ? req->route->stats_id : STATS_NO_ROUTE]
-					    [req->outcome],
-		  1);
 	request_set_state(req, REQ_DONE);
-	log_access(&req->tag, &(struct log_access){
-				      .method = req->msg->method,
-				      .path = req->msg->target,
-				      .path_len = req->msg->raw_path_len,
-				      .status = req->status,
-				      .outcome = outcome_name(req->outcome),
-				      .duration_us = clock_now_us() - req->started_us,
-				      .upstream_us = req->upstream_us,
-				      .store_us = req->store_us,
-			      });
+	request_account(req->ctx, &req->tag, req->route ? req->route->stats_id : STATS_NO_ROUTE,
+			req->outcome,
+			&(struct log_access){
+			    .method = req->msg->method,
+			    .path = req->msg->target,
+			    .path_len = req->msg->raw_path_len,
+			    .status = req->status,
+			    .duration_us = clock_now_us() - req->started_us,
+			    .upstream_us = req->upstream_us,
+			    .store_us = req->store_us,
+			});
 	request_free(req);
+}
+
+void request_refuse(struct request_ctx *ctx, struct client_conn *c, enum problem_kind kind,
+		    const char *detail)
+{
+	const struct http_msg *head = http_parser_head_complete(c->parser) ? http_parser_msg(c->parser)
+									     : NULL;
+	struct log_tag tag = {.request_id = ++ctx->next_id};
+	struct log_access a = {
+	    .method = head ? head->method : "-",
+	    .path = head ? head->target : "-",
+	    .path_len = head ? head->raw_path_len : 1,
+	    .duration_us = clock_now_us() - c->started_us,
+	};
+	int row;
+
+	/* The log line is written before the answer may free c (and head). */
+	a.status = respond_problem_status(conf_gens_conf(ctx->gens), kind);
+	row = stats_refusal(a.status);
+	if (row >= 0)
+		STATS_ADD(ctx->stats->refusals[row], 1);
+	request_account(ctx, &tag, STATS_NO_ROUTE, OUT_REJECTED, &a);
+	respond_problem(c, conf_gens_conf(ctx->gens), kind, detail, RESPOND_CLOSE);
 }
 
 void request_conn_gone(struct request *req)
@@ -984,7 +1025,8 @@ void request_deadline_all(struct request_ctx *ctx)
 			relay_free(req->relay);
 			req->relay = NULL;
 			request_forwarded(req);
-			request_owner_result(req, unsent ? UPSTREAM_NOT_SENT : UPSTREAM_TIMEOUT);
+			request_upstream_over(req);
+			request_owner_result(req, unsent ? UPSTREAM_NOT_SENT : UPSTREAM_CUT_OFF);
 		}
 	}
 }

@@ -10,6 +10,8 @@
 
 #include <stdint.h>
 
+#include "proxy/problem.h"
+
 struct cache;
 struct client_conn;
 struct conf;
@@ -46,6 +48,14 @@ int request_streams(const struct conf *conf, const struct http_msg *head);
  * Serve msg (taken over), a request read on c: whole, or, when streamed,
  * its head with the body to follow (request_input).
  */
+/*
+ * c's request cannot be read (malformed, too large, too slow): answer the
+ * problem, close, and log and count it like any finished request (no
+ * route, outcome rejected).
+ */
+void request_refuse(struct request_ctx *ctx, struct client_conn *c, enum problem_kind kind,
+		    const char *detail);
+
 void request_start(struct request_ctx *ctx, struct client_conn *c, struct http_msg *msg,
 		   int streamed);
 

@@ -26,6 +26,10 @@ static const struct {
 			    "the upstream connection failed after the request was sent"},
 	[UPSTREAM_TIMEOUT] = {PROBLEM_UPSTREAM_TIMEOUT,
 			      "the upstream did not answer within upstream_timeout"},
+	[UPSTREAM_CUT_OFF] = {PROBLEM_SHUTTING_DOWN,
+			      "idemproxy stopped (shutdown_timeout) before the upstream answered; "
+			      "the request may have been carried out: a retry with the same key "
+			      "reports its outcome"},
 };
 
 int respond_flags(const struct http_msg *msg)
@@ -37,10 +41,15 @@ int respond_flags(const struct http_msg *msg)
 	return flags | (msg->version_minor == 0 ? RESPOND_KEEP_ALIVE : 0);
 }
 
+int respond_problem_status(const struct conf *conf, enum problem_kind kind)
+{
+	return kind == PROBLEM_CONFLICT ? conf->mismatch_status : problem_default_status(kind);
+}
+
 int respond_problem(struct client_conn *c, const struct conf *conf, enum problem_kind kind,
 		    const char *detail, int flags)
 {
-	int status = kind == PROBLEM_CONFLICT ? conf->mismatch_status : problem_default_status(kind);
+	int status = respond_problem_status(conf, kind);
 	struct evbuffer *out;
 	size_t len = 0;
 	char *json;
@@ -52,7 +61,8 @@ int respond_problem(struct client_conn *c, const struct conf *conf, enum problem
 	http_add_status_line(out, status, NULL);
 	http_add_lit(out, "Content-Type: application/problem+json\r\n"
 			  "Cache-Control: no-store\r\n");
-	if (kind == PROBLEM_IN_PROGRESS || kind == PROBLEM_STORE_UNAVAILABLE)
+	if (kind == PROBLEM_IN_PROGRESS || kind == PROBLEM_STORE_UNAVAILABLE ||
+	    kind == PROBLEM_SHUTTING_DOWN)
 		evbuffer_add_printf(out, "Retry-After: %d\r\n", RETRY_AFTER_S);
 	/* A 401 names its scheme (RFC 9110 11.6.1; RFC 6750 3.1 for the error). */
 	if (kind == PROBLEM_ACTOR_MISSING)
@@ -66,6 +76,11 @@ int respond_problem(struct client_conn *c, const struct conf *conf, enum problem
 	conn_respond_send(c);
 	free(json);
 	return status;
+}
+
+int respond_upstream_status(enum upstream_result res)
+{
+	return problem_default_status(respond_upstream_problems[res].kind);
 }
 
 int respond_upstream_failure(struct client_conn *c, const struct conf *conf,

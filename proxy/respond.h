@@ -24,7 +24,12 @@ int respond_flags(const struct http_msg *msg);
 int respond_problem(struct client_conn *c, const struct conf *conf, enum problem_kind kind,
 		    const char *detail, int flags);
 
+/* The status respond_problem answers kind with under conf. */
+int respond_problem_status(const struct conf *conf, enum problem_kind kind);
+
 /* The problem that says what became of a request the upstream did not answer (res != UPSTREAM_OK). */
+/* The status respond_upstream_failure answers res with. */
+int respond_upstream_status(enum upstream_result res);
 int respond_upstream_failure(struct client_conn *c, const struct conf *conf,
 			     enum upstream_result res, int flags);
 

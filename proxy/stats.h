@@ -23,6 +23,17 @@ enum stats_hist {
 	STATS_HISTS,
 };
 
+/* Responses idemproxy makes at the HTTP layer, before any route: by status. */
+enum stats_refusal {
+	STATS_REFUSED_400,
+	STATS_REFUSED_408,
+	STATS_REFUSED_413,
+	STATS_REFUSED_414,
+	STATS_REFUSED_431,
+	STATS_REFUSED_503,
+	STATS_REFUSALS,
+};
+
 struct stats_histogram {
 	_Atomic int64_t buckets[STATS_BUCKETS]; /* not cumulative */
 	_Atomic int64_t sum_us;
@@ -30,7 +41,13 @@ struct stats_histogram {
 
 struct stats {
 	_Atomic int64_t requests[STATS_ROUTES_MAX + 1][OUT_COUNT];
+	/* Whole requests, from their first byte to their last answer. */
+	struct stats_histogram duration[STATS_ROUTES_MAX + 1][OUT_COUNT];
 	struct stats_histogram hist[STATS_HISTS];
+	_Atomic int64_t refusals[STATS_REFUSALS];
+	_Atomic int64_t claims;	       /* claims sent to the store */
+	_Atomic int64_t replays[2];    /* replays answered from the store [0] or the cache [1] */
+	_Atomic int64_t conflicts;     /* same key, another request */
 	_Atomic int64_t fenced;	       /* outcome writes refused by fencing */
 	_Atomic int64_t waits;	       /* duplicates that waited (in_progress wait) */
 	/* Gauges, refreshed by the worker's timer. */
@@ -42,6 +59,18 @@ struct stats {
 	_Atomic int64_t store_pending;
 	_Atomic int64_t store_statements;
 	_Atomic int64_t store_operations;
+	_Atomic int64_t cache_hits;
+	_Atomic int64_t cache_misses;
+	_Atomic int64_t cache_entries;
+	_Atomic int64_t cache_bytes;
+};
+
+/* What the process is configured for, beside the workers' counters. */
+struct stats_limits {
+	const char *version;
+	int workers;
+	int64_t max_connections;
+	int64_t replay_cache_bytes; /* all workers' budgets */
 };
 
 /* Only the owning thread writes: a plain load and store, no atomic RMW. */
@@ -51,7 +80,11 @@ struct stats {
 			      memory_order_relaxed)
 #define STATS_SET(field, v) atomic_store_explicit(&(field), (v), memory_order_relaxed)
 
-void stats_observe(struct stats *s, enum stats_hist h, int64_t us);
+/* One observation of us microseconds. */
+void stats_observe(struct stats_histogram *h, int64_t us);
+
+/* The refusal row of an HTTP-layer status, or -1 for another status. */
+int stats_refusal(int status);
 
 /*
  * The counter row of the route named operation (main thread, before any
@@ -61,8 +94,16 @@ void stats_observe(struct stats *s, enum stats_hist h, int64_t us);
  */
 int stats_route_id(const char *operation);
 
-/* Prometheus text for the n workers' stats. */
-void stats_render(struct evbuffer *out, struct stats *const *each, int n);
+/*
+ * Prometheus text for the n workers' stats. Every series of a known label
+ * set is there from the start, at 0: each registered route with each
+ * outcome, each refusal status.
+ */
+void stats_render(struct evbuffer *out, struct stats *const *each, int n,
+		  const struct stats_limits *limits);
+
+/* The "# HELP" and "# TYPE" lines of a metric family. */
+void stats_head(struct evbuffer *out, const char *name, const char *type, const char *help);
 
 /* One metric without labels: its HELP and TYPE lines, then its value. */
 void stats_metric(struct evbuffer *out, const char *name, const char *type, const char *help,

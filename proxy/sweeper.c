@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/buffer.h>
 #include <event2/event.h>
 
 #include <libpq-fe.h>
@@ -33,10 +34,12 @@
 _Static_assert(SWEEP_BATCH > 0, "a sweep must make progress");
 
 /*
- * Result: (locked, deleted, marked). Rows are picked with SKIP LOCKED, so a
- * sweep never waits for an owner's write; the lock subquery runs once.
- * Marked records notify STORE_CHANNEL, so duplicates waiting on them stop
- * waiting at once.
+ * Result: (locked, deleted, marked, expired, unknown). Rows are picked with
+ * SKIP LOCKED, so a sweep never waits for an owner's write; the lock
+ * subquery runs once. Marked records notify STORE_CHANNEL, so duplicates
+ * waiting on them stop waiting at once. The last two count the records
+ * that need an operator (each through its partial index) as they were
+ * before this sweep marked any.
  */
 static const char sweep_sql[] =
     "WITH lock AS (SELECT pg_try_advisory_xact_lock(" SWEEP_LOCK_KEY ") AS ok),"
@@ -56,7 +59,10 @@ static const char sweep_sql[] =
     " WHERE r.actor = s.actor AND r.operation = s.operation AND r.idem_key = s.idem_key"
     "  AND r.state = 'in_progress'"
     " RETURNING " STORE_SQL_NOTIFY("r") ")"
-    " SELECT (SELECT ok FROM lock), (SELECT count(*) FROM expired), (SELECT count(*) FROM stale)";
+    " SELECT (SELECT ok FROM lock), (SELECT count(*) FROM expired), (SELECT count(*) FROM stale),"
+    " (SELECT count(*) FROM idempotency_records"
+    "  WHERE state = 'in_progress' AND lease_expires_at <= now()),"
+    " (SELECT count(*) FROM idempotency_records WHERE state = 'unknown')";
 
 /* What the sweeper did since it started. */
 struct sweeper_stats {
@@ -65,6 +71,9 @@ struct sweeper_stats {
 	int64_t errors;         /* the store failed the sweep */
 	int64_t deleted;        /* expired completed records deleted */
 	int64_t marked_unknown; /* in_progress records whose lease ran out */
+	/* Records an operator must look at, as of the last sweep. */
+	int64_t expired;        /* in_progress past their lease */
+	int64_t unknown;
 };
 
 struct sweeper {
@@ -90,11 +99,17 @@ static void sweeper_done(void *arg, enum store_result res, const PGresult *resul
 	int64_t deleted, marked;
 
 	sw->running = 0;
-	if (res != STORE_OK || PQntuples(result) != 1 || PQnfields(result) != 3) {
+	if (res != STORE_OK || PQntuples(result) != 1 || PQnfields(result) != 5) {
 		sw->stats.errors += 1;
 		sweeper_arm(sw, sw->interval_ms);
 		return;
 	}
+	marked = strtoll(PQgetvalue(result, 0, 2), NULL, 10);
+	/* What this sweep marked moved from one count to the other. */
+	sw->stats.expired = strtoll(PQgetvalue(result, 0, 3), NULL, 10) - marked;
+	sw->stats.unknown = strtoll(PQgetvalue(result, 0, 4), NULL, 10) + marked;
+	if (sw->stats.expired < 0)
+		sw->stats.expired = 0;
 	if (strcmp(PQgetvalue(result, 0, 0), "t") != 0) {
 		/* Another instance holds the lock: it is sweeping. */
 		sw->stats.skipped += 1;
@@ -102,7 +117,6 @@ static void sweeper_done(void *arg, enum store_result res, const PGresult *resul
 		return;
 	}
 	deleted = strtoll(PQgetvalue(result, 0, 1), NULL, 10);
-	marked = strtoll(PQgetvalue(result, 0, 2), NULL, 10);
 	sw->stats.runs += 1;
 	sw->stats.deleted += deleted;
 	sw->stats.marked_unknown += marked;
@@ -166,6 +180,13 @@ void sweeper_render(const struct sweeper *sw, struct evbuffer *out)
 	stats_metric(out, "idemproxy_sweeper_marked_unknown_total", "counter",
 		     "In-progress records whose lease ran out, marked unknown.",
 		     st->marked_unknown);
+	stats_head(out, "idemproxy_records_needing_operator", "gauge",
+		   "Records an operator must decide on, as of the last sweep: in_progress past "
+		   "their lease, or unknown.");
+	evbuffer_add_printf(out, "idemproxy_records_needing_operator{state=\"in_progress_expired\"} %lld\n",
+			    (long long)st->expired);
+	evbuffer_add_printf(out, "idemproxy_records_needing_operator{state=\"unknown\"} %lld\n",
+			    (long long)st->unknown);
 }
 
 /* A sweep in flight calls back: free the store (which drops it) first. */

@@ -29,6 +29,7 @@ enum upstream_result {
 	UPSTREAM_NOT_SENT,  /* no byte of the request reached the upstream */
 	UPSTREAM_ERROR,     /* sent, then reset, truncated or malformed */
 	UPSTREAM_TIMEOUT,   /* sent, no complete response in time */
+	UPSTREAM_CUT_OFF,   /* sent, then cut off at the shutdown deadline */
 };
 
 enum upstream_flags {

@@ -123,6 +123,10 @@ static void worker_tick_cb(evutil_socket_t fd, short what, void *arg)
 	STATS_SET(s->store_pending, store_pending(w->store));
 	STATS_SET(s->store_statements, store_batches(w->store));
 	STATS_SET(s->store_operations, store_batched_ops(w->store));
+	STATS_SET(s->cache_hits, (int64_t)cache_hits(w->cache));
+	STATS_SET(s->cache_misses, (int64_t)cache_misses(w->cache));
+	STATS_SET(s->cache_entries, (int64_t)cache_count(w->cache));
+	STATS_SET(s->cache_bytes, (int64_t)cache_bytes(w->cache));
 }
 
 /* Runs on the worker's own thread, activated by worker_stop(). */

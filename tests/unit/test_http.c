@@ -607,6 +607,14 @@ static void test_head_limits(void)
 	/* Too many lines fail before the head ends. */
 	CHECK(parse_whole(HTTP_REQUEST, 0, big, strlen(big) - 2, &m) == HTTP_ERR_HEAD_TOO_LARGE);
 	free(big);
+
+	/* A request line that alone fills the limit: the target is too long. */
+	s = malloc(HTTP_MAX_HEAD + 64);
+	strcpy(s, "GET /");
+	memset(s + 5, 'a', HTTP_MAX_HEAD);
+	strcpy(s + 5 + HTTP_MAX_HEAD, " HTTP/1.1\r\n\r\n");
+	CHECK(parse_whole(HTTP_REQUEST, 0, s, strlen(s), &m) == HTTP_ERR_TARGET_TOO_LONG);
+	free(s);
 }
 
 static void test_body_limits(void)

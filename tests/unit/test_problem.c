@@ -47,10 +47,12 @@ static void test_table(void)
 	    "idempotency-conflict",
 	    "operation-in-progress", "outcome-unknown",		"store-unavailable",
 	    "upstream-unavailable",  "upstream-error",		"upstream-timeout",
-	    "request-timeout",	     "headers-too-large",
+	    "request-timeout",	     "headers-too-large",	"uri-too-long",
+	    "shutting-down",
 	};
 	const int statuses[PROBLEM_KIND_COUNT] = {400, 400, 400, 401, 401, 413, 422, 409,
-						  409, 503, 502, 502, 504, 408, 431};
+						  409, 503, 502, 502, 504, 408, 431,
+						  414, 503};
 	int k;
 
 	for (k = 0; k < PROBLEM_KIND_COUNT; k++) {

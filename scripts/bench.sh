@@ -140,6 +140,7 @@ fi
 TMP=""
 SHM=""
 PGDIR=""
+PGSOCK=""         # the socket's directory: host= of pg.sh's conninfo
 PGPORT=""
 started_pg=0
 upstream_pid=""
@@ -227,7 +228,7 @@ render() {
 }
 
 psql_q() {
-	timeout --foreground -k 5 $SQL_TIMEOUT "$PGBIN/psql" -h "$PGDIR" -p "$PGPORT" -U postgres \
+	timeout --foreground -k 5 $SQL_TIMEOUT "$PGBIN/psql" -h "$PGSOCK" -p "$PGPORT" -U postgres \
 		-d idemproxy -X -A -t -q -v ON_ERROR_STOP=1 "$@"
 }
 
@@ -319,7 +320,7 @@ run_pgbench() {
 	psql_q -c CHECKPOINT || true
 	say "pgbench claim+finish -M $mode, $c client(s), ${SECONDS_PER}s"
 	if ! run_bounded $((SECONDS_PER + RUN_GRACE)) "$out" \
-		"$PGBIN/pgbench" -h "$PGDIR" -p "$PGPORT" -U postgres -n -M "$mode" \
+		"$PGBIN/pgbench" -h "$PGSOCK" -p "$PGPORT" -U postgres -n -M "$mode" \
 		-c "$c" -j "$j" -T "$SECONDS_PER" -f "$HERE/claim-finish.pgbench" \
 		-D actor=bench -D op="pgbench.$mode.c$c" -D fp="$PGB_FINGERPRINT" \
 		-D owner="pgbench" -D lease=$PGB_LEASE_MS -D status=201 \
@@ -368,6 +369,8 @@ free_port && NGINX_TLS_PORT=$FREE_PORT
 say "PostgreSQL cluster in $PGDIR (fsync on, synchronous_commit on)"
 conninfo=$(bash "$ROOT/scripts/pg.sh" start "$PGDIR" "$PGPORT") || die "could not start PostgreSQL"
 started_pg=1
+PGSOCK=$(sed -n 's/^host=\([^ ]*\) .*/\1/p' <<<"$conninfo")
+[ -n "$PGSOCK" ] || die "pg.sh printed no host: $conninfo"
 fsync=$(psql_q -c "SHOW fsync") || die "cannot query PostgreSQL"
 sync_commit=$(psql_q -c "SHOW synchronous_commit") || die "cannot query PostgreSQL"
 if [ "$fsync" != on ] || [ "$sync_commit" != on ]; then
@@ -522,7 +525,7 @@ if [ "$SKIP_MILLION" = 1 ]; then
 else
 	say "loading $MILLION records"
 	t=$(date +%s)
-	run_bounded $SQL_TIMEOUT - "$PGBIN/psql" -h "$PGDIR" -p "$PGPORT" -U postgres -d idemproxy \
+	run_bounded $SQL_TIMEOUT - "$PGBIN/psql" -h "$PGSOCK" -p "$PGPORT" -U postgres -d idemproxy \
 		-X -q -v ON_ERROR_STOP=1 -v n=$MILLION -f "$HERE/load-million.sql" ||
 		die "loading $MILLION records failed"
 	# VACUUM as well as ANALYZE: a freshly loaded table would otherwise get

@@ -1,12 +1,73 @@
 #!/bin/sh
-# Install the Debian packages idemproxy needs to build, run, test and
-# benchmark, and only those that are missing. Runs as root (or via sudo)
-# with no terminal: DEBIAN_FRONTEND=noninteractive, no prompts.
+# Install the Debian packages idemproxy needs, by profile, and only those
+# that are missing. Runs as root (or via sudo) with no terminal:
+# DEBIAN_FRONTEND=noninteractive, no prompts.
+#
+#   scripts/deps.sh [PROFILE...]      install the profiles (default: test)
+#   scripts/deps.sh --list PROFILE... print their packages, one a line
+#
+# Profiles (each includes run):
+#   run    build ./idemproxy and run it (`make run`: PostgreSQL, the demo
+#          upstream, which needs only python3's standard library, and curl
+#          for the requests the banner suggests)
+#   test   `make test` and `make chaos`: the pytest suite and its tools
+#          (openssl, curl, pgbouncer, clang for the sanitizer build)
+#   bench  `make bench`: wrk, nginx, gnuplot, openssl, curl and the JWT
+#          helper's python3-cryptography
+#   fuzz   `make fuzz`: clang with libFuzzer
 set -eu
 
-PACKAGES="build-essential gcc make pkg-config libevent-dev libpq-dev libssl-dev
-libyajl-dev postgresql python3-pytest python3-psycopg2 python3-cryptography python3-websocket curl clang libclang-rt-14-dev
-wrk nginx-light gnuplot-nox pgbouncer"
+RUN="build-essential gcc make pkg-config libevent-dev libpq-dev libssl-dev
+libyajl-dev postgresql python3 curl"
+TEST="python3-pytest python3-psycopg2 python3-cryptography python3-websocket
+python3-yaml curl openssl clang libclang-rt-14-dev pgbouncer mandoc groff-base"
+BENCH="wrk nginx-light gnuplot-nox curl openssl python3-cryptography"
+FUZZ="clang libclang-rt-14-dev"
+
+usage() {
+	echo "usage: $0 [run|test|bench|fuzz ...] | --list PROFILE..." >&2
+	exit 2
+}
+
+# The packages profile $1 adds to run's.
+extra() {
+	case "$1" in
+	run) echo "" ;;
+	test) echo "$TEST" ;;
+	bench) echo "$BENCH" ;;
+	fuzz) echo "$FUZZ" ;;
+	*) return 1 ;;
+	esac
+}
+
+# Print the packages of profiles $@, one a line, each once, in order.
+packages() {
+	for profile in "$@"; do
+		# shellcheck disable=SC2046,SC2086  # lists of words
+		printf '%s\n' $RUN $(extra "$profile")
+	done | awk '!seen[$0]++'
+}
+
+list=0
+if [ "${1:-}" = --list ]; then
+	list=1
+	shift
+	[ $# -gt 0 ] || usage
+fi
+case "${1:-}" in -*) usage ;; esac
+[ $# -gt 0 ] || set -- test
+for profile in "$@"; do
+	extra "$profile" >/dev/null || {
+		echo "deps: unknown profile: $profile (run, test, bench or fuzz)" >&2
+		exit 2
+	}
+done
+
+PACKAGES=$(packages "$@")
+if [ "$list" = 1 ]; then
+	printf '%s\n' "$PACKAGES"
+	exit 0
+fi
 
 missing=""
 for p in $PACKAGES; do
@@ -28,7 +89,7 @@ if [ "$(id -u)" -ne 0 ]; then
 	SUDO="sudo -n"
 fi
 
-echo "deps: installing$missing"
+echo "deps ($*): installing$missing"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get -qq update </dev/null
 # shellcheck disable=SC2086

@@ -3,7 +3,9 @@
 # `make run`: idemproxy in front of the demo upstream, ready for curl.
 #
 # Starts a private PostgreSQL cluster under .run/pg when
-# idemproxy.conf.example configures no database, applies the migrations,
+# idemproxy.conf.example configures no database (scripts/pg.sh moves it to
+# /var/lib/idemproxy-dev/ when user postgres cannot reach .run/pg, e.g. in
+# a clone under a 0700 home), applies the migrations,
 # starts scripts/demo-upstream.py on 127.0.0.1:3000 and ./idemproxy on
 # 127.0.0.1:8080, prints what to try, and waits. Ctrl-C or SIGTERM stops
 # all three.
@@ -70,9 +72,14 @@ else
 	mkdir -p "$RUNDIR"
 	conninfo=$(bash scripts/pg.sh start "$PGDIR" "$PGPORT") || die "could not start PostgreSQL under $PGDIR"
 	started_pg=1
-	# pg.sh reports the port a cluster left running from before uses.
+	# pg.sh reports the port a cluster left running from before uses, and
+	# the socket's real directory (not $PGDIR when postgres cannot reach it).
 	PGPORT=$(sed -n 's/.* port=\([0-9]*\).*/\1/p' <<<"$conninfo")
-	export PGHOST=$PGDIR PGPORT PGDATABASE=idemproxy PGUSER=postgres
+	PGHOST=$(sed -n 's/^host=\([^ ]*\) .*/\1/p' <<<"$conninfo")
+	if [ -z "$PGPORT" ] || [ -z "$PGHOST" ]; then
+		die "pg.sh printed no host and port: $conninfo"
+	fi
+	export PGHOST PGPORT PGDATABASE=idemproxy PGUSER=postgres
 	say "PostgreSQL: $conninfo"
 fi
 
@@ -87,6 +94,16 @@ proxy_pid=$!
 wait_listening "$proxy_pid" "$PROXY_PORT" "idemproxy"
 
 P=http://$PROXY_ADDR:$PROXY_PORT
+# The records CLI from another terminal: the conf's database, else libpq's
+# PG* environment, which is the private cluster's only in this process.
+if [ "$started_pg" = 1 ]; then
+	RECORDS_HOW="in the private cluster's environment:
+  cd $ROOT
+  export PGHOST=$PGHOST PGPORT=$PGPORT PGDATABASE=$PGDATABASE PGUSER=$PGUSER"
+else
+	RECORDS_HOW="with the database $CONF configures:
+  cd $ROOT"
+fi
 cat <<MSG
 
 idemproxy listens on $P, in front of the demo upstream on http://127.0.0.1:$UPSTREAM_PORT.
@@ -115,6 +132,11 @@ Try, from another terminal:
   curl -i http://$PROXY_ADDR:$ADMIN_PORT/readyz
   curl -s http://$PROXY_ADDR:$ADMIN_PORT/metrics | grep requests_total
   curl -s http://$PROXY_ADDR:$ADMIN_PORT/records
+
+  # the records CLI: the records that need an operator, then the one above
+  # (its actor in the stored form, "h:" and the X-Actor-Id value), run $RECORDS_HOW
+  $BIN records -c $CONF list
+  $BIN records -c $CONF show h:alice course.create demo-1
 
 Press Ctrl-C to stop.
 MSG

@@ -68,22 +68,26 @@ unit: $(UNIT_BIN)
 	@sh tests/unit/run.sh $(UNIT_BIN)
 
 deps:
-	@sh scripts/deps.sh
+	@sh scripts/deps.sh test fuzz
 
-run: deps
+run:
+	@sh scripts/deps.sh run
 	@$(MAKE) --no-print-directory all
 	@sh scripts/run.sh
 
-test: deps
+test:
+	@sh scripts/deps.sh test
 	@sh tests/run.sh
 
-bench: deps
+bench:
+	@sh scripts/deps.sh bench
 	@$(MAKE) --no-print-directory all build/release/tests/test_fingerprint
 	@sh scripts/bench.sh
 
 # The bounded chaos test: CHAOS_SECONDS of faults, then the checker.
 CHAOS_SECONDS ?= 240
-chaos: deps
+chaos:
+	@sh scripts/deps.sh test
 	@$(MAKE) --no-print-directory all
 	@/usr/bin/python3 tests/chaos/chaos.py --seconds $(CHAOS_SECONDS)
 
@@ -96,10 +100,52 @@ check-modules:
 
 lint: check-modules check-conf-doc
 
+# `make install [PREFIX=/usr/local] [DESTDIR=]`: the binary, the man pages,
+# the example configuration, the systemd unit (its @SBINDIR@ and
+# @SYSCONFDIR@ filled in) and the licence. No idemproxy.conf is installed,
+# so an existing one is never overwritten. `make uninstall` with the same
+# variables removes those files, then idemproxy's own directories when empty.
+PREFIX         ?= /usr/local
+SBINDIR        ?= $(PREFIX)/sbin
+MANDIR         ?= $(PREFIX)/share/man
+DOCDIR         ?= $(PREFIX)/share/doc/idemproxy
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+ifeq ($(PREFIX),/usr)
+SYSCONFDIR     ?= /etc
+else
+SYSCONFDIR     ?= $(PREFIX)/etc
+endif
+INSTALL        ?= install
+
+.PHONY: install uninstall
+
+install: all
+	$(INSTALL) -D -m 0755 $(BIN) "$(DESTDIR)$(SBINDIR)/idemproxy"
+	$(INSTALL) -D -m 0644 docs/man/idemproxy.8 "$(DESTDIR)$(MANDIR)/man8/idemproxy.8"
+	$(INSTALL) -D -m 0644 docs/man/idemproxy.conf.5 "$(DESTDIR)$(MANDIR)/man5/idemproxy.conf.5"
+	$(INSTALL) -D -m 0644 idemproxy.conf.example \
+		"$(DESTDIR)$(SYSCONFDIR)/idemproxy/idemproxy.conf.example"
+	@mkdir -p build
+	sed -e 's|@SBINDIR@|$(SBINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' \
+		deploy/systemd/idemproxy.service > build/idemproxy.service
+	$(INSTALL) -D -m 0644 build/idemproxy.service "$(DESTDIR)$(SYSTEMDUNITDIR)/idemproxy.service"
+	$(INSTALL) -D -m 0644 LICENSE "$(DESTDIR)$(DOCDIR)/LICENSE"
+
+uninstall:
+	rm -f "$(DESTDIR)$(SBINDIR)/idemproxy" \
+		"$(DESTDIR)$(MANDIR)/man8/idemproxy.8" \
+		"$(DESTDIR)$(MANDIR)/man5/idemproxy.conf.5" \
+		"$(DESTDIR)$(SYSCONFDIR)/idemproxy/idemproxy.conf.example" \
+		"$(DESTDIR)$(SYSTEMDUNITDIR)/idemproxy.service" \
+		"$(DESTDIR)$(DOCDIR)/LICENSE"
+	rmdir "$(DESTDIR)$(SYSCONFDIR)/idemproxy" "$(DESTDIR)$(DOCDIR)" 2>/dev/null || true
+
 # Each parser's fuzzer, FUZZ_SECONDS each (libFuzzer from clang), from its
 # seeds in tests/fuzz/corpus/NAME (when there are any) and what earlier runs
 # found in build/fuzz/corpus/NAME.
-fuzz: $(FUZZERS)
+fuzz:
+	@sh scripts/deps.sh fuzz
+	@$(MAKE) --no-print-directory $(FUZZERS)
 	@for f in $(FUZZERS); do \
 		n=$${f##*/}; mkdir -p build/fuzz/corpus/$$n; \
 		seeds=; [ -d tests/fuzz/corpus/$$n ] && seeds=tests/fuzz/corpus/$$n; \

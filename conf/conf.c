@@ -1056,7 +1056,7 @@ static const struct conf_directive conf_directives[] = {
     CONF_ROW("client_timeout", CONF_TOP, 1, 1, CT_DURATION, TOP(client_timeout_ms), NULL, "60s", 0),
     CONF_ROW("store_timeout", CONF_TOP, 1, 1, CT_DURATION, TOP(store_timeout_ms), NULL, "5s", CF_RESTART),
     CONF_ROW("lease", CONF_TOP, 1, 1, CT_DURATION, TOP(lease_ms), NULL, NULL, 0), /* upstream_timeout + 30s */
-    CONF_ROW("shutdown_timeout", CONF_TOP, 1, 1, CT_DURATION, TOP(shutdown_timeout_ms), NULL, "30s", 0),
+    CONF_ROW("shutdown_timeout", CONF_TOP, 1, 1, CT_DURATION, TOP(shutdown_timeout_ms), NULL, "20s", 0),
     CONF_ROW("sweep_interval", CONF_TOP, 1, 1, CT_DURATION, TOP(sweep_interval_ms), NULL, "10s", CF_OFF),
     CONF_ROW("max_request_body", CONF_TOP, 1, 1, CT_SIZE, TOP(max_request_body), NULL, "1m", CF_NONZERO),
     CONF_ROW("max_stored_body", CONF_TOP, 1, 1, CT_SIZE, TOP(max_stored_body), NULL, "1m", CF_NONZERO),

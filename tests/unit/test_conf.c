@@ -109,7 +109,7 @@ static void test_defaults(void)
 	CHECK(c->client_timeout_ms == 60000);
 	CHECK(c->store_timeout_ms == 5000);
 	CHECK(c->lease_ms == 60000);
-	CHECK(c->shutdown_timeout_ms == 30000);
+	CHECK(c->shutdown_timeout_ms == 20000);
 	CHECK(c->sweep_interval_ms == 10000);
 	CHECK(c->max_request_body == 1048576);
 	CHECK(c->max_stored_body == 1048576);

@@ -4,6 +4,7 @@ IDEMPROXY_BIN names the binary under test (default ./idemproxy, relative to
 the repository root). The session gets one private PostgreSQL cluster
 (`pg`) and one test upstream process (`upstream`); each test builds the
 proxies it needs with the `proxy` factory."""
+import json
 import os
 import shutil
 import signal
@@ -233,6 +234,11 @@ class Proxy:
                 return f.read().decode("utf-8", "replace")
         except OSError:
             return ""
+
+    def log_lines(self):
+        """The JSON log lines written so far (the start markers left out)."""
+        return [json.loads(l) for l in self.stderr_text().splitlines()
+                if l.startswith("{")]
 
     def stderr_tail(self, n=STDERR_TAIL):
         return "\n".join(self.stderr_text().splitlines()[-n:])

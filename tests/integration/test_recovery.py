@@ -251,8 +251,11 @@ route short.keep {
 def test_sigterm_deadline_records_unknown(proxy, upstream, pg, ids):
     """SIGTERM, and the owner outlasts shutdown_timeout: idemproxy exits 0
     soon after the deadline, having marked the record unknown (its client
-    gets 504), so a retry learns the outcome is unknown at once instead of
-    waiting out a 30 s lease; nothing runs twice."""
+    gets 503 shutting-down, which names the cut-off instead of blaming the
+    upstream), so a retry learns the outcome is unknown at once instead of
+    waiting out a 30 s lease; nothing runs twice. The owner's log line
+    counts durations: upstream_us is the time at the upstream, never a
+    timestamp."""
     settings = {"upstream_timeout": "5s", "lease": "30s", "shutdown_timeout": "1s"}
     p = proxy(settings)
     key = ids.key()
@@ -262,8 +265,15 @@ def test_sigterm_deadline_records_unknown(proxy, upstream, pg, ids):
         assert p.proc.wait(10) == 0, p.stderr_tail()
         stopped = time.monotonic() - t0
     assert stopped < 2.8, stopped
-    problem(owner.response, "upstream-timeout", 504)
+    problem(owner.response, "shutting-down", 503)
+    assert "shutdown_timeout" in owner.response.json()["detail"]
     assert helpers.record_state(pg.records.one(ids.actor)) == "unknown"
+    lines = [l for l in p.log_lines() if l.get("msg") == "request" and l.get("outcome") == "unknown"]
+    assert len(lines) == 1, lines
+    line = lines[0]
+    assert line["status"] == 503
+    # Cut off at the 1 s deadline: about a second at the upstream, within the whole.
+    assert 500_000 <= line["upstream_us"] <= line["duration_us"] < 10_000_000, line
     q = proxy(settings)
     problem(q.post("/api/courses", key=key, actor=ids.actor, body=course()),
             "outcome-unknown", 409)

@@ -977,6 +977,16 @@ static int store_parse_claim(struct store_op *op, const PGresult *res, int row)
  * 1 when the error means this connection is no use: the server is read-only
  * (a standby after failover), going away, or the link failed.
  */
+/* 1 when res failed on a table or column that is not there: migrations are missing. */
+static int store_error_is_schema(const PGresult *res)
+{
+	const char *sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+
+	/* undefined_table, undefined_column, undefined_function */
+	return sqlstate && (strcmp(sqlstate, "42P01") == 0 || strcmp(sqlstate, "42703") == 0 ||
+			    strcmp(sqlstate, "42883") == 0);
+}
+
 static int store_error_is_fatal(const char *sqlstate)
 {
 	if (!sqlstate)
@@ -1235,7 +1245,12 @@ static void store_handle_result(struct store *st)
 	} else if (st->batch[0]->kind == STORE_OP_FORGET) {
 		store_forget_rows(st, status == PGRES_TUPLES_OK ? res : NULL);
 	} else if (status == PGRES_FATAL_ERROR) {
-		store_log(LOG_WARN, "store statement failed", PQresultErrorMessage(res));
+		store_log(LOG_WARN,
+			  store_error_is_schema(res)
+				  ? "store statement failed (the schema is missing or older than "
+				    "this idemproxy: run \"idemproxy migrate\")"
+				  : "store statement failed",
+			  PQresultErrorMessage(res));
 		store_batch_failed(st);
 	} else if (status != PGRES_TUPLES_OK) {
 		store_log(LOG_WARN, "store statement failed", PQresStatus(status));

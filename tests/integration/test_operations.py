@@ -98,7 +98,7 @@ def not_ready(resp, reason):
 # ---- readiness ----
 
 def test_migrate_status_and_readyz_on_a_database_never_migrated(binary, proxy, fresh_db,
-                                                                 tmp_path):
+                                                                 tmp_path, upstream, ids):
     """No schema: /readyz 503 with its reason and a log hint to run migrate;
     `migrate status` lists every migration pending and exits 1; after
     `migrate`, status exits 0 and the instance becomes ready."""
@@ -111,6 +111,12 @@ def test_migrate_status_and_readyz_on_a_database_never_migrated(binary, proxy, f
 
     p = admin_proxy(proxy, database=fresh_db, wait_store=True)
     not_ready(readyz_says(p, "the schema is missing"), "the schema is missing")
+    # A keyed request meanwhile: 503, and the log says what to do.
+    problem(p.post("/api/courses", key=ids.key(), actor=ids.actor, body=course()),
+            "store-unavailable", 503)
+    assert upstream.count(actor=ids.actor) == 0
+    assert helpers.poll(lambda: any(l.get("msg", "").startswith("store statement failed (the "
+                                    "schema is missing") for l in p.log_lines()))
     assert helpers.poll(lambda: any("idemproxy migrate" in l.get("msg", "")
                                     and l["level"] == "warn" for l in p.log_lines()))
 

@@ -56,6 +56,7 @@
 
 #define FP_MAX_DEPTH	     256	/* deeper nesting is treated as invalid JSON */
 #define FP_MAX_EXP_DIGITS    15		/* longer exponents are treated as invalid JSON */
+#define FP_MAX_EXP	     999999999999999LL /* the largest of FP_MAX_EXP_DIGITS digits */
 #define FP_MAX_TEXT	     UINT32_MAX /* offsets into the text have 32 bits */
 #define FP_BUF_MIN	     256	/* first allocation of an fp_buf */
 #define FP_ARRAY_MIN	     64		/* first allocation of a member or object array */
@@ -233,8 +234,9 @@ static char fp_number_digit(const struct fp_number *n, size_t i)
 
 /*
  * Splits s (exactly the JSON number grammar, nothing around it) into n.
- * Returns 0, or -1 when s is not a JSON number or its exponent has more than
- * FP_MAX_EXP_DIGITS significant digits.
+ * Returns 0, or -1 when s is not a JSON number or its exponent, as given or
+ * as the canonical form writes it, has more than FP_MAX_EXP_DIGITS
+ * significant digits.
  */
 static int fp_number_parse(const char *s, size_t len, struct fp_number *n)
 {
@@ -288,6 +290,11 @@ static int fp_number_parse(const char *s, size_t len, struct fp_number *n)
 	while (n->end > n->first && fp_number_digit(n, n->end - 1) == '0')
 		n->end--;
 	n->point = (int64_t)n->ilen - (int64_t)n->first + (exp_neg ? -exp : exp);
+	/* The canonical exponent (point - 1) must fit the same limit, or the
+	 * canonical form would not parse again (129999999e999999999999999
+	 * is 1.29999999e+1000000000000007). */
+	if (n->first < n->end && (n->point - 1 > FP_MAX_EXP || 1 - n->point > FP_MAX_EXP))
+		return -1;
 	return 0;
 }
 

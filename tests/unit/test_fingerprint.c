@@ -170,6 +170,10 @@ static void test_numbers(void)
 	CHECK(same("100000000000000000000000000001e-29", "1.00000000000000000000000000001"));
 	/* Exponents too long to hold are not canonicalised. */
 	CHECK(canon("1e1000000000000000") == NULL);
+	/* ... nor are those whose canonical form would be (found by fuzz_fingerprint). */
+	CHECK(canon("129999999e999999999999999") == NULL);
+	CHECK(canon("0.001e-999999999999997") == NULL);
+	CHECK_STR(canon("0.01e-999999999999997"), "1e-999999999999999");
 	CHECK_STR(canon("1e0000000000000000000001"), "10");
 }
 

@@ -39,7 +39,7 @@ FUZZ_SECONDS ?= 20
 FUZZ_CFLAGS  := -std=gnu11 -O1 -g -I. -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined
 FUZZERS      := build/fuzz/fuzz_http build/fuzz/fuzz_fingerprint build/fuzz/fuzz_conf \
                 build/fuzz/fuzz_path build/fuzz/fuzz_idemkey build/fuzz/fuzz_records \
-                build/fuzz/fuzz_jwt build/fuzz/fuzz_seal
+                build/fuzz/fuzz_jwt build/fuzz/fuzz_seal build/fuzz/fuzz_keysource
 CONF_SRC     := conf/conf.c conf/route.c proxy/path.c proxy/marker.c
 
 .PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc check-modules lint fuzz chaos
@@ -169,6 +169,13 @@ build/fuzz/fuzz_conf: tests/fuzz/fuzz_conf.c $(CONF_SRC) conf/conf.h
 build/fuzz/fuzz_path: tests/fuzz/fuzz_path.c proxy/path.c proxy/path.h
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_path.c proxy/path.c
+
+build/fuzz/fuzz_keysource: tests/fuzz/fuzz_keysource.c proxy/keysource.c proxy/keysource.h \
+		proxy/idemkey.c proxy/http.c proxy/path.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -I$(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql) \
+		-o $@ tests/fuzz/fuzz_keysource.c proxy/keysource.c proxy/idemkey.c proxy/http.c \
+		proxy/path.c -levent -lyajl
 
 build/fuzz/fuzz_idemkey: tests/fuzz/fuzz_idemkey.c proxy/idemkey.c proxy/idemkey.h
 	@mkdir -p $(dir $@)

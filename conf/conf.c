@@ -576,6 +576,20 @@ static int conf_set_problem_base(struct conf_parser *p, struct route *r, int arg
 	return conf_set_str(p, &p->conf->problem_base, argv[0]);
 }
 
+/* contract_url: an absolute http(s) URL that can stand in a Link header. */
+static int conf_set_contract_url(struct conf_parser *p, struct route *r, int argc, char **argv)
+{
+	const unsigned char *c = (const unsigned char *)argv[0];
+
+	if (strncmp(argv[0], "https://", 8) != 0 && strncmp(argv[0], "http://", 7) != 0)
+		return conf_error(p, "\"contract_url\" must be an http:// or https:// URL");
+	for (; *c; c++) {
+		if (*c <= 0x20 || *c >= 0x7f || *c == '"' || *c == '<' || *c == '>' || *c == '\\')
+			return conf_error(p, "invalid contract_url \"%s\"", argv[0]);
+	}
+	return conf_set_str(p, &p->conf->contract_url, argv[0]);
+}
+
 /* ---- routes ---- */
 
 /* Free everything R owns and zero it. */
@@ -600,6 +614,10 @@ static void conf_route_clear(struct route *r)
 	for (i = 0; i < r->nstore_headers; i++)
 		free(r->store_headers[i]);
 	free(r->store_headers);
+	free(r->key_from_name);
+	for (i = 0; i < r->nfp_headers; i++)
+		free(r->fp_headers[i]);
+	free(r->fp_headers);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -915,6 +933,50 @@ static int conf_set_store_headers(struct conf_parser *p, struct route *r, int ar
 	return 0;
 }
 
+/* key_from header NAME | json PATH | query NAME */
+static int conf_set_key_from(struct conf_parser *p, struct route *r, int argc, char **argv)
+{
+	const char *c;
+
+	if (strcmp(argv[0], "header") == 0) {
+		if (!conf_is_token(argv[1]))
+			return conf_error(p, "invalid header name \"%s\"", argv[1]);
+		r->key_from = KEY_FROM_HEADER;
+	} else if (strcmp(argv[0], "query") == 0) {
+		for (c = argv[1]; *c; c++)
+			if (*c <= 0x20 || *c >= 0x7f || *c == '&' || *c == '=' || *c == '#')
+				break;
+		if (!*argv[1] || *c)
+			return conf_error(p, "invalid query parameter name \"%s\"", argv[1]);
+		r->key_from = KEY_FROM_QUERY;
+	} else if (strcmp(argv[0], "json") == 0) {
+		if (!*argv[1] || argv[1][0] == '.' || argv[1][strlen(argv[1]) - 1] == '.' ||
+		    strstr(argv[1], ".."))
+			return conf_error(p, "invalid JSON path \"%s\" (names separated by \".\")",
+					  argv[1]);
+		r->key_from = KEY_FROM_JSON;
+	} else {
+		return conf_error(p, "\"key_from\" takes header NAME, json PATH or query NAME");
+	}
+	return conf_set_str(p, &r->key_from_name, argv[1]);
+}
+
+/* fingerprint_headers NAME...: request headers whose values join the fingerprint. */
+static int conf_set_fp_headers(struct conf_parser *p, struct route *r, int argc, char **argv)
+{
+	r->fp_headers = calloc(argc, sizeof(*r->fp_headers));
+	if (!r->fp_headers)
+		return conf_error(p, "out of memory");
+	for (int i = 0; i < argc; i++) {
+		if (!conf_is_token(argv[i]))
+			return conf_error(p, "invalid header name \"%s\"", argv[i]);
+		if (conf_set_str(p, &r->fp_headers[i], argv[i]))
+			return -1;
+		r->nfp_headers++;
+	}
+	return 0;
+}
+
 static int conf_set_in_progress(struct conf_parser *p, struct route *r, int argc, char **argv)
 {
 	if (strcmp(argv[0], "wait") == 0) {
@@ -1016,6 +1078,8 @@ static const struct conf_choice conf_key_modes[] = {
     {"required", KEY_REQUIRED}, {"optional", KEY_OPTIONAL}, {NULL, 0}};
 static const struct conf_choice conf_recovery_modes[] = {
     {"hold", RECOVERY_HOLD}, {"forward", RECOVERY_FORWARD}, {NULL, 0}};
+static const struct conf_choice conf_errors_modes[] = {
+    {"problem", ERRORS_PROBLEM}, {"stripe", ERRORS_STRIPE}, {NULL, 0}};
 static const struct conf_choice conf_match_cases[] = {
     {"insensitive", MATCH_CASE_INSENSITIVE}, {"sensitive", MATCH_CASE_SENSITIVE}, {NULL, 0}};
 
@@ -1079,6 +1143,10 @@ static const struct conf_directive conf_directives[] = {
     CONF_ROW("in_progress", CONF_BOTH, 1, 2, CT_CUSTOM, 0, conf_set_in_progress, "reject", 0),
     CONF_ENUM_ROW("recovery", CONF_BOTH, ROUTE(recovery), "hold", conf_recovery_modes, NULL),
     CONF_ENUM_ROW("match_case", CONF_BOTH, ROUTE(match_case), "insensitive", conf_match_cases, NULL),
+    CONF_ROW("key_from", CONF_BOTH, 2, 2, CT_CUSTOM, 0, conf_set_key_from, NULL, 0),
+    CONF_ROW("fingerprint_headers", CONF_BOTH, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_fp_headers, NULL, 0),
+    CONF_ENUM_ROW("errors", CONF_BOTH, ROUTE(errors), "problem", conf_errors_modes, NULL),
+    CONF_ROW("contract_url", CONF_TOP, 1, 1, CT_STRING, TOP(contract_url), conf_set_contract_url, NULL, 0),
 };
 /* clang-format on */
 
@@ -1388,6 +1456,23 @@ static int conf_route_inherit(struct conf_parser *p, struct route *dst, const st
 		dst->recovery = src->recovery;
 	if (!dst->match_case)
 		dst->match_case = src->match_case;
+	if (!dst->errors)
+		dst->errors = src->errors;
+	if (!dst->key_from && src->key_from) {
+		dst->key_from = src->key_from;
+		if (conf_set_str(p, &dst->key_from_name, src->key_from_name))
+			return -1;
+	}
+	if (!dst->nfp_headers && src->nfp_headers) {
+		dst->fp_headers = calloc(src->nfp_headers, sizeof(*dst->fp_headers));
+		if (!dst->fp_headers)
+			return conf_error(p, "out of memory");
+		for (; dst->nfp_headers < src->nfp_headers; dst->nfp_headers++) {
+			i = dst->nfp_headers;
+			if (conf_set_str(p, &dst->fp_headers[i], src->fp_headers[i]))
+				return -1;
+		}
+	}
 	return 0;
 }
 
@@ -1577,6 +1662,7 @@ void conf_free(struct conf *conf)
 	free(conf->admin.host);
 	free(conf->key_header);
 	free(conf->problem_base);
+	free(conf->contract_url);
 	for (i = 0; i < conf->nroutes; i++)
 		conf_route_clear(&conf->routes[i]);
 	free(conf->routes);

@@ -60,6 +60,21 @@ enum store_unavailable_mode {
 	STORE_FAIL_OPEN,
 };
 
+/* key_from: where a request's key comes from. */
+enum key_from {
+	KEY_FROM_UNSET = 0, /* the key_header header */
+	KEY_FROM_HEADER,
+	KEY_FROM_JSON,      /* a string or integer at a dot path in the JSON body */
+	KEY_FROM_QUERY,
+};
+
+/* errors: the dialect of error bodies. */
+enum errors_mode {
+	ERRORS_UNSET = 0,
+	ERRORS_PROBLEM,     /* RFC 9457 problem+json */
+	ERRORS_STRIPE,      /* {"error": {"type", "code", "message"}} */
+};
+
 enum in_progress_mode {
 	IN_PROGRESS_UNSET = 0,
 	IN_PROGRESS_REJECT,
@@ -132,6 +147,11 @@ struct route {
 	int64_t in_progress_wait_ms;   /* IN_PROGRESS_WAIT only */
 	enum recovery_mode recovery;
 	enum match_case match_case;
+	enum key_from key_from;
+	char *key_from_name;           /* KEY_FROM_HEADER/QUERY: the name; JSON: the path */
+	char **fp_headers;             /* fingerprint_headers, as written */
+	int nfp_headers;
+	enum errors_mode errors;
 };
 
 /* An address block of trusted_proxies: family AF_INET or AF_INET6, the first bits of addr. */
@@ -189,6 +209,7 @@ struct conf {
 
 	enum store_unavailable_mode store_unavailable;
 	char *problem_base;
+	char *contract_url;            /* NULL: no Link header on problems */
 
 	int max_connections;           /* client connections, all workers together */
 	struct conf_cidr *trusted_proxies; /* peers whose forwarding headers are kept */

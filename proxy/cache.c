@@ -28,6 +28,7 @@ struct cache_node {
 	struct cache_node *chain_next;
 	uint64_t hash;
 	int64_t expires_us;
+	int64_t record_expires_us;   /* when the record itself expires (ttl_us) */
 	size_t cost;
 	size_t actor_len, operation_len, key_len;
 	struct record entry;
@@ -284,6 +285,7 @@ const struct record *cache_get(struct cache *c, const struct scope *sc, int64_t 
 	cache_lru_unlink(c, n);
 	cache_lru_push_front(c, n);
 	c->hits++;
+	n->entry.expires_in_ms = (n->record_expires_us - now_us) / 1000;
 	return &n->entry;
 }
 
@@ -318,6 +320,7 @@ void cache_put(struct cache *c, const struct scope *sc, const struct record *e, 
 		return;
 	n->cost = cost;
 	n->expires_us = now_us > INT64_MAX - life ? INT64_MAX : now_us + life;
+	n->record_expires_us = now_us > INT64_MAX - ttl_us ? INT64_MAX : now_us + ttl_us;
 
 	while (c->bytes + cost > c->budget)
 		cache_drop(c, c->lru_tail);

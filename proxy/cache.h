@@ -23,7 +23,8 @@ struct cache;
  * headers, body and body_omitted. As an argument to cache_put() every
  * pointer is borrowed and copied (headers and body may be NULL when their
  * length is 0). As returned by cache_get() the record is owned by the
- * cache, its state is RECORD_COMPLETED, headers is never NULL and is
+ * cache, its state is RECORD_COMPLETED, expires_in_ms is the record's time
+ * left (the ttl_us it was put with, less the time since), headers is never NULL and is
  * NUL-terminated after headers_len bytes, body is never NULL; both stay
  * valid until the next cache_put(), cache_remove(), cache_get() or
  * cache_free() on the same cache. The other members are zero.

@@ -73,6 +73,7 @@
 #define FP_TAG_JSON 'J'
 #define FP_TAG_RAW  'R'
 #define FP_TAG_NONE 'N'
+#define FP_TAG_HEADERS 'H' /* fingerprint_with_headers: a fingerprint and header values */
 
 /* Outcomes of the internal steps; the public functions map them to 0/-1. */
 enum fp_status {
@@ -1348,5 +1349,29 @@ out:
 	EVP_MD_CTX_free(md);
 	fp_buf_free(&sel);
 	fp_doc_free(&d);
+	return rc;
+}
+
+int fingerprint_with_headers(unsigned char fp[FINGERPRINT_LEN], const struct fp_header *h, int n)
+{
+	static const char tag = FP_TAG_HEADERS;
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	int rc = -1;
+	uint32_t which;
+
+	if (!md)
+		return -1;
+	if (EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1 || EVP_DigestUpdate(md, &tag, 1) != 1 ||
+	    EVP_DigestUpdate(md, fp, FINGERPRINT_LEN) != 1)
+		goto out;
+	for (int i = 0; i < n; i++) {
+		which = (uint32_t)h[i].which;
+		if (EVP_DigestUpdate(md, &which, sizeof(which)) != 1 ||
+		    fp_digest_part(md, h[i].value, h[i].len) < 0)
+			goto out;
+	}
+	rc = EVP_DigestFinal_ex(md, fp, NULL) == 1 ? 0 : -1;
+out:
+	EVP_MD_CTX_free(md);
 	return rc;
 }

@@ -42,4 +42,19 @@ int fingerprint_request(const char *method, const char *path, size_t path_len,
 			unsigned char out[FINGERPRINT_LEN])
 	__attribute__((warn_unused_result));
 
+/* One request header value that joins the fingerprint: of the which-th name. */
+struct fp_header {
+	int which;
+	const char *value;
+	size_t len;
+};
+
+/*
+ * fingerprint_headers: fp becomes SHA-256 of itself and the n values (in
+ * the order given: each name's values as received), so a request that
+ * differs in one of them never shares a fingerprint. 0, or -1 (OpenSSL).
+ */
+int fingerprint_with_headers(unsigned char fp[FINGERPRINT_LEN], const struct fp_header *h, int n)
+	__attribute__((warn_unused_result));
+
 #endif

@@ -22,6 +22,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <strings.h>
 
 #include <event2/buffer.h>
@@ -32,6 +33,7 @@
 #define HTTP_MAX_CONTENT_LENGTH (INT64_C(1) << 62) /* also caps a decoded body */
 #define HTTP_MAX_CHUNK_DIGITS	15
 #define HTTP_MAX_EMPTY_LINES	8  /* CRLFs tolerated before a request-line */
+#define HTTP_DATE_MAX 40
 #define HTTP_SCAN_VECS		8  /* evbuffer chains looked at per peek */
 #define HTTP_VERSION_LEN	8  /* "HTTP/1.x" */
 #define HTTP_STATUS_LINE_MIN	12 /* "HTTP/1.x 200" */
@@ -1120,6 +1122,23 @@ const char *http_status_reason(int status)
 void http_add_str(struct evbuffer *out, const char *s)
 {
 	evbuffer_add(out, s, strlen(s));
+}
+
+void http_add_date_after(struct evbuffer *out, const char *name, int64_t ms_from_now)
+{
+	time_t t = time(NULL) + (time_t)((ms_from_now + 999) / 1000);
+	char date[HTTP_DATE_MAX];
+	struct tm tm;
+
+	/* RFC 9110 5.6.7, in English whatever the locale. */
+	static const char days[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+	static const char months[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+					   "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+
+	gmtime_r(&t, &tm);
+	snprintf(date, sizeof(date), "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday],
+		 tm.tm_mday, months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+	http_add_header(out, name, date);
 }
 
 void http_add_header(struct evbuffer *out, const char *name, const char *value)

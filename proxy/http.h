@@ -195,6 +195,8 @@ const char *http_status_reason(int status);
 void http_add_str(struct evbuffer *out, const char *s);
 /* "Name: value\r\n" */
 void http_add_header(struct evbuffer *out, const char *name, const char *value);
+/* "Name: IMF-fixdate\r\n" for the time ms_from_now milliseconds (rounded up) from now. */
+void http_add_date_after(struct evbuffer *out, const char *name, int64_t ms_from_now);
 /* "HTTP/1.1 STATUS REASON\r\n"; reason NULL or "" gives the standard phrase. */
 void http_add_status_line(struct evbuffer *out, int status, const char *reason);
 

@@ -11,34 +11,43 @@
 
 #include <yajl/yajl_gen.h>
 
+#define PROBLEM_NAME_MAX 64
+
+/* Stripe's error types (errors stripe): what kind of failure a kind is. */
+#define STRIPE_IDEMPOTENCY "idempotency_error"
+#define STRIPE_INVALID	   "invalid_request_error"
+#define STRIPE_API	   "api_error"
+
 struct problem_def {
 	const char *name;
 	const char *title;
 	int status;
+	int retry;	    /* X-Should-Retry: the same request may succeed later */
+	const char *stripe; /* the Stripe error type */
 };
 
 static const struct problem_def problem_table[] = {
-    [PROBLEM_BAD_REQUEST] = {"bad-request", "Request is malformed or ambiguous", 400},
-    [PROBLEM_KEY_MISSING] = {"idempotency-key-missing", "Idempotency-Key header is missing", 400},
-    [PROBLEM_KEY_INVALID] = {"idempotency-key-invalid", "Idempotency-Key header is invalid", 400},
-    [PROBLEM_ACTOR_MISSING] = {"actor-missing", "Request does not identify its actor", 401},
-    [PROBLEM_ACTOR_INVALID] = {"actor-invalid", "Request's actor is not valid", 401},
-    [PROBLEM_TOO_LARGE] = {"request-too-large", "Request body is too large", 413},
+    [PROBLEM_BAD_REQUEST] = {"bad-request", "Request is malformed or ambiguous", 400, 0, STRIPE_INVALID},
+    [PROBLEM_KEY_MISSING] = {"idempotency-key-missing", "Idempotency-Key header is missing", 400, 0, STRIPE_INVALID},
+    [PROBLEM_KEY_INVALID] = {"idempotency-key-invalid", "Idempotency-Key header is invalid", 400, 0, STRIPE_INVALID},
+    [PROBLEM_ACTOR_MISSING] = {"actor-missing", "Request does not identify its actor", 401, 0, STRIPE_INVALID},
+    [PROBLEM_ACTOR_INVALID] = {"actor-invalid", "Request's actor is not valid", 401, 0, STRIPE_INVALID},
+    [PROBLEM_TOO_LARGE] = {"request-too-large", "Request body is too large", 413, 0, STRIPE_INVALID},
     [PROBLEM_CONFLICT] = {"idempotency-conflict",
-			  "Idempotency-Key was already used with a different request", 422},
+			  "Idempotency-Key was already used with a different request", 422, 0, STRIPE_IDEMPOTENCY},
     [PROBLEM_IN_PROGRESS] = {"operation-in-progress",
-			     "A request with this Idempotency-Key is still in progress", 409},
+			     "A request with this Idempotency-Key is still in progress", 409, 1, STRIPE_IDEMPOTENCY},
     [PROBLEM_OUTCOME_UNKNOWN] = {"outcome-unknown", "Outcome of the original request is unknown",
-				 409},
-    [PROBLEM_STORE_UNAVAILABLE] = {"store-unavailable", "Idempotency store is unavailable", 503},
-    [PROBLEM_UPSTREAM_UNAVAILABLE] = {"upstream-unavailable", "Upstream is unavailable", 502},
+				 409, 0, STRIPE_IDEMPOTENCY},
+    [PROBLEM_STORE_UNAVAILABLE] = {"store-unavailable", "Idempotency store is unavailable", 503, 1, STRIPE_API},
+    [PROBLEM_UPSTREAM_UNAVAILABLE] = {"upstream-unavailable", "Upstream is unavailable", 502, 1, STRIPE_API},
     [PROBLEM_UPSTREAM_ERROR] = {"upstream-error", "Upstream failed after the request was sent",
-				502},
-    [PROBLEM_UPSTREAM_TIMEOUT] = {"upstream-timeout", "Upstream did not respond in time", 504},
-    [PROBLEM_REQUEST_TIMEOUT] = {"request-timeout", "Request was not received in time", 408},
-    [PROBLEM_HEADERS_TOO_LARGE] = {"headers-too-large", "Request headers are too large", 431},
-    [PROBLEM_URI_TOO_LONG] = {"uri-too-long", "Request target is too long", 414},
-    [PROBLEM_SHUTTING_DOWN] = {"shutting-down", "idemproxy is shutting down", 503},
+				502, 0, STRIPE_API},
+    [PROBLEM_UPSTREAM_TIMEOUT] = {"upstream-timeout", "Upstream did not respond in time", 504, 0, STRIPE_API},
+    [PROBLEM_REQUEST_TIMEOUT] = {"request-timeout", "Request was not received in time", 408, 0, STRIPE_INVALID},
+    [PROBLEM_HEADERS_TOO_LARGE] = {"headers-too-large", "Request headers are too large", 431, 0, STRIPE_INVALID},
+    [PROBLEM_URI_TOO_LONG] = {"uri-too-long", "Request target is too long", 414, 0, STRIPE_INVALID},
+    [PROBLEM_SHUTTING_DOWN] = {"shutting-down", "idemproxy is shutting down", 503, 0, STRIPE_API},
 };
 
 _Static_assert(sizeof(problem_table) / sizeof(problem_table[0]) == PROBLEM_KIND_COUNT,
@@ -60,10 +69,62 @@ int problem_default_status(enum problem_kind kind)
 	return problem_table[kind].status;
 }
 
+int problem_should_retry(enum problem_kind kind)
+{
+	return problem_table[kind].retry;
+}
+
 static int problem_gen_string(yajl_gen g, const char *s)
 {
 	return yajl_gen_string(g, (const unsigned char *)s, strlen(s)) == yajl_gen_status_ok ? 0
 											     : -1;
+}
+
+/* The generator's text as a malloc'd string, its length in *len; NULL when out of memory. */
+static char *problem_gen_take(yajl_gen g, size_t *len)
+{
+	const unsigned char *buf;
+	char *body;
+	size_t n;
+
+	if (yajl_gen_get_buf(g, &buf, &n) != yajl_gen_status_ok || !(body = malloc(n + 1)))
+		return NULL;
+	memcpy(body, buf, n);
+	body[n] = '\0';
+	*len = n;
+	return body;
+}
+
+char *problem_render_stripe(enum problem_kind kind, const char *detail, size_t *len)
+{
+	const struct problem_def *def = &problem_table[kind];
+	char code[PROBLEM_NAME_MAX], *message = NULL, *body = NULL;
+	yajl_gen g = yajl_gen_alloc(NULL);
+	size_t i;
+
+	if (!g)
+		return NULL;
+	/* Stripe's codes are snake_case: idempotency_key_in_use, say. */
+	for (i = 0; def->name[i] && i < sizeof(code) - 1; i++)
+		code[i] = def->name[i] == '-' ? '_' : def->name[i];
+	code[i] = '\0';
+	if (asprintf(&message, "%s%s%s", def->title, detail ? ": " : "", detail ? detail : "") < 0) {
+		message = NULL;
+		goto out;
+	}
+	if (!yajl_gen_config(g, yajl_gen_validate_utf8, 1) ||
+	    yajl_gen_map_open(g) != yajl_gen_status_ok || problem_gen_string(g, "error") < 0 ||
+	    yajl_gen_map_open(g) != yajl_gen_status_ok || problem_gen_string(g, "type") < 0 ||
+	    problem_gen_string(g, def->stripe) < 0 || problem_gen_string(g, "code") < 0 ||
+	    problem_gen_string(g, code) < 0 || problem_gen_string(g, "message") < 0 ||
+	    problem_gen_string(g, message) < 0 || yajl_gen_map_close(g) != yajl_gen_status_ok ||
+	    yajl_gen_map_close(g) != yajl_gen_status_ok)
+		goto out;
+	body = problem_gen_take(g, len);
+out:
+	free(message);
+	yajl_gen_free(g);
+	return body;
 }
 
 /*
@@ -75,10 +136,8 @@ char *problem_render(enum problem_kind kind, int status, const char *base, const
 		     size_t *len)
 {
 	const struct problem_def *def = &problem_table[kind];
-	const unsigned char *buf;
 	char *type = NULL, *body = NULL;
 	yajl_gen g;
-	size_t n;
 
 	g = yajl_gen_alloc(NULL);
 	if (!g)
@@ -95,16 +154,9 @@ char *problem_render(enum problem_kind kind, int status, const char *base, const
 		goto out;
 	if (detail && (problem_gen_string(g, "detail") < 0 || problem_gen_string(g, detail) < 0))
 		goto out;
-	if (yajl_gen_map_close(g) != yajl_gen_status_ok ||
-	    yajl_gen_get_buf(g, &buf, &n) != yajl_gen_status_ok)
+	if (yajl_gen_map_close(g) != yajl_gen_status_ok)
 		goto out;
-
-	body = malloc(n + 1);
-	if (!body)
-		goto out;
-	memcpy(body, buf, n);
-	body[n] = '\0';
-	*len = n;
+	body = problem_gen_take(g, len);
 out:
 	free(type);
 	yajl_gen_free(g);

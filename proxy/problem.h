@@ -30,6 +30,18 @@ const char *problem_name(enum problem_kind kind);
 const char *problem_title(enum problem_kind kind);
 int problem_default_status(enum problem_kind kind);
 
+/* 1 when the same request may succeed later (X-Should-Retry: true). */
+int problem_should_retry(enum problem_kind kind);
+
+/*
+ * The body under `errors stripe`: {"error": {"type", "code", "message"}},
+ * type idempotency_error, invalid_request_error or api_error, code the
+ * kind's name in snake_case, message its title and detail. As
+ * problem_render.
+ */
+char *problem_render_stripe(enum problem_kind kind, const char *detail, size_t *len)
+	__attribute__((warn_unused_result));
+
 /*
  * Render the problem+json body: {"type": base + name, "title", "status",
  * "detail"} (detail omitted when NULL). status overrides the default when

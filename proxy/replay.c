@@ -20,6 +20,7 @@ int replay_send(struct client_conn *c, const struct record *rec, int flags)
 	http_add_status_line(out, rec->status, NULL);
 	evbuffer_add(out, rec->headers, rec->headers_len);
 	http_add_lit(out, MARKER_REPLAYED ": true\r\n");
+	http_add_date_after(out, MARKER_KEY_EXPIRES, rec->expires_in_ms);
 	if (rec->body_omitted)
 		http_add_lit(out, MARKER_BODY_OMITTED ": true\r\n");
 	conn_respond_frame(c, body_len, flags | (no_body ? RESPOND_NO_LENGTH : 0));

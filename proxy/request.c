@@ -39,7 +39,9 @@
 #include "proxy/idemkey.h"
 #include "proxy/jwt.h"
 #include "proxy/log.h"
+#include "proxy/keysource.h"
 #include "proxy/outcome.h"
+#include "proxy/pace.h"
 #include "proxy/record.h"
 #include "proxy/relay.h"
 #include "proxy/replay.h"
@@ -106,6 +108,7 @@ struct request_ctx {
 	struct upstream_pool *pool;
 	struct cache *cache;
 	struct jwt_cache *jwt_cache;   /* verified tokens of actor jwt routes */
+	struct pace *pace;	       /* owner durations: Retry-After for duplicates */
 	struct stats *stats;
 	uint64_t next_id;
 	int past_deadline;	       /* shutdown_timeout passed: last writes only */
@@ -134,6 +137,8 @@ struct request {
 	int status;                 /* status sent to the client, for the log */
 	int64_t started_us;
 	int64_t upstream_us;        /* time spent waiting for the upstream */
+	int64_t retry_after_ms;     /* a problem's Retry-After; 0: the default */
+	int64_t key_expires_ms;     /* the owner's record was written: its time left */
 	int64_t store_us;           /* time spent waiting for the store */
 	int64_t store_sent_us;      /* when the pending store operation was sent */
 
@@ -191,7 +196,7 @@ int request_streams(const struct conf *conf, const struct http_msg *head)
 	if (http_method_is_safe(head->method))
 		return 1;
 	r = conf_find_route(conf, head->method, head->path, head->path_len, NULL);
-	return !r || (r->key == KEY_OPTIONAL && http_msg_header_count(head, conf->key_header) == 0);
+	return !r || (r->key == KEY_OPTIONAL && !keysource_maybe(conf, r, head));
 }
 
 void request_start(struct request_ctx *ctx, struct client_conn *c, struct http_msg *msg,
@@ -242,32 +247,57 @@ static enum actor_result request_actor(struct request *req, const char **why)
 	return actor_from_request(req->route, &ax, req->msg, &req->actor, why);
 }
 
+/* fingerprint_headers: the route's headers' values join the fingerprint. */
+static int request_fp_headers(struct request *req)
+{
+	const struct route *r = req->route;
+	const struct http_msg *m = req->msg;
+	struct fp_header h[HTTP_MAX_HEADERS];
+	int n = 0;
+
+	for (int w = 0; w < r->nfp_headers; w++) {
+		for (int i = 0; i < m->nheaders && n < HTTP_MAX_HEADERS; i++) {
+			if (strcasecmp(m->headers[i].name, r->fp_headers[w]) == 0)
+				h[n++] = (struct fp_header){w, m->headers[i].value,
+							    strlen(m->headers[i].value)};
+		}
+	}
+	return fingerprint_with_headers(req->fp, h, n);
+}
+
 /* A matched unsafe request: key, actor and fingerprint, then the record. */
 static void request_intercept(struct request *req)
 {
 	const struct route *r = req->route;
 	struct http_msg *m = req->msg;
 	const struct record *cached;
-	const char *value, *why = NULL;
+	const char *why = NULL;
 	char detail[128];
 	size_t len;
 
-	if (http_msg_header_count(m, req->conf->key_header) == 0) {
+	switch (keysource_get(req->conf, r, m, req->key, &req->key_len)) {
+	case KEYSOURCE_FOUND:
+		break;
+	case KEYSOURCE_ABSENT:
 		if (r->key == KEY_OPTIONAL) {
 			req->outcome = OUT_PASS;
 			request_forward(req, 0);
 			return;
 		}
-		request_reject(req, PROBLEM_KEY_MISSING, "this operation requires an Idempotency-Key");
+		snprintf(detail, sizeof(detail), "this operation requires an idempotency key (%s %s)",
+			 r->key_from == KEY_FROM_JSON ? "the JSON body's"
+			 : r->key_from == KEY_FROM_QUERY ? "the query parameter"
+							 : "the header",
+			 keysource_name(req->conf, r));
+		request_reject(req, PROBLEM_KEY_MISSING, detail);
 		return;
-	}
-	value = http_msg_header(m, req->conf->key_header);
-	if (http_msg_header_count(m, req->conf->key_header) > 1 ||
-	    idemkey_parse(value, strlen(value), req->key, &req->key_len) < 0) {
+	case KEYSOURCE_INVALID:
 		req->key_len = 0;
 		request_reject(req, PROBLEM_KEY_INVALID,
-			       "an Idempotency-Key is 1 to 255 visible ASCII characters");
+			       "an idempotency key is one value of 1 to 255 visible ASCII characters");
 		return;
+	case KEYSOURCE_NOMEM:
+		goto fail;
 	}
 	req->tag.key = req->key;
 	req->tag.key_len = req->key_len;
@@ -298,7 +328,8 @@ static void request_intercept(struct request *req)
 	len = evbuffer_get_length(m->body);
 	if (fingerprint_request(m->method, m->path, m->path_len, m->query, m->query_len,
 				len ? evbuffer_pullup(m->body, -1) : NULL, len, r->fingerprint,
-				r->fields, r->nfields, req->fp) < 0)
+				r->fields, r->nfields, req->fp) < 0 ||
+	    (r->nfp_headers && request_fp_headers(req) < 0))
 		goto fail;
 
 	req->scope.actor = req->actor;
@@ -443,6 +474,11 @@ static void request_existing(struct request *req, const struct record *rec, int 
 		return;
 	} else {
 		req->outcome = OUT_IN_PROGRESS;
+		/* When its owner should be done, from how long this route's
+		 * owners take and how long this one has run. */
+		req->retry_after_ms = pace_retry_ms(req->ctx->pace, req->route->stats_id,
+					      req->conf->lease_ms - rec->lease_remaining_ms,
+					      rec->lease_remaining_ms);
 		request_answer_problem(req, PROBLEM_IN_PROGRESS,
 				       "a request with this Idempotency-Key is still being processed");
 	}
@@ -750,7 +786,7 @@ static void request_record(struct request *req)
  * finish was sent, which is no later than the database's completed_at, so
  * the cache never outlives the record's retention.
  */
-static void request_cache_finished(struct request *req)
+static void request_cache_finished(struct request *req, int64_t ttl_ms)
 {
 	struct record rec = {
 		.state = RECORD_COMPLETED,
@@ -759,7 +795,6 @@ static void request_cache_finished(struct request *req)
 		.headers_len = req->stored_headers_len,
 		.body_omitted = req->body_omitted,
 	};
-	int64_t ttl_ms = req->route->retention_ms - (clock_now_us() - req->finish_sent_us) / 1000;
 
 	memcpy(rec.fingerprint, req->fp, FINGERPRINT_LEN);
 	if (!req->body_omitted) {
@@ -806,8 +841,12 @@ static void record_done_cb(void *arg, enum store_result res)
 	request_store_answered(req);
 	switch (res) {
 	case STORE_OK:
-		if (req->outcome == OUT_OWNER)
-			request_cache_finished(req);
+		if (req->outcome == OUT_OWNER) {
+			/* The record lives retention from its write. */
+			req->key_expires_ms = req->route->retention_ms -
+					      (clock_now_us() - req->finish_sent_us) / 1000;
+			request_cache_finished(req, req->key_expires_ms);
+		}
 		/* Local waiters need not wait for the notification's trip. */
 		if (request_write_flags(req)) {
 			scope_token(&req->scope, req->token);
@@ -850,7 +889,8 @@ static void request_reject(struct request *req, enum problem_kind kind, const ch
 static void request_answer_problem(struct request *req, enum problem_kind kind,
 				   const char *detail)
 {
-	req->status = respond_problem(req->conn, req->conf, kind, detail, respond_flags(req->msg));
+	req->status = respond_problem(req->conn, req->conf, req->route, kind, detail, req->retry_after_ms,
+				      respond_flags(req->msg));
 	req->conn = NULL;
 }
 
@@ -869,9 +909,10 @@ static void request_answer_upstream(struct request *req)
 		req->status = req->resp ? req->resp->status : 0;
 	} else if (req->resp && req->up_result == UPSTREAM_OK)
 		req->status = respond_relay(req->conn, req->resp, flags,
-					    req->outcome == OUT_UNENFORCED);
+					    req->outcome == OUT_UNENFORCED, req->key_expires_ms);
 	else
-		req->status = respond_upstream_failure(req->conn, req->conf, req->up_result, flags);
+		req->status = respond_upstream_failure(req->conn, req->conf, req->route, req->up_result,
+						       flags);
 	req->conn = NULL;
 }
 
@@ -941,6 +982,10 @@ static void request_account(struct request_ctx *ctx, const struct log_tag *tag, 
 
 static void request_done(struct request *req)
 {
+	int64_t duration_us = clock_now_us() - req->started_us;
+
+	if (req->outcome == OUT_OWNER)
+		pace_owner_done(req->ctx->pace, req->route->stats_id, duration_us / 1000);
 	request_set_state(req, REQ_DONE);
 	request_account(req->ctx, &req->tag, req->route ? req->route->stats_id : STATS_NO_ROUTE,
 			req->outcome,
@@ -949,7 +994,7 @@ static void request_done(struct request *req)
 			    .path = req->msg->target,
 			    .path_len = req->msg->raw_path_len,
 			    .status = req->status,
-			    .duration_us = clock_now_us() - req->started_us,
+			    .duration_us = duration_us,
 			    .upstream_us = req->upstream_us,
 			    .store_us = req->store_us,
 			});
@@ -971,12 +1016,12 @@ void request_refuse(struct request_ctx *ctx, struct client_conn *c, enum problem
 	int row;
 
 	/* The log line is written before the answer may free c (and head). */
-	a.status = respond_problem_status(conf_gens_conf(ctx->gens), kind);
+	a.status = respond_problem_status(conf_gens_conf(ctx->gens), NULL, kind);
 	row = stats_refusal(a.status);
 	if (row >= 0)
 		STATS_ADD(ctx->stats->refusals[row], 1);
 	request_account(ctx, &tag, STATS_NO_ROUTE, OUT_REJECTED, &a);
-	respond_problem(c, conf_gens_conf(ctx->gens), kind, detail, RESPOND_CLOSE);
+	respond_problem(c, conf_gens_conf(ctx->gens), NULL, kind, detail, 0, RESPOND_CLOSE);
 }
 
 void request_conn_gone(struct request *req)
@@ -1047,7 +1092,10 @@ struct request_ctx *request_ctx_new(struct event_base *base, struct conf_gens *g
 	ctx->stats = stats;
 	ctx->next_id = first_id;
 	ctx->jwt_cache = jwt_cache_new(REQUEST_JWT_CACHE);
-	if (!ctx->jwt_cache) {
+	ctx->pace = pace_new(STATS_ROUTES_MAX + 1);
+	if (!ctx->jwt_cache || !ctx->pace) {
+		jwt_cache_free(ctx->jwt_cache);
+		pace_free(ctx->pace);
 		free(ctx);
 		return NULL;
 	}
@@ -1070,6 +1118,7 @@ void request_ctx_free(struct request_ctx *ctx)
 		request_free(req);
 	}
 	jwt_cache_free(ctx->jwt_cache);
+	pace_free(ctx->pace);
 	free(ctx);
 }
 
@@ -1108,13 +1157,13 @@ void request_input(struct request *req, enum request_input what)
 	req->relay = NULL;
 	request_forwarded(req);
 	if (!req->streamed && req->conn)
-		req->status = respond_problem(req->conn, req->conf,
+		req->status = respond_problem(req->conn, req->conf, req->route,
 					      what == REQUEST_BODY_BAD ? PROBLEM_BAD_REQUEST
 								       : PROBLEM_REQUEST_TIMEOUT,
 					      what == REQUEST_BODY_BAD
 						      ? "the request body is malformed"
 						      : "the request body stalled for client_timeout",
-					      respond_flags(req->msg) | RESPOND_CLOSE);
+					      0, respond_flags(req->msg) | RESPOND_CLOSE);
 	req->conn = NULL;
 	request_done(req);
 }

@@ -13,7 +13,7 @@
 #include "proxy/http.h"
 #include "proxy/marker.h"
 
-#define RETRY_AFTER_S 1
+#define RETRY_AFTER_MS 1000 /* when nothing better is known */
 
 /* What a client is told when its request got no upstream response. */
 static const struct {
@@ -41,29 +41,64 @@ int respond_flags(const struct http_msg *msg)
 	return flags | (msg->version_minor == 0 ? RESPOND_KEEP_ALIVE : 0);
 }
 
-int respond_problem_status(const struct conf *conf, enum problem_kind kind)
+/* 1 when r renders its errors in Stripe's shape. */
+static int respond_stripe(const struct route *r)
 {
-	return kind == PROBLEM_CONFLICT ? conf->mismatch_status : problem_default_status(kind);
+	return r && r->errors == ERRORS_STRIPE;
 }
 
-int respond_problem(struct client_conn *c, const struct conf *conf, enum problem_kind kind,
-		    const char *detail, int flags)
+int respond_problem_status(const struct conf *conf, const struct route *r, enum problem_kind kind)
 {
-	int status = respond_problem_status(conf, kind);
+	/* Stripe answers a key reused with other parameters 400, and its SDK
+	 * raises StripeIdempotencyError only for that. */
+	if (kind == PROBLEM_CONFLICT)
+		return respond_stripe(r) ? 400 : conf->mismatch_status;
+	return problem_default_status(kind);
+}
+
+/*
+ * What a client should do next, in the headers its SDK reads: whether to
+ * retry (X-Should-Retry, and Stripe-Should-Retry for a Stripe SDK), when
+ * (Retry-After, Retry-After-Ms), and where the contract is.
+ */
+static void respond_problem_advice(struct evbuffer *out, const struct conf *conf,
+				   const struct route *r, enum problem_kind kind, int64_t retry_ms)
+{
+	const char *retry = problem_should_retry(kind) ? "true" : "false";
+
+	evbuffer_add_printf(out, "X-Should-Retry: %s\r\n", retry);
+	if (respond_stripe(r))
+		evbuffer_add_printf(out, "Stripe-Should-Retry: %s\r\n", retry);
+	if (problem_should_retry(kind) && kind != PROBLEM_UPSTREAM_UNAVAILABLE) {
+		if (retry_ms <= 0)
+			retry_ms = RETRY_AFTER_MS;
+		evbuffer_add_printf(out, "Retry-After: %lld\r\nRetry-After-Ms: %lld\r\n",
+				    (long long)((retry_ms + 999) / 1000), (long long)retry_ms);
+	}
+	if (conf->contract_url)
+		evbuffer_add_printf(out, "Link: <%s>; rel=\"describedby\"\r\n", conf->contract_url);
+}
+
+int respond_problem(struct client_conn *c, const struct conf *conf, const struct route *r,
+		    enum problem_kind kind, const char *detail, int64_t retry_ms, int flags)
+{
+	int status = respond_problem_status(conf, r, kind);
 	struct evbuffer *out;
 	size_t len = 0;
 	char *json;
 
 	if (!c)
 		return status;
-	json = problem_render(kind, status, conf->problem_base, detail, &len);
+	json = respond_stripe(r) ? problem_render_stripe(kind, detail, &len)
+				 : problem_render(kind, status, conf->problem_base, detail, &len);
 	out = conn_respond_start(c);
 	http_add_status_line(out, status, NULL);
-	http_add_lit(out, "Content-Type: application/problem+json\r\n"
-			  "Cache-Control: no-store\r\n");
-	if (kind == PROBLEM_IN_PROGRESS || kind == PROBLEM_STORE_UNAVAILABLE ||
-	    kind == PROBLEM_SHUTTING_DOWN)
-		evbuffer_add_printf(out, "Retry-After: %d\r\n", RETRY_AFTER_S);
+	if (respond_stripe(r))
+		http_add_lit(out, "Content-Type: application/json\r\n");
+	else
+		http_add_lit(out, "Content-Type: application/problem+json\r\n");
+	http_add_lit(out, "Cache-Control: no-store\r\n");
+	respond_problem_advice(out, conf, r, kind, retry_ms);
 	/* A 401 names its scheme (RFC 9110 11.6.1; RFC 6750 3.1 for the error). */
 	if (kind == PROBLEM_ACTOR_MISSING)
 		http_add_lit(out, "WWW-Authenticate: Bearer\r\n");
@@ -84,10 +119,10 @@ int respond_upstream_status(enum upstream_result res)
 }
 
 int respond_upstream_failure(struct client_conn *c, const struct conf *conf,
-			     enum upstream_result res, int flags)
+			     const struct route *r, enum upstream_result res, int flags)
 {
-	return respond_problem(c, conf, respond_upstream_problems[res].kind,
-			       respond_upstream_problems[res].detail, flags);
+	return respond_problem(c, conf, r, respond_upstream_problems[res].kind,
+			       respond_upstream_problems[res].detail, 0, flags);
 }
 
 /*
@@ -133,7 +168,8 @@ void respond_interim(struct client_conn *c, const struct http_msg *m)
 	conn_stream_flush(c);
 }
 
-int respond_relay(struct client_conn *c, const struct http_msg *resp, int flags, int unenforced)
+int respond_relay(struct client_conn *c, const struct http_msg *resp, int flags, int unenforced,
+		  int64_t key_expires_ms)
 {
 	int no_body = (flags & RESPOND_HEAD) || http_status_bodiless(resp->status);
 	struct evbuffer *out;
@@ -141,6 +177,8 @@ int respond_relay(struct client_conn *c, const struct http_msg *resp, int flags,
 	if (!c)
 		return resp->status;
 	out = respond_relay_start(c, resp, no_body, unenforced);
+	if (key_expires_ms > 0)
+		http_add_date_after(out, MARKER_KEY_EXPIRES, key_expires_ms);
 	if (no_body) {
 		conn_respond_frame(c, 0, flags | RESPOND_NO_LENGTH);
 	} else {

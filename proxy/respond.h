@@ -7,39 +7,47 @@
 #ifndef IDEMPROXY_RESPOND_H
 #define IDEMPROXY_RESPOND_H
 
+#include <stdint.h>
+
 #include "proxy/problem.h"
 #include "proxy/upstream.h"
 
 struct client_conn;
 struct conf;
+struct route;
 struct http_msg;
 
 /* The respond_flags for answering the request msg: HEAD, keep-alive or close. */
 int respond_flags(const struct http_msg *msg);
 
 /*
- * A problem+json response of kind: conf's problem_base and, for a
- * conflict, its mismatch_status; detail may be NULL.
+ * A problem response of kind: problem+json under conf's problem_base, or
+ * Stripe's shape when route r says `errors stripe` (r NULL: no route). A
+ * conflict answers mismatch_status (400 under stripe). Every problem says
+ * X-Should-Retry, and Link to contract_url when set; those that may be
+ * retried say Retry-After and Retry-After-Ms: retry_ms, or 1 s when it is
+ * 0. detail may be NULL.
  */
-int respond_problem(struct client_conn *c, const struct conf *conf, enum problem_kind kind,
-		    const char *detail, int flags);
+int respond_problem(struct client_conn *c, const struct conf *conf, const struct route *r,
+		    enum problem_kind kind, const char *detail, int64_t retry_ms, int flags);
 
-/* The status respond_problem answers kind with under conf. */
-int respond_problem_status(const struct conf *conf, enum problem_kind kind);
+/* The status respond_problem answers kind with. */
+int respond_problem_status(const struct conf *conf, const struct route *r, enum problem_kind kind);
 
 /* The problem that says what became of a request the upstream did not answer (res != UPSTREAM_OK). */
 /* The status respond_upstream_failure answers res with. */
 int respond_upstream_status(enum upstream_result res);
 int respond_upstream_failure(struct client_conn *c, const struct conf *conf,
-			     enum upstream_result res, int flags);
-
+			     const struct route *r, enum upstream_result res, int flags);
 /*
  * The upstream's response resp, minus hop-by-hop headers and with our own
- * framing; unenforced adds Idempotency-Enforced: false. The body goes by
- * reference: resp must stay unchanged until the connection wrote it
- * (the record may still need the bytes).
+ * framing; unenforced adds Idempotency-Enforced: false, key_expires_ms > 0
+ * Idempotency-Key-Expires (the owner's record was written and lives that
+ * long). The body goes by reference: resp must stay unchanged until the
+ * connection wrote it (the record may still need the bytes).
  */
-int respond_relay(struct client_conn *c, const struct http_msg *resp, int flags, int unenforced);
+int respond_relay(struct client_conn *c, const struct http_msg *resp, int flags, int unenforced,
+		  int64_t key_expires_ms);
 
 /* An interim (1xx) response m, written at once, before the final one. */
 void respond_interim(struct client_conn *c, const struct http_msg *m);

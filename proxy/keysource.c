@@ -11,20 +11,10 @@
 #include "conf/conf.h"
 #include "proxy/http.h"
 #include "proxy/idemkey.h"
+#include "proxy/path.h"
 
 #define KEYSOURCE_PATH_MAX 16 /* dot-separated names in a json PATH */
 #define KEYSOURCE_RAW_MAX  (IDEMKEY_MAX * 3 + 3) /* a key, every byte %-encoded or quoted */
-
-static int keysource_hex(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 /* Percent-decode (and '+' as a blank) s (len bytes) into out; its length or -2. */
 static int keysource_unescape(const char *s, size_t len, char *out, size_t outlen)
@@ -33,12 +23,13 @@ static int keysource_unescape(const char *s, size_t len, char *out, size_t outle
 
 	for (size_t i = 0; i < len; i++) {
 		char c = s[i];
+		int hi, lo;
 
 		if (c == '%') {
-			if (i + 2 >= len ||
-			    keysource_hex(s[i + 1]) < 0 || keysource_hex(s[i + 2]) < 0)
+			if (i + 2 >= len || (hi = path_hex((unsigned char)s[i + 1])) < 0 ||
+			    (lo = path_hex((unsigned char)s[i + 2])) < 0)
 				return -2;
-			c = (char)(keysource_hex(s[i + 1]) * 16 + keysource_hex(s[i + 2]));
+			c = (char)(hi * 16 + lo);
 			i += 2;
 		} else if (c == '+') {
 			c = ' ';

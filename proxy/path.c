@@ -12,7 +12,7 @@
  */
 #include "proxy/path.h"
 
-static int path_hex(unsigned char c)
+int path_hex(unsigned char c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';

@@ -17,4 +17,7 @@
  */
 int path_normalise(char *path, size_t *len, const char **why);
 
+/* The value of the hex digit c, or -1. */
+int path_hex(unsigned char c);
+
 #endif

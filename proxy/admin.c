@@ -7,6 +7,8 @@
  *   GET  /readyz                  200 while this instance should get traffic, else
  *                                 503 with a one-line reason (admin_ready)
  *   GET  /metrics                 Prometheus text (stats.c)
+ *   GET  /contract                the idempotency contract, Markdown (contract.c)
+ *   GET  /contract/openapi.json   the same as an OpenAPI 3.1 document
  *   GET  /records[?limit=N]       records that need an operator
  *   GET  /records/scope?actor=A&operation=O&key=K
  *   POST /records/release?actor=A&operation=O&key=K
@@ -20,7 +22,8 @@
  * "Authorization: Bearer TOKEN"; without it only loopback peers that name
  * a loopback Host are served (a DNS-rebinding page names its own). A POST
  * with an Origin (a web page's) is always refused. Health, readiness and
- * metrics stay open for probes and scrapers.
+ * metrics stay open for probes and scrapers, and the contract for the
+ * clients it is published to.
  *
  * HEAD is answered like GET, without the body; a known path asked with
  * another method gets 405 with Allow.
@@ -41,6 +44,7 @@
 #include "conf/conf.h"
 #include "proxy/admin.h"
 #include "proxy/clock.h"
+#include "proxy/contract.h"
 #include "proxy/evfree.h"
 #include "proxy/log.h"
 #include "proxy/migrate.h"
@@ -395,6 +399,31 @@ static void admin_healthz(struct admin *a, struct evhttp_request *req)
 	admin_reply(req, 200, "text/plain", "ok\n", 3);
 }
 
+/* The contract of the running configuration: a reload changes it. */
+static void admin_contract_send(struct admin *a, struct evhttp_request *req,
+				enum contract_format fmt)
+{
+	size_t len = 0;
+	char *text = contract_render(a->conf, fmt, &len);
+
+	if (!text) {
+		admin_error(req, 500, "cannot render the contract");
+		return;
+	}
+	admin_reply(req, 200, contract_media_type(fmt), text, len);
+	free(text);
+}
+
+static void admin_contract(struct admin *a, struct evhttp_request *req)
+{
+	admin_contract_send(a, req, CONTRACT_MARKDOWN);
+}
+
+static void admin_contract_openapi(struct admin *a, struct evhttp_request *req)
+{
+	admin_contract_send(a, req, CONTRACT_OPENAPI);
+}
+
 static void admin_list(struct admin *a, struct evhttp_request *req)
 {
 	admin_records(a, req, RECORDS_LIST);
@@ -424,6 +453,8 @@ static const struct admin_path {
 	{"/healthz", 0, admin_healthz},
 	{"/readyz", 0, admin_ready},
 	{"/metrics", 0, admin_metrics},
+	{"/contract", 0, admin_contract},
+	{"/contract/openapi.json", 0, admin_contract_openapi},
 	{"/records", 0, admin_list},
 	{"/records/scope", 0, admin_show},
 	{"/records/release", 1, admin_release},

@@ -1,5 +1,5 @@
 /*
- * The admin listener (admin.c): health, readiness, metrics and the records
+ * The admin listener (admin.c): health, readiness, metrics, the contract and the records
  * API, served from the main thread's loop.
  */
 #ifndef IDEMPROXY_ADMIN_H

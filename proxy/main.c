@@ -5,6 +5,8 @@
  *   idemproxy -t -c FILE         check the configuration
  *   idemproxy migrate -c FILE    apply pending schema migrations
  *   idemproxy migrate status -c FILE   list them; exit 1 when one is pending
+ *   idemproxy describe -c FILE [--format markdown|openapi]
+ *                                print every route's idempotency contract
  *   idemproxy records ...        inspect, release or resolve stuck records
  *   idemproxy --version
  */
@@ -23,6 +25,7 @@
 #include "conf/conf.h"
 #include "proxy/admin.h"
 #include "proxy/conf_gen.h"
+#include "proxy/contract.h"
 #include "proxy/evfree.h"
 #include "proxy/log.h"
 #include "proxy/migrate.h"
@@ -49,6 +52,8 @@ static void usage(FILE *f)
 		   "       idemproxy migrate [-c FILE]  apply pending migrations and exit\n"
 		   "       idemproxy migrate status [-c FILE]\n"
 		   "                                    list migrations; exit 1 when one is pending\n"
+		   "       idemproxy describe [-c FILE] [--format markdown|openapi]\n"
+		   "                                    print every route's idempotency contract\n"
 		   "       idemproxy records --help     inspect, release or resolve stuck records\n"
 		   "       idemproxy --version\n");
 }
@@ -327,6 +332,26 @@ static int run(struct conf *conf, struct secrets *secrets)
 	return rc;
 }
 
+/* describe: the contract of every route, on stdout. The exit status. */
+static int describe(const struct conf *conf, enum contract_format fmt)
+{
+	size_t len = 0;
+	char *text = contract_render(conf, fmt, &len);
+	int rc = 0;
+
+	if (!text) {
+		fprintf(stderr, "idemproxy: describe: cannot render the contract (out of memory, or "
+				"a configured string is not UTF-8)\n");
+		return 1;
+	}
+	if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0) {
+		fprintf(stderr, "idemproxy: describe: cannot write: %s\n", strerror(errno));
+		rc = 1;
+	}
+	free(text);
+	return rc;
+}
+
 /* -t: the file loads; a file without a route intercepts nothing, which is worth a word. */
 static int check_only(const char *file, const struct conf *conf)
 {
@@ -337,18 +362,86 @@ static int check_only(const char *file, const struct conf *conf)
 	return 0;
 }
 
-int main(int argc, char **argv)
+/* What the command line asks for. */
+struct options {
+	const char *file;
+	const char *format; /* describe --format as given, NULL: not given */
+	enum contract_format fmt;
+	int test_only, migrate, status, describe;
+};
+
+/* A subcommand word at argv[1]: 1 (and argv shifted past it) or 0. */
+static int take_word(int *argc, char ***argv, const char *word)
+{
+	if (*argc < 2 || strcmp((*argv)[1], word) != 0)
+		return 0;
+	(*argv)++;
+	(*argc)--;
+	return 1;
+}
+
+/* The subcommand and options of argv into *o: 0, or 2 after saying what is wrong. */
+static int parse_options(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
 		{"config", required_argument, NULL, 'c'},
 		{"test", no_argument, NULL, 't'},
+		{"format", required_argument, NULL, 'f'}, /* describe only */
 		{NULL, 0, NULL, 0},
 	};
-	const char *file = DEFAULT_CONF;
-	int test_only = 0, migrate = 0, status = 0, opt, rc = 1;
+	int opt;
+
+	o->describe = take_word(&argc, &argv, "describe");
+	o->migrate = !o->describe && take_word(&argc, &argv, "migrate");
+	o->status = o->migrate && take_word(&argc, &argv, "status");
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "c:t", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			o->file = optarg;
+			break;
+		case 't':
+			o->test_only = 1;
+			break;
+		case 'f':
+			o->format = optarg;
+			break;
+		default:
+			if (optopt == 'c')
+				fprintf(stderr, "idemproxy: option -c needs a file name\n");
+			else if (optopt == 'f' && !strncmp(argv[optind - 1], "--format", 8))
+				fprintf(stderr, "idemproxy: option --format needs " CONTRACT_FORMATS "\n");
+			else if (optopt)
+				fprintf(stderr, "idemproxy: unknown option -%c\n", optopt);
+			else
+				fprintf(stderr, "idemproxy: unknown option %s\n", argv[optind - 1]);
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (o->format && !o->describe) {
+		fprintf(stderr, "idemproxy: --format is for describe only\n");
+		return 2;
+	}
+	if (optind != argc || (o->describe && o->test_only)) {
+		usage(stderr);
+		return 2;
+	}
+	if (o->format && contract_format_parse(o->format, &o->fmt) < 0) {
+		fprintf(stderr, "idemproxy: unknown format \"%s\" (" CONTRACT_FORMATS ")\n",
+			o->format);
+		return 2;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct options o = {.file = DEFAULT_CONF, .fmt = CONTRACT_MARKDOWN};
 	struct conf *conf = NULL;
 	struct secrets *secrets = NULL;
 	char err[CONF_ERR_MAX];
+	int rc;
 
 	if (argc > 1 && !strcmp(argv[1], "--version")) {
 		printf("idemproxy %s\n", IDEMPROXY_VERSION);
@@ -360,49 +453,20 @@ int main(int argc, char **argv)
 	}
 	if (argc > 1 && !strcmp(argv[1], "records"))
 		return records_main(argc - 1, argv + 1);
-	if (argc > 1 && !strcmp(argv[1], "migrate")) {
-		migrate = 1;
-		argv++;
-		argc--;
-		if (argc > 1 && !strcmp(argv[1], "status")) {
-			status = 1;
-			argv++;
-			argc--;
-		}
-	}
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "c:t", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'c':
-			file = optarg;
-			break;
-		case 't':
-			test_only = 1;
-			break;
-		default:
-			if (optopt == 'c')
-				fprintf(stderr, "idemproxy: option -c needs a file name\n");
-			else if (optopt)
-				fprintf(stderr, "idemproxy: unknown option -%c\n", optopt);
-			else
-				fprintf(stderr, "idemproxy: unknown option %s\n", argv[optind - 1]);
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (optind != argc) {
-		usage(stderr);
-		return 2;
-	}
-	if (load(file, &conf, &secrets, err, sizeof(err)) < 0) {
+	rc = parse_options(argc, argv, &o);
+	if (rc)
+		return rc;
+	if (load(o.file, &conf, &secrets, err, sizeof(err)) < 0) {
 		fprintf(stderr, "%s\n", err);
 		return 1;
 	}
-	if (test_only) {
-		rc = check_only(file, conf);
-	} else if (migrate) {
-		rc = status ? migrate_status(conf->database, err, sizeof(err))
-			    : migrate_apply(conf->database, err, sizeof(err));
+	if (o.test_only) {
+		rc = check_only(o.file, conf);
+	} else if (o.describe) {
+		rc = describe(conf, o.fmt);
+	} else if (o.migrate) {
+		rc = o.status ? migrate_status(conf->database, err, sizeof(err))
+			      : migrate_apply(conf->database, err, sizeof(err));
 		if (rc < 0)
 			fprintf(stderr, "migrate: %s\n", err);
 		rc = rc != 0;

@@ -74,6 +74,23 @@ int problem_should_retry(enum problem_kind kind)
 	return problem_table[kind].retry;
 }
 
+const char *problem_stripe_type(enum problem_kind kind)
+{
+	return problem_table[kind].stripe;
+}
+
+void problem_stripe_code(enum problem_kind kind, char *out, size_t n)
+{
+	const char *name = problem_table[kind].name;
+	size_t i;
+
+	/* Stripe's codes are snake_case: idempotency_key_in_use, say. */
+	for (i = 0; name[i] && i + 1 < n; i++)
+		out[i] = name[i] == '-' ? '_' : name[i];
+	if (n)
+		out[i] = '\0';
+}
+
 static int problem_gen_string(yajl_gen g, const char *s)
 {
 	return yajl_gen_string(g, (const unsigned char *)s, strlen(s)) == yajl_gen_status_ok ? 0
@@ -100,14 +117,10 @@ char *problem_render_stripe(enum problem_kind kind, const char *detail, size_t *
 	const struct problem_def *def = &problem_table[kind];
 	char code[PROBLEM_NAME_MAX], *message = NULL, *body = NULL;
 	yajl_gen g = yajl_gen_alloc(NULL);
-	size_t i;
 
 	if (!g)
 		return NULL;
-	/* Stripe's codes are snake_case: idempotency_key_in_use, say. */
-	for (i = 0; def->name[i] && i < sizeof(code) - 1; i++)
-		code[i] = def->name[i] == '-' ? '_' : def->name[i];
-	code[i] = '\0';
+	problem_stripe_code(kind, code, sizeof(code));
 	if (asprintf(&message, "%s%s%s", def->title, detail ? ": " : "", detail ? detail : "") < 0) {
 		message = NULL;
 		goto out;

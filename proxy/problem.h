@@ -33,6 +33,11 @@ int problem_default_status(enum problem_kind kind);
 /* 1 when the same request may succeed later (X-Should-Retry: true). */
 int problem_should_retry(enum problem_kind kind);
 
+/* Under `errors stripe`: the kind's Stripe error type, and its code (the
+ * name in snake_case) into out (n bytes, NUL-terminated). */
+const char *problem_stripe_type(enum problem_kind kind);
+void problem_stripe_code(enum problem_kind kind, char *out, size_t n);
+
 /*
  * The body under `errors stripe`: {"error": {"type", "code", "message"}},
  * type idempotency_error, invalid_request_error or api_error, code the

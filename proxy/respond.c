@@ -56,6 +56,12 @@ int respond_problem_status(const struct conf *conf, const struct route *r, enum 
 	return problem_default_status(kind);
 }
 
+int respond_problem_retry_after(enum problem_kind kind)
+{
+	/* An unreachable upstream gives nothing to estimate from. */
+	return problem_should_retry(kind) && kind != PROBLEM_UPSTREAM_UNAVAILABLE;
+}
+
 /*
  * What a client should do next, in the headers its SDK reads: whether to
  * retry (X-Should-Retry, and Stripe-Should-Retry for a Stripe SDK), when
@@ -69,7 +75,7 @@ static void respond_problem_advice(struct evbuffer *out, const struct conf *conf
 	evbuffer_add_printf(out, "X-Should-Retry: %s\r\n", retry);
 	if (respond_stripe(r))
 		evbuffer_add_printf(out, "Stripe-Should-Retry: %s\r\n", retry);
-	if (problem_should_retry(kind) && kind != PROBLEM_UPSTREAM_UNAVAILABLE) {
+	if (respond_problem_retry_after(kind)) {
 		if (retry_ms <= 0)
 			retry_ms = RETRY_AFTER_MS;
 		evbuffer_add_printf(out, "Retry-After: %lld\r\nRetry-After-Ms: %lld\r\n",

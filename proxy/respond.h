@@ -31,6 +31,9 @@ int respond_flags(const struct http_msg *msg);
 int respond_problem(struct client_conn *c, const struct conf *conf, const struct route *r,
 		    enum problem_kind kind, const char *detail, int64_t retry_ms, int flags);
 
+/* 1 when respond_problem's answer of kind says Retry-After and Retry-After-Ms. */
+int respond_problem_retry_after(enum problem_kind kind);
+
 /* The status respond_problem answers kind with. */
 int respond_problem_status(const struct conf *conf, const struct route *r, enum problem_kind kind);
 

@@ -1,0 +1,529 @@
+"""The published idempotency contract (DESIGN section 10): `idemproxy
+describe` as Markdown and as an OpenAPI 3.1 document, checked against the
+structure the OpenAPI 3.1 specification prescribes, never showing a
+conninfo, a password or a file path; and the admin listener's /contract and
+/contract/openapi.json, the same bytes as `describe`, open without the
+admin token, HEAD without a body, following a SIGHUP reload."""
+import base64
+import json
+import os
+import re
+import signal
+import subprocess
+
+import pytest
+
+import helpers
+import jwtkit
+from test_admin import admin, admin_proxy
+from test_reload import rewrite, wait_for_log
+
+PASSWORD = "pw-Never-Shown-4711"
+ISSUER = "https://id.example"
+CONTRACT_URL = "https://api.example.com/idempotency-contract"
+MARKDOWN_TYPE = "text/markdown; charset=utf-8"
+OPENAPI_TYPE = "application/json"
+# A key the OpenAPI pattern must take and ones it must refuse (idemkey.c).
+GOOD_KEYS = ["abc", "k" * 255, '"abc"', '"a\\"b\\\\c"', '"' + "q" * 255 + '"', "a\\b", "{}!~"]
+BAD_KEYS = ["", "k" * 256, "a b", 'a"b', '""', '"a\\x"', '"' + "q" * 256 + '"', "caf\u00e9",
+            "tab\there"]
+
+ROUTES = """
+route shop.course {
+    match        POST /api/c/courses
+    fingerprint  json title:trim topic lessons:int
+}
+route shop.pay {
+    match        POST /api/c/orders/{id}/payments
+    match        PATCH /api/c/orders/{id}/payments
+    actor        jwt %(keys)s issuer=%(issuer)s claim=sub
+    errors       stripe
+    fingerprint_headers Stripe-Version X-Api-Version
+    in_progress  wait 2s
+    recovery     forward
+    retention    1h
+}
+route shop.hook {
+    match        POST /api/c/hooks/*
+    key_from     json event.id
+    actor        anonymous
+    key          optional
+}
+route shop.lookup {
+    match        PUT /api/c/things/{name}/items
+    key_from     query idem
+    actor        authorization
+    fingerprint  none
+    release_on   4xx
+    unknown_on   500 502 504
+}
+"""
+
+# ---- the OpenAPI 3.1 structure ----
+
+METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+PATH_ITEM_FIELDS = {"$ref", "summary", "description", "servers", "parameters"} | METHODS
+PARAM_IN = {"query", "header", "path", "cookie"}
+STATUS_KEY = re.compile(r"^(default|[1-5](?:[0-9]{2}|XX))$")
+COMPONENT_NAME = re.compile(r"^[a-zA-Z0-9.\-_]+$")
+COMPONENT_KINDS = {"schemas", "responses", "parameters", "examples", "requestBodies",
+                   "headers", "securitySchemes", "links", "callbacks", "pathItems"}
+
+
+def pointer(doc, ref):
+    """The value the local reference ref ("#/a/b") names in doc (KeyError if none)."""
+    assert ref.startswith("#/"), "not a local reference: %r" % ref
+    v = doc
+    for part in ref[2:].split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        v = v[int(part)] if isinstance(v, list) else v[part]
+    return v
+
+
+def walk_refs(v, where="#"):
+    """Every ($ref, where) under v."""
+    if isinstance(v, dict):
+        for k, sub in v.items():
+            if k == "$ref" and isinstance(sub, str):
+                yield sub, where
+            else:
+                yield from walk_refs(sub, where + "/" + k)
+    elif isinstance(v, list):
+        for i, sub in enumerate(v):
+            yield from walk_refs(sub, "%s/%d" % (where, i))
+
+
+def deref(doc, v):
+    return pointer(doc, v["$ref"]) if isinstance(v, dict) and "$ref" in v else v
+
+
+def check_parameter(doc, p, where):
+    p = deref(doc, p)
+    assert isinstance(p.get("name"), str) and p["name"], where
+    assert p.get("in") in PARAM_IN, (where, p.get("in"))
+    assert ("schema" in p) != ("content" in p), "%s: schema or content, one of them" % where
+    if p["in"] == "path":
+        assert p.get("required") is True, "%s: a path parameter must be required" % where
+    return p
+
+
+def check_parameters(doc, params, where):
+    """The parameters' (name, in) pairs, each checked and unique."""
+    assert isinstance(params, list), where
+    seen = set()
+    for i, p in enumerate(params):
+        p = check_parameter(doc, p, "%s/%d" % (where, i))
+        pair = (p["name"].lower() if p["in"] == "header" else p["name"], p["in"])
+        assert pair not in seen, "%s: parameter %r twice" % (where, pair)
+        seen.add(pair)
+    return {(deref(doc, p)["name"], deref(doc, p)["in"]) for p in params}
+
+
+def check_responses(doc, responses, where):
+    assert isinstance(responses, dict) and responses, "%s: no responses" % where
+    for code, r in responses.items():
+        assert STATUS_KEY.match(code), "%s: response key %r" % (where, code)
+        r = deref(doc, r)
+        assert isinstance(r.get("description"), str), "%s/%s: no description" % (where, code)
+        for name, h in (r.get("headers") or {}).items():
+            h = deref(doc, h)
+            assert "name" not in h and "in" not in h, (where, name)
+            assert "schema" in h or "content" in h, (where, name)
+
+
+def check_operation(doc, op, path, path_params, op_ids, where):
+    ids = op.get("operationId")
+    assert isinstance(ids, str) and ids, "%s: no operationId" % where
+    assert ids not in op_ids, "%s: operationId %r twice" % (where, ids)
+    op_ids.add(ids)
+    params = path_params | check_parameters(doc, op.get("parameters", []), where + "/parameters")
+    templated = set(re.findall(r"\{([^{}/]+)\}", path))
+    declared = {name for name, i in params if i == "path"}
+    assert templated == declared, "%s: template %s, path parameters %s" % (
+        where, sorted(templated), sorted(declared))
+    for req in op.get("security", []):
+        for name in req:
+            assert name in doc["components"]["securitySchemes"], (where, name)
+    if "requestBody" in op:
+        assert isinstance(deref(doc, op["requestBody"]).get("content"), dict), where
+    check_responses(doc, op.get("responses"), where + "/responses")
+
+
+def validate_openapi(doc):
+    """Fails unless doc has the structure of an OpenAPI 3.1 document."""
+    assert isinstance(doc.get("openapi"), str) and doc["openapi"].startswith("3.1."), doc.get("openapi")
+    info = doc.get("info")
+    assert isinstance(info, dict) and isinstance(info.get("title"), str) and \
+        isinstance(info.get("version"), str), info
+    assert isinstance(doc.get("paths"), dict), "no paths"
+    op_ids = set()
+    hierarchies = set()
+    for path, item in doc["paths"].items():
+        assert path.startswith("/"), path
+        shape = re.sub(r"\{[^{}/]+\}", "{}", path)
+        assert shape not in hierarchies, "two templates of the same hierarchy: %s" % path
+        hierarchies.add(shape)
+        where = "#/paths/" + path.replace("~", "~0").replace("/", "~1")
+        path_params = check_parameters(doc, item.get("parameters", []), where + "/parameters")
+        for field, op in item.items():
+            if field.startswith("x-"):
+                continue
+            assert field in PATH_ITEM_FIELDS, "%s: field %r" % (where, field)
+            if field in METHODS:
+                check_operation(doc, op, path, path_params, op_ids, where + "/" + field)
+    for kind, entries in doc.get("components", {}).items():
+        assert kind in COMPONENT_KINDS, kind
+        for name in entries:
+            assert COMPONENT_NAME.match(name), "components.%s: name %r" % (kind, name)
+    for name, r in doc.get("components", {}).get("responses", {}).items():
+        assert isinstance(deref(doc, r).get("description"), str), name
+    refs = list(walk_refs(doc))
+    for ref, where in refs:
+        try:
+            pointer(doc, ref)
+        except (KeyError, IndexError, ValueError):
+            pytest.fail("%s: $ref %s does not resolve" % (where, ref))
+    return op_ids, refs
+
+
+def test_validator_catches_broken_documents():
+    """The validator can fail: each break of a good document is caught."""
+    good = {
+        "openapi": "3.1.0", "info": {"title": "t", "version": "1"},
+        "paths": {"/a/{id}": {
+            "parameters": [{"name": "id", "in": "path", "required": True,
+                            "schema": {"type": "string"}}],
+            "post": {"operationId": "a", "responses": {"default": {"$ref": "#/components/responses/R"}}}}},
+        "components": {"responses": {"R": {"description": "r"}}},
+    }
+    validate_openapi(good)
+    breaks = [
+        lambda d: d.pop("info"),
+        lambda d: d["paths"].update({"b": {}}),
+        lambda d: d["paths"]["/a/{id}"]["parameters"][0].update({"required": False}),
+        lambda d: d["paths"]["/a/{id}"]["parameters"][0].update({"in": "body"}),
+        lambda d: d["paths"]["/a/{id}"]["parameters"][0].pop("schema"),
+        lambda d: d["paths"]["/a/{id}"].pop("parameters"),
+        lambda d: d["paths"]["/a/{id}"]["post"]["responses"].update({"2000": {"description": "x"}}),
+        lambda d: d["paths"]["/a/{id}"]["post"].update({"responses": {}}),
+        lambda d: d["paths"]["/a/{id}"]["post"]["responses"]["default"].update(
+            {"$ref": "#/components/responses/Nope"}),
+        lambda d: d["paths"].update({"/b": {"put": {"operationId": "a", "responses": {
+            "default": {"description": "x"}}}}}),
+        lambda d: d["paths"].update({"/a/{other}": {}}),
+    ]
+    for i, brk in enumerate(breaks):
+        d = json.loads(json.dumps(good))
+        brk(d)
+        try:
+            validate_openapi(d)
+        except (AssertionError, KeyError, pytest.fail.Exception):
+            continue
+        pytest.fail("break %d was not caught" % i)
+
+
+# ---- describe ----
+
+def contract_files(tmp_path):
+    """The files the configuration names: a JWKS, an admin token and encryption keys."""
+    keys = tmp_path / "contract-jwks.json"
+    keys.write_text(jwtkit.jwks(jwtkit.Key("HS256", kid="k1")))
+    token = tmp_path / "contract-admin-token.txt"
+    token.write_text("t" * 32 + "\n")
+    seal = tmp_path / "contract-seal-keys.txt"
+    seal.write_text("k1 %s\n" % base64.b64encode(os.urandom(32)).decode())
+    return keys, token, seal
+
+
+def contract_settings(tmp_path):
+    keys, token, seal = contract_files(tmp_path)
+    settings = {"contract_url": CONTRACT_URL, "admin_token": str(token),
+                "body_encryption": str(seal), "max_request_body": "256k",
+                "mismatch_status": "409"}
+    return settings, ROUTES % {"keys": keys, "issuer": ISSUER}
+
+
+def write_conf(tmp_path, settings, routes, name="contract.conf"):
+    lines = ["listen 127.0.0.1:%d" % helpers.free_port(),
+             "upstream http://127.0.0.1:%d" % helpers.free_port(),
+             'database "host=/nonexistent/socket dbname=contractdb user=app password=%s"'
+             % PASSWORD,
+             "actor header X-Actor-Id"]
+    lines += ["%s %s" % kv for kv in settings.items()]
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n" + routes)
+    return str(path)
+
+
+def describe(binary, conf, *extra):
+    r = subprocess.run([binary, "describe", "-c", conf] + list(extra), stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=30)
+    assert not helpers.sanitizer_report(binary, r.stderr.decode("utf-8", "replace")), r.stderr
+    return r
+
+
+def assert_no_secrets(text, tmp_path):
+    for needle in (PASSWORD, "password", "host=", "contractdb", "/nonexistent",
+                   "contract-jwks", "contract-admin-token", "contract-seal-keys", str(tmp_path)):
+        assert needle not in text, "%r appears in the contract" % needle
+
+
+def section(md, operation):
+    """The Markdown section of operation, up to the next one."""
+    head = "\n## `%s`\n" % operation
+    assert head in md, "no section for %s" % operation
+    rest = md.split(head, 1)[1]
+    return rest.split("\n## ", 1)[0]
+
+
+def table_rows(text):
+    """The cells of every table row of text, the separator rows left out."""
+    rows = []
+    for line in text.splitlines():
+        if line.startswith("|") and not re.match(r"^\|[-| ]+\|$", line):
+            cells = re.split(r"(?<!\\)\|", line.strip())[1:-1]
+            rows.append([c.strip() for c in cells])
+    return rows
+
+
+def statuses(sec):
+    """{(status, error name)} of a section's status table."""
+    return {(r[0], r[1].split(" ")[0].strip("`")) for r in table_rows(sec) if r[0].isdigit()}
+
+
+def test_describe_markdown(binary, tmp_path):
+    settings, routes = contract_settings(tmp_path)
+    conf = write_conf(tmp_path, settings, routes)
+    r = describe(binary, conf)
+    assert r.returncode == 0, r.stderr
+    md = r.stdout.decode("utf-8")
+    assert_no_secrets(md, tmp_path)
+    assert md.startswith("# Idempotency contract\n"), md[:200]
+    assert "one key per intent" in md and "new key" in md, md
+    assert "`Link: <%s>; rel=\"describedby\"`" % CONTRACT_URL in md
+    assert "`Idempotent-Replayed: true`" in md and "`Idempotency-Key-Expires`" in md
+
+    c = section(md, "shop.course")
+    assert "`POST /api/c/courses`" in c
+    assert "the `Idempotency-Key` header" in c and "1 to 255 visible ASCII characters" in c
+    assert "| Key required | yes" in c
+    assert "the `X-Actor-Id` header" in c
+    assert "`title` (trimmed), `topic`, `lessons` (as an integer)" in c
+    assert "24h from completion" in c
+    assert "409 `operation-in-progress` at once" in c
+    assert "409 `outcome-unknown`" in c
+    assert "the body is larger than 262144 bytes" in c
+    assert statuses(c) == {
+        ("400", "idempotency-key-missing"), ("400", "idempotency-key-invalid"),
+        ("401", "actor-missing"), ("401", "actor-invalid"), ("409", "idempotency-conflict"),
+        ("409", "operation-in-progress"), ("409", "outcome-unknown"),
+        ("413", "request-too-large"), ("502", "upstream-unavailable"),
+        ("502", "upstream-error"), ("503", "store-unavailable"), ("504", "upstream-timeout")}
+    rows = {r[1].split(" ")[0].strip("`"): r for r in table_rows(c) if r[0].isdigit()}
+    assert "`X-Should-Retry: true`" in rows["operation-in-progress"][3]
+    assert "`Retry-After`" in rows["operation-in-progress"][3]
+    assert "`Retry-After`" in rows["store-unavailable"][3]
+    assert "`X-Should-Retry: true`" in rows["upstream-unavailable"][3]
+    assert "`X-Should-Retry: false`" in rows["idempotency-conflict"][3]
+
+    o = section(md, "shop.pay")
+    assert "`POST /api/c/orders/{id}/payments`, `PATCH /api/c/orders/{id}/payments`" in o
+    assert "a bearer token (JWT) from issuer `%s`, claim `sub`" % ISSUER in o
+    assert "the headers `Stripe-Version`, `X-Api-Version`" in o
+    assert "held up to 2s" in o and "a retry runs again" in o and "1h from completion" in o
+    assert "Stripe's shape" in o
+    # errors stripe: a reused key is 400, as Stripe answers; no outcome-unknown with forward
+    assert ("400", "idempotency_conflict") in statuses(o)
+    assert not any(name == "outcome_unknown" for _, name in statuses(o))
+    assert "(`idempotency_error`)" in o and "`Stripe-Should-Retry: true`" in o
+
+    h = section(md, "shop.hook")
+    assert "`POST /api/c/hooks/*` (a final `*` matches zero or more segments)" in h
+    assert "the string or integer at `event.id` in the JSON body" in h
+    assert "anonymous: every client shares one scope" in h
+    assert not any(s in ("401",) or n == "idempotency-key-missing" for s, n in statuses(h))
+
+    q = section(md, "shop.lookup")
+    assert "the `idem` query parameter" in q
+    assert "the `Authorization` header's value (hashed" in q
+    assert "the body does not count" in q
+    assert "the API's `4xx` release the key" in q and "`500`, `502`, `504` make the outcome" in q
+    # in file order
+    assert md.index("## `shop.course`") < md.index("## `shop.pay`") < md.index("## `shop.hook`")
+
+
+def test_describe_openapi(binary, tmp_path):
+    settings, routes = contract_settings(tmp_path)
+    conf = write_conf(tmp_path, settings, routes)
+    r = describe(binary, conf, "--format", "openapi")
+    assert r.returncode == 0, r.stderr
+    text = r.stdout.decode("utf-8")
+    assert_no_secrets(text, tmp_path)
+    doc = json.loads(text)
+    op_ids, refs = validate_openapi(doc)
+    assert doc["openapi"] == "3.1.0"
+    assert doc["info"]["title"] == "idemproxy idempotency contract"
+    assert doc["info"]["version"] == subprocess.run(
+        [binary, "--version"], capture_output=True, text=True).stdout.split()[1]
+    assert len(refs) > 20
+    assert {"shop.course_post", "shop.pay_post", "shop.pay_patch", "shop.hook_post",
+            "shop.lookup_put"} <= op_ids
+
+    c = doc["paths"]["/api/c/courses"]["post"]
+    key = [p for p in c["parameters"] if p["name"] == "Idempotency-Key"][0]
+    assert key["in"] == "header" and key["required"] is True
+    assert key["schema"]["type"] == "string" and key["schema"]["maxLength"] >= 255
+    pattern = re.compile(key["schema"]["pattern"])
+    for k in GOOD_KEYS:
+        assert pattern.search(k) and len(k) <= key["schema"]["maxLength"], k
+    for k in BAD_KEYS:
+        assert not pattern.search(k), k
+    actor = [p for p in c["parameters"] if p["name"] == "X-Actor-Id"][0]
+    assert actor["in"] == "header" and actor["required"] is True
+    assert set(c["responses"]) == {"default", "400", "401", "409", "413", "502", "503", "504"}
+    assert c["responses"]["409"]["$ref"] == "#/components/responses/Problem409"
+    assert "idempotency-conflict" in c["responses"]["409"]["description"]  # mismatch_status 409
+    p409 = pointer(doc, c["responses"]["409"]["$ref"])
+    assert p409["content"]["application/problem+json"]["schema"]["$ref"] == \
+        "#/components/schemas/Problem"
+    assert {"Retry-After", "Retry-After-Ms", "X-Should-Retry", "Link"} <= set(p409["headers"])
+    assert CONTRACT_URL in json.dumps(doc["components"]["headers"]["Link"])
+    problem = doc["components"]["schemas"]["Problem"]
+    assert {"type", "title", "status", "detail"} <= set(problem["properties"])
+    x = c["x-idempotency"]
+    assert x["retention_seconds"] == 86400 and x["in_progress"]["mode"] == "reject"
+    assert [f["path"] for f in x["fingerprint"]["fields"]] == ["title", "topic", "lessons"]
+
+    item = doc["paths"]["/api/c/orders/{id}/payments"]
+    assert [p["name"] for p in item["parameters"]] == ["id"]
+    o = item["post"]
+    assert o["security"] == [{"bearerJWT": []}]
+    assert doc["components"]["securitySchemes"]["bearerJWT"]["scheme"] == "bearer"
+    assert o["responses"]["400"]["$ref"] == "#/components/responses/Stripe400"
+    assert "idempotency_conflict" in o["responses"]["400"]["description"]
+    s400 = pointer(doc, o["responses"]["400"]["$ref"])
+    assert s400["content"]["application/json"]["schema"]["$ref"] == \
+        "#/components/schemas/StripeError"
+    assert "Stripe-Should-Retry" in s400["headers"]
+    assert o["x-idempotency"]["fingerprint"]["headers"] == ["Stripe-Version", "X-Api-Version"]
+    assert o["x-idempotency"]["in_progress"] == {"mode": "wait", "wait_ms": 2000}
+    assert o["x-idempotency"]["recovery"] == "forward" and o["x-idempotency"]["errors"] == "stripe"
+    assert o["x-idempotency"]["actor"]["issuer"] == ISSUER
+    assert "patch" in item
+
+    hooks = doc["paths"]["/api/c/hooks/{rest}"]
+    rest = hooks["parameters"][0]
+    assert rest["name"] == "rest" and "zero or more" in rest["description"]
+    h = hooks["post"]
+    assert not any(p["in"] in ("header", "query") for p in h["parameters"])
+    assert "`event.id`" in h["requestBody"]["description"]
+    assert "401" not in h["responses"]
+    idp = h["requestBody"]["content"]["application/json"]["schema"]["properties"]["event"]
+    assert idp["properties"]["id"]["type"] == ["string", "integer"]
+
+    q = doc["paths"]["/api/c/things/{name}/items"]["put"]
+    qkey = [p for p in q["parameters"] if p["in"] == "query"][0]
+    assert qkey["name"] == "idem" and qkey["required"] is True and "pattern" in qkey["schema"]
+    assert q["security"] == [{"authorizationHeader": []}]
+    assert q["x-idempotency"]["release_on"] == ["4xx"]
+    assert q["x-idempotency"]["unknown_on"] == ["500", "502", "504"]
+
+
+def test_describe_errors(binary, tmp_path):
+    settings, routes = contract_settings(tmp_path)
+    conf = write_conf(tmp_path, settings, routes)
+    r = describe(binary, conf, "--format", "yaml")
+    assert r.returncode == 2 and b"markdown" in r.stderr and b"openapi" in r.stderr, r.stderr
+    assert r.stdout == b""
+    r = subprocess.run([binary, "-c", conf, "--format", "openapi"], capture_output=True,
+                       timeout=30)
+    assert r.returncode == 2 and b"describe" in r.stderr, r.stderr
+    # a file that does not load: FILE:LINE: message, as -t says it
+    bad = write_conf(tmp_path, settings, routes + "\nno_such_directive 1\n", "bad.conf")
+    line = len(open(bad).read().splitlines())
+    r = describe(binary, bad)
+    assert r.returncode == 1 and r.stdout == b"", r
+    assert r.stderr.decode().startswith("%s:%d: " % (bad, line)), r.stderr
+    os.unlink(str(tmp_path / "contract-jwks.json"))
+    r = describe(binary, conf)
+    assert r.returncode == 1 and b"contract-jwks.json" in r.stderr, r.stderr
+    r = describe(binary, str(tmp_path / "missing.conf"))
+    assert r.returncode == 1 and r.stderr.decode().startswith(str(tmp_path / "missing.conf") + ":")
+
+
+# ---- the admin listener ----
+
+def contract_proxy(proxy, pg, tmp_path):
+    settings, routes = contract_settings(tmp_path)
+    p = admin_proxy(proxy, settings, routes=routes,
+                    database=pg.conninfo + " password=" + PASSWORD, wait_store=True)
+    return p
+
+
+def test_admin_serves_the_describe_bytes(proxy, pg, binary, tmp_path):
+    p = contract_proxy(proxy, pg, tmp_path)
+    for path, fmt, ctype in (("/contract", "markdown", MARKDOWN_TYPE),
+                             ("/contract/openapi.json", "openapi", OPENAPI_TYPE)):
+        r = describe(binary, p.conf, "--format", fmt)
+        assert r.returncode == 0, r.stderr
+        # open like /healthz, with admin_token set and no token sent
+        got = admin(p, "GET", path)
+        assert got.status == 200, got
+        assert got.headers.get("Content-Type") == ctype, got
+        assert got.body == r.stdout, path
+        assert PASSWORD.encode() not in got.body and b"password" not in got.body
+        head = admin(p, "HEAD", path)
+        assert head.status == 200 and head.body == b"", head
+        assert head.headers.get("Content-Type") == ctype
+        for method in ("POST", "DELETE", "PUT"):
+            r = admin(p, method, path, body=b"")
+            assert r.status == 405 and r.headers.get("Allow") == "GET, HEAD", (method, r)
+    validate_openapi(json.loads(admin(p, "GET", "/contract/openapi.json").body))
+    # the records API still wants the token
+    assert admin(p, "GET", "/records").status == 401
+    assert admin(p, "GET", "/contract/other").status == 404
+
+
+def test_the_published_key_pattern_is_what_the_proxy_takes(proxy, pg, upstream, ids, tmp_path):
+    p = contract_proxy(proxy, pg, tmp_path)
+    doc = json.loads(admin(p, "GET", "/contract/openapi.json").body)
+    op = doc["paths"]["/api/c/courses"]["post"]
+    schema = [q for q in op["parameters"] if q["name"] == "Idempotency-Key"][0]["schema"]
+    pattern = re.compile(schema["pattern"])
+    # an actor each: "abc" and "\"abc\"" are the same key
+    for i, k in enumerate(GOOD_KEYS + BAD_KEYS):
+        r = p.post("/api/c/courses", key=k, actor="%s-%d" % (ids.actor, i),
+                   body=helpers.course(title="pattern %d" % i))
+        published = bool(pattern.search(k)) and len(k) <= schema["maxLength"]
+        if published:
+            assert r.status == 201, (k, r)
+        else:
+            helpers.problem(r, "idempotency-key-invalid", 400)
+        assert published == (k in GOOD_KEYS), k
+    assert sum(upstream.count(actor="%s-%d" % (ids.actor, i))
+               for i in range(len(GOOD_KEYS) + len(BAD_KEYS))) == len(GOOD_KEYS)
+
+
+def test_reload_changes_the_contract(proxy, pg, binary, tmp_path):
+    p = contract_proxy(proxy, pg, tmp_path)
+    before = admin(p, "GET", "/contract").body.decode()
+    before_oa = json.loads(admin(p, "GET", "/contract/openapi.json").body)
+    assert "reload.added" not in before
+    assert "/api/c/added" not in before_oa["paths"]
+    rewrite(p, lambda t: t.replace("retention    1h", "retention    3h") +
+            "\nroute reload.added {\n    match POST /api/c/added\n    in_progress wait 1s\n}\n")
+    p.signal(signal.SIGHUP)
+    wait_for_log(p, "configuration reloaded")
+    after = admin(p, "GET", "/contract").body.decode()
+    assert after != before
+    assert "## `reload.added`" in after and "`POST /api/c/added`" in after
+    assert "3h from completion" in section(after, "shop.pay")
+    assert "1h from completion" in section(before, "shop.pay")
+    after_oa = json.loads(admin(p, "GET", "/contract/openapi.json").body)
+    validate_openapi(after_oa)
+    assert after_oa["paths"]["/api/c/added"]["post"]["x-idempotency"]["in_progress"] == \
+        {"mode": "wait", "wait_ms": 1000}
+    assert after_oa["paths"]["/api/c/orders/{id}/payments"]["post"]["x-idempotency"][
+        "retention_seconds"] == 3 * 3600
+    assert admin(p, "GET", "/contract").body == describe(binary, p.conf).stdout
+    assert p.running()

@@ -30,6 +30,7 @@
 #include "proxy/log.h"
 #include "proxy/migrate.h"
 #include "proxy/notify.h"
+#include "proxy/pace.h"
 #include "proxy/records_cli.h"
 #include "proxy/secrets.h"
 #include "proxy/stats.h"
@@ -75,6 +76,7 @@ struct supervisor {
 	int stopping;
 	struct store *store;        /* the sweeper's and the admin's */
 	struct sweeper *sweeper;
+	struct pace *pace;          /* owner durations, shared by the workers */
 	struct admin *admin;        /* NULL: no admin listener */
 	struct event *signals[3];   /* SIGTERM, SIGINT, SIGHUP */
 };
@@ -246,13 +248,14 @@ static int supervisor_start(struct supervisor *sv, struct conf *conf, struct sec
 	sv->workers = calloc((size_t)sv->nworkers, sizeof(*sv->workers));
 	sv->each = calloc((size_t)sv->nworkers, sizeof(*sv->each));
 	sv->base = event_base_new();
-	if (!sv->workers || !sv->each || !sv->base || supervisor_signals(sv) < 0)
+	sv->pace = pace_new(STATS_ROUTES_MAX + 1);
+	if (!sv->workers || !sv->each || !sv->base || !sv->pace || supervisor_signals(sv) < 0)
 		return -1;
 	/* Every listener is bound before any thread runs: a bad address fails
 	 * start-up as a whole. */
 	for (int i = 0; i < sv->nworkers; i++) {
 		sv->each[i] = &sv->workers[i].stats;
-		if (worker_init(&sv->workers[i], i, sv->gen) < 0)
+		if (worker_init(&sv->workers[i], i, sv->gen, sv->pace) < 0)
 			return -1;
 	}
 	gethostname(host, sizeof(host) - 1);
@@ -295,6 +298,7 @@ static void supervisor_free(struct supervisor *sv)
 	evfree_base(&sv->base);
 	free(sv->workers);
 	free(sv->each);
+	pace_free(sv->pace);
 }
 
 /* libevent's own messages, as log lines like every other. */

@@ -1,7 +1,8 @@
 /*
  * How long a route's owners take, so that a duplicate told "in progress"
- * can be told when to come back (Retry-After): each worker keeps the last
- * PACE_SAMPLES owner durations per route, no locks, fixed memory.
+ * can be told when to come back (Retry-After): the last PACE_SAMPLES owner
+ * durations per route, shared by every worker (a duplicate may land on
+ * another worker than its owner) without a lock, in fixed memory.
  */
 #ifndef IDEMPROXY_PACE_H
 #define IDEMPROXY_PACE_H
@@ -17,7 +18,7 @@ struct pace;
 struct pace *pace_new(int nrows);
 void pace_free(struct pace *p);
 
-/* An owner of route row finished in ms milliseconds. */
+/* An owner of route row finished in ms milliseconds (any thread). */
 void pace_owner_done(struct pace *p, int row, int64_t ms);
 
 /*

@@ -108,7 +108,7 @@ struct request_ctx {
 	struct upstream_pool *pool;
 	struct cache *cache;
 	struct jwt_cache *jwt_cache;   /* verified tokens of actor jwt routes */
-	struct pace *pace;	       /* owner durations: Retry-After for duplicates */
+	struct pace *pace;	       /* owner durations, all workers': Retry-After */
 	struct stats *stats;
 	uint64_t next_id;
 	int past_deadline;	       /* shutdown_timeout passed: last writes only */
@@ -1078,7 +1078,8 @@ void request_deadline_all(struct request_ctx *ctx)
 
 struct request_ctx *request_ctx_new(struct event_base *base, struct conf_gens *gens,
 				    struct store *st, struct upstream_pool *pool,
-				    struct cache *cache, struct stats *stats, uint64_t first_id)
+				    struct cache *cache, struct pace *pace, struct stats *stats,
+				    uint64_t first_id)
 {
 	struct request_ctx *ctx = calloc(1, sizeof(*ctx));
 
@@ -1092,10 +1093,8 @@ struct request_ctx *request_ctx_new(struct event_base *base, struct conf_gens *g
 	ctx->stats = stats;
 	ctx->next_id = first_id;
 	ctx->jwt_cache = jwt_cache_new(REQUEST_JWT_CACHE);
-	ctx->pace = pace_new(STATS_ROUTES_MAX + 1);
-	if (!ctx->jwt_cache || !ctx->pace) {
-		jwt_cache_free(ctx->jwt_cache);
-		pace_free(ctx->pace);
+	ctx->pace = pace;
+	if (!ctx->jwt_cache) {
 		free(ctx);
 		return NULL;
 	}
@@ -1118,7 +1117,6 @@ void request_ctx_free(struct request_ctx *ctx)
 		request_free(req);
 	}
 	jwt_cache_free(ctx->jwt_cache);
-	pace_free(ctx->pace);
 	free(ctx);
 }
 

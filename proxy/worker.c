@@ -144,7 +144,7 @@ static void stop_cb(evutil_socket_t fd, short what, void *arg)
 	drain_cb(-1, 0, w);
 }
 
-int worker_init(struct worker *w, int id, struct conf_gen *gen)
+int worker_init(struct worker *w, int id, struct conf_gen *gen, struct pace *pace)
 {
 	const struct conf *conf = gen->conf;
 	char host[64] = "localhost";
@@ -165,7 +165,7 @@ int worker_init(struct worker *w, int id, struct conf_gen *gen)
 				    conf->upstream_server_name ? conf->upstream_server_name
 							       : conf->upstream_host);
 	w->cache = cache_new(conf->replay_cache, REPLAY_CACHE_MAX_AGE_US);
-	w->reqs = request_ctx_new(w->base, &w->gens, w->store, w->pool, w->cache, &w->stats,
+	w->reqs = request_ctx_new(w->base, &w->gens, w->store, w->pool, w->cache, pace, &w->stats,
 				  (uint64_t)id << REQUEST_ID_WORKER_SHIFT);
 	w->drain_timer = evtimer_new(w->base, drain_cb, w);
 	w->stop_ev = event_new(w->base, -1, 0, stop_cb, w);

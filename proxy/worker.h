@@ -20,6 +20,7 @@ struct evdns_base;
 struct event;
 struct event_base;
 struct listener;
+struct pace;
 struct request_ctx;
 struct store;
 struct upstream_pool;
@@ -50,10 +51,11 @@ struct worker {
 
 /*
  * Set up worker id on its own event loop with configuration gen (held
- * from now on), listening on the configured address. Returns 0, or -1 with
+ * from now on), listening on the configured address, sharing pace (owner
+ * durations) with the other workers. Returns 0, or -1 with
  * the reason logged; worker_free() cleans up either way.
  */
-int worker_init(struct worker *w, int id, struct conf_gen *gen)
+int worker_init(struct worker *w, int id, struct conf_gen *gen, struct pace *pace)
 	__attribute__((warn_unused_result));
 /* Hand a new configuration to the worker (from the main thread). */
 void worker_reload(struct worker *w, struct conf_gen *gen);

@@ -11,7 +11,8 @@
 #          upstream, which needs only python3's standard library, and curl
 #          for the requests the banner suggests)
 #   test   `make test` and `make chaos`: the pytest suite and its tools
-#          (openssl, curl, pgbouncer, clang for the sanitizer build)
+#          (openssl, curl, pgbouncer, clang for the sanitizer build, node
+#          and npm for the SDK tests in tests/sdk)
 #   bench  `make bench`: wrk, nginx, gnuplot, openssl, curl and the JWT
 #          helper's python3-cryptography
 #   fuzz   `make fuzz`: clang with libFuzzer
@@ -20,7 +21,8 @@ set -eu
 RUN="build-essential gcc make pkg-config libevent-dev libpq-dev libssl-dev
 libyajl-dev postgresql python3 curl"
 TEST="python3-pytest python3-psycopg2 python3-cryptography python3-websocket
-python3-yaml curl openssl clang libclang-rt-14-dev pgbouncer mandoc groff-base"
+python3-yaml curl openssl clang libclang-rt-14-dev pgbouncer mandoc groff-base
+nodejs npm"
 BENCH="wrk nginx-light gnuplot-nox curl openssl python3-cryptography"
 FUZZ="clang libclang-rt-14-dev"
 
@@ -69,8 +71,19 @@ if [ "$list" = 1 ]; then
 	exit 0
 fi
 
+# A node and npm already on PATH (another build of Node.js, which brings
+# its own npm and conflicts with Debian's npm package) count as nodejs and npm.
+on_path() {
+	case "$1" in
+	nodejs) command -v node >/dev/null 2>&1 ;;
+	npm) command -v npm >/dev/null 2>&1 ;;
+	*) return 1 ;;
+	esac
+}
+
 missing=""
 for p in $PACKAGES; do
+	on_path "$p" && continue
 	st=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)
 	case "$st" in
 	ii*) ;;

@@ -111,7 +111,9 @@ def test_retry_after_follows_the_routes_owners(proxy, upstream, ids):
     duplicate is told to come back when the running owner should be done:
     more than the 1 s floor, less than the owner's whole duration, never
     past the lease."""
-    p = proxy(dict(SETTINGS, workers="1"))
+    # Two workers: the owners' durations are shared, so wherever the
+    # duplicate lands it is told the same.
+    p = proxy(dict(SETTINGS, workers="2"))
     # Cold: nothing known yet, the floor.
     key = ids.key()
     with SlowOwner(p, upstream, "/api/courses", key, ids.actor + "-0", 1.0) as first:

@@ -508,9 +508,11 @@ class Server(ThreadingHTTPServer):
         pass
 
 
-def main():
+def main(handler=None):
+    """Serve with handler (this file's Handler by default: tests/sdk/upstream.py
+    brings its own) on the port argv names, printed on the first line."""
     port = int(sys.argv[1]) if len(sys.argv) > 1 else 0
-    srv = Server(("127.0.0.1", port), Handler)
+    srv = Server(("127.0.0.1", port), handler or Handler)
     if len(sys.argv) > 3:  # CERT KEY [CLIENT_CA]: serve https [to clients CLIENT_CA signed]
         import ssl
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 # The suite upstream's request log (tests/integration/upstream.py).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
@@ -159,26 +159,5 @@ class Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = dispatch
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128
-
-    def handle_error(self, request, client_address):
-        pass
-
-
-def main():
-    port = int(sys.argv[1]) if len(sys.argv) > 1 else 0
-    srv = Server(("127.0.0.1", port), Handler)
-    sys.stdout.write("%d\n" % srv.server_address[1])
-    sys.stdout.flush()
-    try:
-        srv.serve_forever(poll_interval=0.2)
-    except KeyboardInterrupt:
-        pass
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(upstream.main(Handler))

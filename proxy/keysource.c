@@ -14,6 +14,7 @@
 #include "proxy/path.h"
 
 #define KEYSOURCE_PATH_MAX 16 /* dot-separated names in a json PATH */
+#define KEYSOURCE_DEPTH_MAX 256 /* deeper JSON is not looked into (yajl_tree frees recursively) */
 #define KEYSOURCE_RAW_MAX  (IDEMKEY_MAX * 3 + 3) /* a key, every byte %-encoded or quoted */
 
 /* Percent-decode (and '+' as a blank) s (len bytes) into out; its length or -2. */
@@ -68,6 +69,35 @@ int keysource_query_value(const char *query, size_t len, const char *name, char 
 	return found;
 }
 
+/*
+ * 1 when the JSON text (len bytes) nests arrays and objects no deeper than
+ * KEYSOURCE_DEPTH_MAX: yajl's tree is built and freed by recursion, so a
+ * body of a million "[" must never reach it.
+ */
+static int keysource_shallow(const unsigned char *json, size_t len)
+{
+	int depth = 0, in_string = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = json[i];
+
+		if (in_string) {
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_string = 0;
+		} else if (c == '"') {
+			in_string = 1;
+		} else if (c == '[' || c == '{') {
+			if (++depth > KEYSOURCE_DEPTH_MAX)
+				return 0;
+		} else if (c == ']' || c == '}') {
+			depth--;
+		}
+	}
+	return 1;
+}
+
 /* 1 when s is a JSON integer's text: digits, maybe after a minus. */
 static int keysource_integer(const char *s)
 {
@@ -94,6 +124,8 @@ int keysource_json_value(const unsigned char *json, size_t len, const char *path
 		rc = -3;
 		goto out;
 	}
+	if (!keysource_shallow(json, len))
+		goto out; /* as if absent: the key is not where it can be found */
 	memcpy(text, json, len);
 	text[len] = '\0';
 	for (tok = strtok_r(copy, ".", &save); tok && n < KEYSOURCE_PATH_MAX;

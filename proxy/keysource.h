@@ -43,8 +43,9 @@ int keysource_query_value(const char *query, size_t len, const char *name, char 
 			  size_t outlen);
 
 /* The string or integer at the dot path in the JSON text (len bytes) into
- * out as keysource_query_value; -1 when absent (or not JSON), -2 when of
- * another type or too long, -3 when out of memory. */
+ * out as keysource_query_value; -1 when absent (or not JSON, or nested
+ * deeper than 256 levels), -2 when of another type or too long, -3 when out
+ * of memory. */
 int keysource_json_value(const unsigned char *json, size_t len, const char *path, char *out,
 			 size_t outlen);
 

@@ -212,6 +212,11 @@ def test_key_from_the_json_body(proxy, upstream, ids):
             "idempotency-key-invalid", 400)
     problem(p.post("/hooks/events", actor=ids.actor, body=b'{"event": {}}'),
             "idempotency-key-missing", 400)
+    # A body nested too deep to look into is a request without the key
+    # (and the worker survives it).
+    deep = b'{"event": {"id": "e"}, "x": ' + b"[" * 200000 + b"]" * 200000 + b"}"
+    problem(p.post("/hooks/events", actor=ids.actor, body=deep),
+            "idempotency-key-missing", 400)
     # The Idempotency-Key header does not stand in for the body's id.
     problem(p.post("/hooks/events", key=ids.key(), actor=ids.actor, body=b'{}'),
             "idempotency-key-missing", 400)

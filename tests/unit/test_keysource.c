@@ -49,6 +49,21 @@ static void test_json(void)
 	CHECK(json("not json", "id") == -1);
 	CHECK(json("[1, 2]", "id") == -1);
 	CHECK(json("{\"a\": {\"b\": {\"c\": \"deep\"}}}", "a.b.c") == 4);
+	CHECK(json("{\"id\": \"[[[[\", \"x\": 1}", "id") == 4);
+	/* Nesting beyond 256 levels is never parsed (yajl frees by recursion). */
+	{
+		static char deep[2 * 300000 + 32];
+		size_t n = 0;
+
+		n += (size_t)sprintf(deep, "{\"id\": \"k\", \"x\": ");
+		for (int i = 0; i < 300000; i++)
+			deep[n++] = '[';
+		for (int i = 0; i < 300000; i++)
+			deep[n++] = ']';
+		deep[n++] = '}';
+		CHECK(keysource_json_value((const unsigned char *)deep, n, "id", out, sizeof(out)) ==
+		      -1);
+	}
 }
 
 static void test_pace(void)

@@ -265,6 +265,35 @@ static int request_fp_headers(struct request *req)
 	return fingerprint_with_headers(req->fp, h, n);
 }
 
+/*
+ * The key of req from its route's source, into req->key. Without one, an
+ * optional key's request is forwarded and a required one's rejected, as
+ * is an invalid one: the result says which (KEYSOURCE_NOMEM: not answered).
+ */
+static enum keysource_result request_key(struct request *req)
+{
+	const struct route *r = req->route;
+	enum keysource_result res = keysource_get(req->conf, r, req->msg, req->key, &req->key_len);
+	char detail[128];
+
+	if (res == KEYSOURCE_ABSENT && r->key == KEY_OPTIONAL) {
+		req->outcome = OUT_PASS;
+		request_forward(req, 0);
+	} else if (res == KEYSOURCE_ABSENT) {
+		snprintf(detail, sizeof(detail), "this operation requires an idempotency key (%s %s)",
+			 r->key_from == KEY_FROM_JSON ? "the JSON body's"
+			 : r->key_from == KEY_FROM_QUERY ? "the query parameter"
+							 : "the header",
+			 keysource_name(req->conf, r));
+		request_reject(req, PROBLEM_KEY_MISSING, detail);
+	} else if (res == KEYSOURCE_INVALID) {
+		req->key_len = 0;
+		request_reject(req, PROBLEM_KEY_INVALID,
+			       "an idempotency key is one value of 1 to 255 visible ASCII characters");
+	}
+	return res;
+}
+
 /* A matched unsafe request: key, actor and fingerprint, then the record. */
 static void request_intercept(struct request *req)
 {
@@ -275,29 +304,13 @@ static void request_intercept(struct request *req)
 	char detail[128];
 	size_t len;
 
-	switch (keysource_get(req->conf, r, m, req->key, &req->key_len)) {
+	switch (request_key(req)) {
 	case KEYSOURCE_FOUND:
 		break;
-	case KEYSOURCE_ABSENT:
-		if (r->key == KEY_OPTIONAL) {
-			req->outcome = OUT_PASS;
-			request_forward(req, 0);
-			return;
-		}
-		snprintf(detail, sizeof(detail), "this operation requires an idempotency key (%s %s)",
-			 r->key_from == KEY_FROM_JSON ? "the JSON body's"
-			 : r->key_from == KEY_FROM_QUERY ? "the query parameter"
-							 : "the header",
-			 keysource_name(req->conf, r));
-		request_reject(req, PROBLEM_KEY_MISSING, detail);
-		return;
-	case KEYSOURCE_INVALID:
-		req->key_len = 0;
-		request_reject(req, PROBLEM_KEY_INVALID,
-			       "an idempotency key is one value of 1 to 255 visible ASCII characters");
-		return;
 	case KEYSOURCE_NOMEM:
 		goto fail;
+	default:
+		return; /* answered */
 	}
 	req->tag.key = req->key;
 	req->tag.key_len = req->key_len;

@@ -1126,8 +1126,11 @@ void http_add_str(struct evbuffer *out, const char *s)
 
 void http_add_date_after(struct evbuffer *out, const char *name, int64_t ms_from_now)
 {
+	/* The last date formatted on this thread: replays of one record in one
+	 * second, most of them, format nothing. */
+	static __thread time_t last_t = -1;
+	static __thread char date[HTTP_DATE_MAX];
 	time_t t = time(NULL) + (time_t)((ms_from_now + 999) / 1000);
-	char date[HTTP_DATE_MAX];
 	struct tm tm;
 
 	/* RFC 9110 5.6.7, in English whatever the locale. */
@@ -1135,9 +1138,13 @@ void http_add_date_after(struct evbuffer *out, const char *name, int64_t ms_from
 	static const char months[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
 					   "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
 
-	gmtime_r(&t, &tm);
-	snprintf(date, sizeof(date), "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday],
-		 tm.tm_mday, months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+	if (t != last_t) {
+		gmtime_r(&t, &tm);
+		snprintf(date, sizeof(date), "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday],
+			 tm.tm_mday, months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min,
+			 tm.tm_sec);
+		last_t = t;
+	}
 	http_add_header(out, name, date);
 }
 

@@ -375,7 +375,8 @@ def test_man_page_lints_clean(page):
 
 def test_idemproxy_8_documents_commands_signals_and_admin():
     text = render(MAN8)
-    for phrase in ("idemproxy -t", "idemproxy migrate status", "idemproxy --version", "/healthz", "/readyz",
+    for phrase in ("idemproxy -t", "idemproxy migrate status", "idemproxy describe",
+                   "--format markdown|openapi", "/contract", "idemproxy --version", "/healthz", "/readyz",
                    "/metrics", "/records/scope", "/records/release", "/records/resolve",
                    "SIGHUP", "SIGTERM", "SIGINT", "NOTIFY_SOCKET", "READY=1", "RELOADING=1",
                    "STOPPING=1", "ENVIRONMENT", "EXIT STATUS", "FILES", "idemproxy.conf(5)",

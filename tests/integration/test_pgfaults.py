@@ -281,6 +281,9 @@ def test_read_only_server(private_pg, proxy, upstream, ids):
     set_read_only(pgx, True)
     terminate(pgx, client_backends(pgx))
     assert helpers.poll(lambda: readyz(p) == 503)
+    # ... and says why, once the workers are connected again.
+    assert helpers.poll(lambda: helpers.request(p.admin, "GET", "/readyz").body
+                        == b"not ready: the store is read-only (a standby?)\n")
     keys = [ids.key() for _ in range(4)]
     for key in keys:
         r = p.post("/api/courses", key=key, actor=ids.actor, body=course())

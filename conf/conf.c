@@ -592,6 +592,13 @@ static int conf_set_contract_url(struct conf_parser *p, struct route *r, int arg
 
 /* ---- routes ---- */
 
+static void conf_free_names(char **names, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
 /* Free everything R owns and zero it. */
 static void conf_route_clear(struct route *r)
 {
@@ -611,13 +618,9 @@ static void conf_route_clear(struct route *r)
 	for (i = 0; i < r->nfields; i++)
 		free(r->fields[i].path);
 	free(r->fields);
-	for (i = 0; i < r->nstore_headers; i++)
-		free(r->store_headers[i]);
-	free(r->store_headers);
+	conf_free_names(r->store_headers, r->nstore_headers);
 	free(r->key_from_name);
-	for (i = 0; i < r->nfp_headers; i++)
-		free(r->fp_headers[i]);
-	free(r->fp_headers);
+	conf_free_names(r->fp_headers, r->nfp_headers);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -1400,6 +1403,22 @@ static int conf_read_lines(struct conf_parser *p, const char *text, size_t len)
 	return 0;
 }
 
+/* A list of names (store_headers, fingerprint_headers) DST lacks, copied from SRC's. */
+static int conf_inherit_names(struct conf_parser *p, char ***dst, int *ndst, char *const *src,
+			      int nsrc)
+{
+	if (*ndst || !nsrc)
+		return 0;
+	*dst = calloc((size_t)nsrc, sizeof(**dst));
+	if (!*dst)
+		return conf_error(p, "out of memory");
+	for (; *ndst < nsrc; (*ndst)++) {
+		if (conf_set_str(p, &(*dst)[*ndst], src[*ndst]))
+			return -1;
+	}
+	return 0;
+}
+
 /* Copy into DST every route setting it lacks and SRC has. Returns 0 or -1. */
 static int conf_route_inherit(struct conf_parser *p, struct route *dst, const struct route *src)
 {
@@ -1438,16 +1457,9 @@ static int conf_route_inherit(struct conf_parser *p, struct route *dst, const st
 		dst->release_on = src->release_on;
 	if (!dst->unknown_on.set)
 		dst->unknown_on = src->unknown_on;
-	if (!dst->nstore_headers && src->nstore_headers) {
-		dst->store_headers = calloc(src->nstore_headers, sizeof(*dst->store_headers));
-		if (!dst->store_headers)
-			return conf_error(p, "out of memory");
-		for (; dst->nstore_headers < src->nstore_headers; dst->nstore_headers++) {
-			i = dst->nstore_headers;
-			if (conf_set_str(p, &dst->store_headers[i], src->store_headers[i]))
-				return -1;
-		}
-	}
+	if (conf_inherit_names(p, &dst->store_headers, &dst->nstore_headers, src->store_headers,
+			       src->nstore_headers) < 0)
+		return -1;
 	if (!dst->in_progress) {
 		dst->in_progress = src->in_progress;
 		dst->in_progress_wait_ms = src->in_progress_wait_ms;
@@ -1463,17 +1475,8 @@ static int conf_route_inherit(struct conf_parser *p, struct route *dst, const st
 		if (conf_set_str(p, &dst->key_from_name, src->key_from_name))
 			return -1;
 	}
-	if (!dst->nfp_headers && src->nfp_headers) {
-		dst->fp_headers = calloc(src->nfp_headers, sizeof(*dst->fp_headers));
-		if (!dst->fp_headers)
-			return conf_error(p, "out of memory");
-		for (; dst->nfp_headers < src->nfp_headers; dst->nfp_headers++) {
-			i = dst->nfp_headers;
-			if (conf_set_str(p, &dst->fp_headers[i], src->fp_headers[i]))
-				return -1;
-		}
-	}
-	return 0;
+	return conf_inherit_names(p, &dst->fp_headers, &dst->nfp_headers, src->fp_headers,
+				  src->nfp_headers);
 }
 
 /* Give R its inherited settings and check what only the whole file decides. */

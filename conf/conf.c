@@ -1075,6 +1075,8 @@ static int conf_set_typed(struct conf_parser *p, struct route *r, int argc, char
 }
 
 static const struct conf_choice conf_mismatch_statuses[] = {{"422", 422}, {"409", 409}, {NULL, 0}};
+static const struct conf_choice conf_prepared_modes[] = {
+    {"auto", PREPARED_AUTO}, {"on", PREPARED_ON}, {"off", PREPARED_OFF}, {NULL, 0}};
 static const struct conf_choice conf_store_modes[] = {
     {"fail-closed", STORE_FAIL_CLOSED}, {"fail-open", STORE_FAIL_OPEN}, {NULL, 0}};
 static const struct conf_choice conf_key_modes[] = {
@@ -1094,9 +1096,9 @@ static const struct conf_choice conf_match_cases[] = {
 	{.name = (n), .where = (w), .min_args = (min), .max_args = (max), .type = (t),          \
 	 .offset = (off), .set = (s), .def = (d), .flags = (f)}
 /* A row of one word from choices; what names the value in messages (NULL: the name). */
-#define CONF_ENUM_ROW(n, w, off, d, c, wh)                                                      \
+#define CONF_ENUM_ROW(n, w, off, d, c, wh, f)                                                   \
 	{.name = (n), .where = (w), .min_args = 1, .max_args = 1, .type = CT_ENUM,              \
-	 .offset = (off), .def = (d), .choices = (c), .what = (wh)}
+	 .offset = (off), .def = (d), .choices = (c), .what = (wh), .flags = (f)}
 
 /*
  * The directives. Keep one row per line starting with `CONF_ROW("name",` or
@@ -1113,12 +1115,13 @@ static const struct conf_directive conf_directives[] = {
     CONF_ROW("tls_certificate", CONF_TOP, 1, 1, CT_FILE, TOP(tls_certificate), NULL, NULL, 0),
     CONF_ROW("tls_certificate_key", CONF_TOP, 1, 1, CT_FILE, TOP(tls_certificate_key), NULL, NULL, 0),
     CONF_ROW("database", CONF_TOP, 1, 1, CT_STRING, TOP(database), NULL, NULL, CF_RESTART),
+    CONF_ENUM_ROW("prepared_statements", CONF_TOP, TOP(prepared_statements), "auto", conf_prepared_modes, NULL, CF_RESTART),
     CONF_ROW("admin", CONF_TOP, 1, 1, CT_ADDR, TOP(admin), NULL, "off", CF_RESTART | CF_OFF),
     CONF_ROW("admin_token", CONF_TOP, 1, 1, CT_FILE, TOP(admin_token), NULL, NULL, 0),
     CONF_ROW("body_encryption", CONF_TOP, 1, 1, CT_FILE, TOP(body_encryption), NULL, NULL, 0),
     CONF_ROW("workers", CONF_TOP, 1, 1, CT_INT, TOP(workers), conf_set_workers, "auto", CF_RESTART),
     CONF_ROW("key_header", CONF_TOP, 1, 1, CT_TOKEN, TOP(key_header), NULL, "Idempotency-Key", 0),
-    CONF_ENUM_ROW("mismatch_status", CONF_TOP, TOP(mismatch_status), "422", conf_mismatch_statuses, NULL),
+    CONF_ENUM_ROW("mismatch_status", CONF_TOP, TOP(mismatch_status), "422", conf_mismatch_statuses, NULL, 0),
     CONF_ROW("upstream_timeout", CONF_TOP, 1, 1, CT_DURATION, TOP(upstream_timeout_ms), NULL, "30s", 0),
     CONF_ROW("client_timeout", CONF_TOP, 1, 1, CT_DURATION, TOP(client_timeout_ms), NULL, "60s", 0),
     CONF_ROW("store_timeout", CONF_TOP, 1, 1, CT_DURATION, TOP(store_timeout_ms), NULL, "5s", CF_RESTART),
@@ -1132,23 +1135,23 @@ static const struct conf_directive conf_directives[] = {
     CONF_ROW("tunnel_timeout", CONF_TOP, 1, 1, CT_DURATION, TOP(tunnel_timeout_ms), NULL, "1h", 0),
     CONF_ROW("max_connections", CONF_TOP, 1, 1, CT_INT, TOP(max_connections), conf_set_max_connections, "10000", 0),
     CONF_ROW("trusted_proxies", CONF_TOP, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_trusted_proxies, NULL, 0),
-    CONF_ENUM_ROW("store_unavailable", CONF_TOP, TOP(store_unavailable), "fail-closed", conf_store_modes, NULL),
+    CONF_ENUM_ROW("store_unavailable", CONF_TOP, TOP(store_unavailable), "fail-closed", conf_store_modes, NULL, 0),
     CONF_ROW("problem_base", CONF_TOP, 1, 1, CT_STRING, TOP(problem_base), conf_set_problem_base, CONF_PROBLEM_BASE_DEFAULT, 0),
     CONF_ROW("route", CONF_TOP, 1, 1, CT_CUSTOM, 0, conf_open_route, NULL, CF_BLOCK | CF_REPEAT),
     CONF_ROW("match", CONF_ROUTE, 2, 2, CT_CUSTOM, 0, conf_set_match, NULL, CF_REPEAT),
     CONF_ROW("actor", CONF_BOTH, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_actor, NULL, 0),
-    CONF_ENUM_ROW("key", CONF_BOTH, ROUTE(key), "required", conf_key_modes, "key mode"),
+    CONF_ENUM_ROW("key", CONF_BOTH, ROUTE(key), "required", conf_key_modes, "key mode", 0),
     CONF_ROW("fingerprint", CONF_BOTH, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_fingerprint, "json", 0),
     CONF_ROW("retention", CONF_BOTH, 1, 1, CT_DURATION, ROUTE(retention_ms), NULL, "24h", 0),
     CONF_ROW("release_on", CONF_BOTH, 1, CONF_ARGS_ANY, CT_STATUSES, ROUTE(release_on), NULL, "4xx 503", CF_CLASSES),
     CONF_ROW("unknown_on", CONF_BOTH, 1, CONF_ARGS_ANY, CT_STATUSES, ROUTE(unknown_on), NULL, "502 504", 0),
     CONF_ROW("store_headers", CONF_BOTH, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_store_headers, NULL, 0),
     CONF_ROW("in_progress", CONF_BOTH, 1, 2, CT_CUSTOM, 0, conf_set_in_progress, "reject", 0),
-    CONF_ENUM_ROW("recovery", CONF_BOTH, ROUTE(recovery), "hold", conf_recovery_modes, NULL),
-    CONF_ENUM_ROW("match_case", CONF_BOTH, ROUTE(match_case), "insensitive", conf_match_cases, NULL),
+    CONF_ENUM_ROW("recovery", CONF_BOTH, ROUTE(recovery), "hold", conf_recovery_modes, NULL, 0),
+    CONF_ENUM_ROW("match_case", CONF_BOTH, ROUTE(match_case), "insensitive", conf_match_cases, NULL, 0),
     CONF_ROW("key_from", CONF_BOTH, 2, 2, CT_CUSTOM, 0, conf_set_key_from, NULL, 0),
     CONF_ROW("fingerprint_headers", CONF_BOTH, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_fp_headers, NULL, 0),
-    CONF_ENUM_ROW("errors", CONF_BOTH, ROUTE(errors), "problem", conf_errors_modes, NULL),
+    CONF_ENUM_ROW("errors", CONF_BOTH, ROUTE(errors), "problem", conf_errors_modes, NULL, 0),
     CONF_ROW("contract_url", CONF_TOP, 1, 1, CT_STRING, TOP(contract_url), conf_set_contract_url, NULL, 0),
 };
 /* clang-format on */

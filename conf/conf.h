@@ -55,6 +55,13 @@ enum fp_transform {
 	FPT_STRING,
 };
 
+/* prepared_statements: the values are store_new's named argument. */
+enum prepared_mode {
+	PREPARED_AUTO = -1, /* named unless the connection goes through a pooler */
+	PREPARED_OFF = 0,
+	PREPARED_ON = 1,
+};
+
 enum store_unavailable_mode {
 	STORE_FAIL_CLOSED = 0,
 	STORE_FAIL_OPEN,
@@ -197,6 +204,7 @@ struct conf {
 	int64_t upstream_timeout_ms;
 	int64_t client_timeout_ms;
 	int64_t store_timeout_ms;
+	enum prepared_mode prepared_statements;
 	int64_t lease_ms;
 	int64_t shutdown_timeout_ms;
 	int64_t sweep_interval_ms;     /* 0: this instance does not sweep */

@@ -260,7 +260,7 @@ static int supervisor_start(struct supervisor *sv, struct conf *conf, struct sec
 	}
 	gethostname(host, sizeof(host) - 1);
 	snprintf(owner_id, sizeof(owner_id), "%s:%d:main", host, (int)getpid());
-	sv->store = store_new(sv->base, conf->database, conf->store_timeout_ms, owner_id);
+	sv->store = store_new(sv->base, conf->database, conf->store_timeout_ms, owner_id, 0);
 	sv->sweeper = sv->store ? sweeper_new(sv->base, sv->store, conf->sweep_interval_ms) : NULL;
 	if (!sv->sweeper)
 		return -1;

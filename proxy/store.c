@@ -15,13 +15,22 @@
  * it over. Finished operations move to a
  * completion list that a per-store event drains, so every callback runs
  * from the event loop and never inside the call that queued it.
- * Statements are unnamed PQsendQueryParams (no prepared statements, no
- * session state) so the store works through pgbouncer in transaction mode;
- * batches answer in binary format, callers' own queries (store_query) in
- * text. The connection is in pipeline mode: each statement goes out after
- * a set_config of statement_timeout, then a sync, so both run in one
- * implicit transaction and the server gives up on a statement when we do.
- * The one piece of session state is LISTEN, asked for by store_listen.
+ * A batch of up to STORE_NAMED_ROWS operations goes out as a named
+ * prepared statement, one per kind and row count, prepared on its first
+ * use on each connection (PostgreSQL then skips parsing and, once it
+ * settles on a generic plan, planning) -- where the connection keeps
+ * them: a connection pooler in transaction mode (pgbouncer before 1.21)
+ * hands each transaction to any server connection, so there every
+ * statement is unnamed PQsendQueryParams and the store keeps no session
+ * state. `prepared_statements auto` tells the two apart at each connect:
+ * a pooler answers the startup with a backend key of its own, so
+ * PQbackendPID differs from the server's pg_backend_pid(). Callers' own
+ * queries (store_query) are always unnamed. Batches answer in binary
+ * format, callers' queries in text. The connection is in pipeline mode:
+ * each statement goes out after a set_config of statement_timeout, then a
+ * sync, so both run in one implicit transaction and the server gives up
+ * on a statement when we do. The one other piece of session state is
+ * LISTEN, asked for by store_listen.
  */
 #include <endian.h>
 #include <inttypes.h>
@@ -55,6 +64,22 @@
 #define STORE_BATCH_MAX	 128
 #define STORE_SCAN_MAX	 (4 * STORE_BATCH_MAX)
 #define STORE_SEEN_SLOTS (2 * STORE_SCAN_MAX) /* a power of two */
+
+/*
+ * Named statements: the timeout setting (id 0) and one per batch kind and
+ * row count up to STORE_NAMED_ROWS (larger batches, rare and already
+ * spread over many rows, stay unnamed), so a connection holds at most
+ * STORE_NAMED_IDS of them.
+ */
+#define STORE_NAMED_ROWS 16
+#define STORE_NAMED_IDS	 (1 + STORE_OP_QUERY * STORE_NAMED_ROWS)
+#define STORE_NAME_MAX	 24
+
+/* What a result of the pipeline in flight answers: a prepare (the
+ * statement's id, >= 0), the timeout setting, or the statement itself. */
+#define STORE_RES_TIMEOUT (-1)
+#define STORE_RES_MAIN	  (-2)
+#define STORE_EXPECT_MAX  4
 
 /* Parameters per VALUES row, and the most one statement sends. */
 #define STORE_CLAIM_ROW_PARAMS	 6
@@ -440,9 +465,16 @@ struct store {
 	int64_t batch_deadline_ms;
 	PGresult *batch_res; /* its first result */
 	int nresults;	     /* results of the pipeline in flight, so far */
+	int expect[STORE_EXPECT_MAX]; /* what each of them answers (STORE_RES_*) */
+	int nexpect;
 	int nulls;	     /* PQgetResult NULLs in a row */
 	int flushing;	     /* PQflush left data to write */
 	char timeout_sql[STORE_NUM_MAX + sizeof(STORE_SQL_TIMEOUT)];
+	int named_mode; /* 1 named statements, 0 unnamed, -1 detect at each connect */
+	int named;	/* this connection sends named statements */
+	int named_told; /* what the log last said of detection: -1 nothing yet */
+	uint64_t prepared[(STORE_NAMED_IDS + 63) / 64]; /* the named ones it has */
+	char names[STORE_NAMED_IDS][STORE_NAME_MAX];
 	store_notify_cb notify_cb;
 	void *notify_arg;
 	int64_t nbatches, nbatched_ops;
@@ -638,6 +670,9 @@ static void store_close(struct store *st)
 	PQfinish(st->conn);
 	st->conn = NULL;
 	st->flushing = 0;
+	/* A new session has no prepared statement yet. */
+	memset(st->prepared, 0, sizeof(st->prepared));
+	st->named = st->named_mode == 1;
 }
 
 /* Arm the state's timer: the earliest deadline of the batch in flight. */
@@ -682,14 +717,40 @@ static void store_connect(struct store *st)
 }
 
 /*
- * A new connection: the lost claims may go, LISTEN again when asked to,
- * and tell the listener it may have missed notifications while there was
- * no connection.
+ * The answer to the pooler probe (prepared_statements auto): the server's
+ * own pid is the one libpq was told at startup on a direct connection
+ * only. Until it arrives the connection sends unnamed statements.
+ */
+static void store_probe_done(void *arg, enum store_result res, const PGresult *result)
+{
+	struct store *st = arg;
+	const char *pid;
+
+	if (res != STORE_OK || !result || PQntuples(result) != 1 || st->state != STORE_CONNECTED)
+		return;
+	pid = PQgetvalue(result, 0, 0);
+	st->named = strtol(pid, NULL, 10) == PQbackendPID(st->conn);
+	if (st->named == st->named_told)
+		return;
+	st->named_told = st->named;
+	log_info(NULL, st->named ? "store connection is direct: named prepared statements"
+				 : "store connection goes through a connection pooler (its backend "
+				   "pid is not the server's): unnamed statements only");
+}
+
+/*
+ * A new connection: probe for a pooler when asked to, the lost claims may
+ * go, LISTEN again when asked to, and tell the listener it may have missed
+ * notifications while there was no connection.
  */
 static void store_connected(struct store *st)
 {
 	static const struct store_stmt listen = {store_sql_listen, 0, NULL, NULL, NULL, NULL};
+	static const struct store_stmt probe = {"SELECT pg_backend_pid()", 0, NULL, NULL, NULL,
+						NULL};
 
+	if (st->named_mode < 0)
+		store_query(st, &probe, store_probe_done, st);
 	if (st->nforget)
 		event_active(st->forget_ev, EV_TIMEOUT, 0);
 	if (!st->notify_cb)
@@ -1269,15 +1330,18 @@ out:
 }
 
 /*
- * Collect results of the pipeline in flight as far as they have arrived:
- * the statement_timeout setting's result (dropped when it succeeded), the
+ * Collect results of the pipeline in flight as far as they have arrived,
+ * in the order st->expect names them: a prepare's and the
+ * statement_timeout setting's (dropped when they succeeded), the
  * statement's (kept: st->batch_res), each followed by a NULL, then the
  * sync, which ends the batch. An error before the statement leaves it
  * aborted, and the first error is the one kept.
  */
 static void store_read_results(struct store *st)
 {
+	ExecStatusType status;
 	PGresult *res;
+	int what;
 
 	while (st->nbatch && !PQisBusy(st->conn)) {
 		res = PQgetResult(st->conn);
@@ -1291,12 +1355,20 @@ static void store_read_results(struct store *st)
 			continue;
 		}
 		st->nulls = 0;
-		if (PQresultStatus(res) == PGRES_PIPELINE_SYNC) {
+		status = PQresultStatus(res);
+		if (status == PGRES_PIPELINE_SYNC) {
 			PQclear(res);
 			store_handle_result(st);
 			continue;
 		}
-		if (st->nresults++ == 0 && PQresultStatus(res) == PGRES_TUPLES_OK)
+		what = st->nresults < st->nexpect ? st->expect[st->nresults] : STORE_RES_MAIN;
+		st->nresults++;
+		if (what >= 0 && status == PGRES_COMMAND_OK) {
+			/* A prepare that worked: the session has it from now on
+			 * (prepared statements outlive an aborted transaction). */
+			st->prepared[what / 64] |= UINT64_C(1) << (what % 64);
+			PQclear(res);
+		} else if (what == STORE_RES_TIMEOUT && status == PGRES_TUPLES_OK)
 			PQclear(res);
 		else if (!st->batch_res)
 			st->batch_res = res;
@@ -1483,19 +1555,15 @@ static size_t store_build_row(struct store *st, size_t len, const char *row, int
 }
 
 /*
- * Write the batch's statement into st->sql and its parameters into
- * st->values, lengths, types and formats; returns the parameter count.
- * The sizes above keep the text within st->sql.
+ * Write the batch's parameters into st->values, lengths, types and
+ * formats; returns the parameter count.
  */
-static int store_build(struct store *st)
+static int store_build_params(struct store *st)
 {
 	const struct store_sql *q = &store_sqls[st->batch[0]->kind];
-	size_t len, size = sizeof(st->sql);
 	int n = 0;
 
-	len = (size_t)snprintf(st->sql, size, "%s", q->head);
 	for (int i = 0; i < st->nbatch; i++) {
-		len = store_build_row(st, len, q->row, i, n);
 		store_op_params(st->batch[i], st->values + n, st->lengths + n);
 		for (int j = 0; j < q->row_params; j++) {
 			st->types[n + j] = q->types[j];
@@ -1503,8 +1571,57 @@ static int store_build(struct store *st)
 		}
 		n += q->row_params;
 	}
-	snprintf(st->sql + len, size - len, "%s", q->tail);
 	return n;
+}
+
+/* Write the batch's statement into st->sql; the sizes above keep it within. */
+static void store_build_sql(struct store *st)
+{
+	const struct store_sql *q = &store_sqls[st->batch[0]->kind];
+	size_t len, size = sizeof(st->sql);
+
+	len = (size_t)snprintf(st->sql, size, "%s", q->head);
+	for (int i = 0; i < st->nbatch; i++)
+		len = store_build_row(st, len, q->row, i, i * q->row_params);
+	snprintf(st->sql + len, size - len, "%s", q->tail);
+}
+
+/* The named statement of the batch in flight's kind and size, or -1 for none. */
+static int store_batch_id(const struct store *st)
+{
+	enum store_op_kind kind = st->batch[0]->kind;
+
+	if (!st->named || kind == STORE_OP_QUERY || st->nbatch > STORE_NAMED_ROWS)
+		return -1;
+	return 1 + (int)kind * STORE_NAMED_ROWS + st->nbatch - 1;
+}
+
+static int store_has_prepared(const struct store *st, int id)
+{
+	return id >= 0 && st->prepared[id / 64] >> (id % 64) & 1;
+}
+
+/*
+ * Add one statement to the pipeline: named statement id (prepared first
+ * when the session does not have it yet; sql is its text then) or, with
+ * id -1, sql unnamed. what is the result it gives (st->expect).
+ */
+static int store_send_stmt(struct store *st, int id, const char *sql, int nparams,
+			   const char *const *values, int result_format, int what)
+{
+	if (id < 0) {
+		st->expect[st->nexpect++] = what;
+		return PQsendQueryParams(st->conn, sql, nparams, st->types, values, st->lengths,
+					 st->formats, result_format);
+	}
+	if (!store_has_prepared(st, id)) {
+		if (!PQsendPrepare(st->conn, st->names[id], sql, nparams, st->types))
+			return 0;
+		st->expect[st->nexpect++] = id;
+	}
+	st->expect[st->nexpect++] = what;
+	return PQsendQueryPrepared(st->conn, st->names[id], nparams, values, st->lengths,
+				   st->formats, result_format);
 }
 
 /* Order operations by scope (a total order every store shares). */
@@ -1520,7 +1637,7 @@ static int store_scope_cmp(const void *a, const void *b)
 static void store_send(struct store *st)
 {
 	const struct store_op *op;
-	int nparams, ok, r;
+	int id, nparams, ok, r;
 
 	if (st->nbatch || !st->queue.head || st->state != STORE_CONNECTED)
 		return;
@@ -1530,16 +1647,21 @@ static void store_send(struct store *st)
 		qsort(st->batch, (size_t)st->nbatch, sizeof(st->batch[0]), store_scope_cmp);
 	/* One pipeline, one implicit transaction: the timeout, then the
 	 * statement; SET LOCAL semantics suit pgbouncer's transaction mode. */
-	ok = PQsendQueryParams(st->conn, st->timeout_sql, 0, NULL, NULL, NULL, NULL,
-			       STORE_FORMAT_TEXT);
+	st->nexpect = 0;
+	ok = store_send_stmt(st, st->named ? 0 : -1, st->timeout_sql, 0, NULL, STORE_FORMAT_TEXT,
+			     STORE_RES_TIMEOUT);
 	if (ok && op->kind == STORE_OP_QUERY) {
+		st->expect[st->nexpect++] = STORE_RES_MAIN;
 		ok = PQsendQueryParams(st->conn, op->stmt.sql, op->stmt.nparams, op->stmt.types,
 				       op->stmt.values, op->stmt.lengths, op->stmt.formats,
 				       STORE_FORMAT_TEXT);
 	} else if (ok) {
-		nparams = store_build(st);
-		ok = PQsendQueryParams(st->conn, st->sql, nparams, st->types, st->values,
-				       st->lengths, st->formats, STORE_FORMAT_BINARY);
+		nparams = store_build_params(st);
+		id = store_batch_id(st);
+		if (!store_has_prepared(st, id))
+			store_build_sql(st);
+		ok = store_send_stmt(st, id, st->sql, nparams, st->values, STORE_FORMAT_BINARY,
+				     STORE_RES_MAIN);
 	}
 	ok = ok && PQpipelineSync(st->conn);
 	r = ok ? PQflush(st->conn) : -1;
@@ -1602,13 +1724,20 @@ static struct store_op *store_write_new(enum store_op_kind kind, const struct sc
 }
 
 struct store *store_new(struct event_base *base, const char *conninfo, int64_t timeout_ms,
-			const char *owner_id)
+			const char *owner_id, int named)
 {
 	struct store *st = calloc(1, sizeof(*st));
 
 	if (!st)
 		return NULL;
 	st->base = base;
+	st->named_mode = named;
+	st->named = named == 1;
+	st->named_told = -1;
+	snprintf(st->names[0], STORE_NAME_MAX, "idemproxy_timeout");
+	for (int id = 1; id < STORE_NAMED_IDS; id++)
+		snprintf(st->names[id], STORE_NAME_MAX, "idemproxy_%d_%d",
+			 (id - 1) / STORE_NAMED_ROWS, (id - 1) % STORE_NAMED_ROWS + 1);
 	st->timeout_ms = timeout_ms;
 	snprintf(st->timeout_sql, sizeof(st->timeout_sql), STORE_SQL_TIMEOUT, timeout_ms);
 	st->backoff_ms = STORE_BACKOFF_MIN_MS;

@@ -83,10 +83,12 @@ struct store_stmt {
 /*
  * A store for one event loop. conninfo NULL means libpq defaults. It starts
  * connecting at once and reconnects with backoff whenever the connection is
- * lost. timeout_ms bounds every round trip (store_timeout).
+ * lost. timeout_ms bounds every round trip (store_timeout). named: 1 sends
+ * batches as named prepared statements, 0 unnamed, -1 named unless each
+ * new connection turns out to go through a pooler (prepared_statements).
  */
 struct store *store_new(struct event_base *base, const char *conninfo, int64_t timeout_ms,
-			const char *owner_id);
+			const char *owner_id, int named);
 void store_free(struct store *st);
 
 /* 1 while connected and usable. */

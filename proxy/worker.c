@@ -159,7 +159,8 @@ int worker_init(struct worker *w, int id, struct conf_gen *gen, struct pace *pac
 	if (!w->base)
 		return -1;
 	w->dns = evdns_base_new(w->base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
-	w->store = store_new(w->base, conf->database, conf->store_timeout_ms, w->owner_id);
+	w->store = store_new(w->base, conf->database, conf->store_timeout_ms, w->owner_id,
+			     conf->prepared_statements);
 	w->pool = upstream_pool_new(w->base, w->dns, conf->upstream_host, conf->upstream_port,
 				    gen->secrets->upstream_tls,
 				    conf->upstream_server_name ? conf->upstream_server_name

@@ -463,3 +463,102 @@ def test_through_pgbouncer_transaction_mode(pgbouncer, proxy, upstream, ids):
     assert upstream.count(key=raced) == 1
     assert_replay_of(p.post("/api/courses", key=raced, actor=ids.actor, body=course()), owner)
     assert upstream.count(actor=ids.actor) == 2
+
+
+# prepared_statements: named statements on a direct connection, unnamed
+# through a pooler in transaction mode (where a named statement prepared in
+# one transaction is gone in the next), as the server's own log shows.
+DIRECT = "store connection is direct: named prepared statements"
+POOLED = "store connection goes through a connection pooler"
+
+
+def log_statements(cluster):
+    """Have cluster log every statement it executes (to its log file)."""
+    cluster.query("ALTER SYSTEM SET log_statement = 'all'")
+    cluster.query("SELECT pg_reload_conf()")
+
+
+def executed(cluster):
+    """The names of the extended-protocol statements cluster executed, by
+    count: {'idemproxy_0_1': 3, '<unnamed>': 5, ...} (its log)."""
+    names = {}
+    with open(os.path.join(cluster.dir, "log")) as f:
+        for line in f:
+            at = line.find("LOG:  execute ")
+            if at >= 0:
+                name = line[at + len("LOG:  execute "):].split(":", 1)[0]
+                names[name] = names.get(name, 0) + 1
+    return names
+
+
+def named_run(p, ids, upstream):
+    """An owner, its replay, a conflict and a race through p, with the exact
+    upstream effects."""
+    key = ids.key()
+    first = p.post("/api/courses", key=key, actor=ids.actor, body=course())
+    assert_owner(first)
+    assert_replay_of(p.post("/api/courses", key=key, actor=ids.actor, body=course()), first)
+    problem(p.post("/api/courses", key=key, actor=ids.actor, body=course(title="Other")),
+            "idempotency-conflict", 422)
+    raced = ids.key()
+    owner = helpers.check_race(helpers.race([p], raced, ids.actor))
+    assert_replay_of(p.post("/api/courses", key=raced, actor=ids.actor, body=course()), owner)
+    assert upstream.count(key=key) == 1
+    assert upstream.count(key=raced) == 1
+
+
+@pytest.mark.parametrize("mode", ["auto", "on", None])
+def test_direct_connection_uses_named_statements(private_pg, proxy, upstream, ids, mode):
+    pgx = private_pg()
+    log_statements(pgx)
+    settings = dict(NO_CACHE, workers="1")
+    if mode:
+        settings["prepared_statements"] = mode
+    p = proxy(settings, database=pgx.conninfo, wait_store=True)
+    named_run(p, ids, upstream)
+    names = executed(pgx)
+    ours = {n: c for n, c in names.items() if n.startswith("idemproxy_")}
+    # the timeout, the claim's insert and the finish by name, at least
+    assert ours.get("idemproxy_timeout", 0) >= 3, names
+    assert any(n.startswith("idemproxy_0_") for n in ours), names   # claim insert
+    assert any(n.startswith("idemproxy_2_") for n in ours), names   # finish
+    assert (DIRECT in p.stderr_text()) == (mode != "on"), p.stderr_text()
+
+
+def test_prepared_statements_off_sends_unnamed(private_pg, proxy, upstream, ids):
+    pgx = private_pg()
+    log_statements(pgx)
+    p = proxy(dict(NO_CACHE, workers="1", prepared_statements="off"), database=pgx.conninfo,
+              wait_store=True)
+    named_run(p, ids, upstream)
+    names = executed(pgx)
+    assert not [n for n in names if n.startswith("idemproxy_")], names
+    assert names.get("<unnamed>", 0) >= 6, names
+    assert DIRECT not in p.stderr_text() and POOLED not in p.stderr_text()
+
+
+@pytest.mark.parametrize("mode", ["auto", "off"])
+def test_pgbouncer_transaction_mode_gets_unnamed_statements(private_pg, proxy, upstream, ids,
+                                                            mode):
+    pgx = private_pg()
+    log_statements(pgx)
+    bouncer = Pgbouncer(pgx)
+    try:
+        p = proxy(dict(NO_CACHE, workers=str(PGBOUNCER_WORKERS), prepared_statements=mode),
+                  database=bouncer.conninfo, wait_store=True)
+        named_run(p, ids, upstream)
+        # several statements per worker, spread over the pool's servers
+        for _ in range(5):
+            named_run(p, ids, upstream)
+        names = executed(pgx)
+        assert not [n for n in names if n.startswith("idemproxy_")], names
+        assert names.get("<unnamed>", 0) >= 36, names
+        stderr = p.stderr_text()
+        assert "store statement failed" not in stderr, stderr
+        if mode == "auto":
+            assert stderr.count(POOLED) == PGBOUNCER_WORKERS, stderr
+        else:
+            assert POOLED not in stderr, stderr
+    finally:
+        print("pgbouncer log:\n" + bouncer.log_text())
+        bouncer.stop()

@@ -34,7 +34,7 @@ void conn_respond_frame(struct client_conn *c, size_t body_len, int flags)
 	if (flags & RESPOND_CLOSE)
 		c->close_after = 1;
 	if (!(flags & RESPOND_NO_LENGTH))
-		evbuffer_add_printf(out, "Content-Length: %zu\r\n", body_len);
+		http_add_length(out, "Content-Length", body_len);
 	if (c->close_after)
 		http_add_lit(out, "Connection: close\r\n");
 	else if (flags & RESPOND_KEEP_ALIVE)

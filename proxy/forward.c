@@ -2,7 +2,6 @@
 #include "proxy/forward.h"
 
 #include <string.h>
-#include <strings.h>
 
 #include <event2/buffer.h>
 
@@ -13,18 +12,13 @@
 #define FORWARD_ELEMENT_MAX  1024
 #define FORWARD_ELEMENT_TAIL 32 /* kept free for ";proto=..." and the line's end */
 
-/* The forwarding headers, rebuilt from what idemproxy saw. */
-static const char *const forward_view_names[] = {
-    "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "Forwarded", "X-Real-IP",
-};
-
-/* Appends the values of every occurrence of name in m, each followed by ", "; 1 when there was one. */
-static int forward_values(struct evbuffer *out, const struct http_msg *m, const char *name)
+/* Appends the values of every header known as known in m, each followed by ", "; 1 when there was one. */
+static int forward_values(struct evbuffer *out, const struct http_msg *m, enum http_name known)
 {
 	int any = 0;
 
 	for (int i = 0; i < m->nheaders; i++) {
-		if (!strcasecmp(m->headers[i].name, name) && *m->headers[i].value) {
+		if (m->headers[i].known == known && *m->headers[i].value) {
 			http_add_str(out, m->headers[i].value);
 			http_add_lit(out, ", ");
 			any = 1;
@@ -33,23 +27,24 @@ static int forward_values(struct evbuffer *out, const struct http_msg *m, const 
 	return any;
 }
 
-/* "Name: v1, v2, ..., ours": every occurrence of name in m (when kept), then ours. */
+/* "Name: v1, v2, ..., ours": every occurrence of name (known) in m (when kept), then ours. */
 static void forward_joined_header(struct evbuffer *out, const struct http_msg *m,
-				  const char *name, int keep, const char *ours)
+				  const char *name, enum http_name known, int keep,
+				  const char *ours)
 {
 	http_add_str(out, name);
 	http_add_lit(out, ": ");
 	if (keep)
-		forward_values(out, m, name);
+		forward_values(out, m, known);
 	http_add_str(out, ours);
 	http_add_lit(out, "\r\n");
 }
 
 /* "Name: theirs" from a trusted peer that sent it, else "Name: ours". */
 static void forward_kept_header(struct evbuffer *out, const struct http_msg *m, const char *name,
-				int keep, const char *ours)
+				enum http_name known, int keep, const char *ours)
 {
-	const char *theirs = keep ? http_msg_header(m, name) : NULL;
+	const char *theirs = keep ? http_msg_known(m, known) : NULL;
 
 	http_add_header(out, name, theirs && *theirs ? theirs : ours);
 }
@@ -67,7 +62,7 @@ static void forward_forwarded(struct evbuffer *out, const struct http_msg *m,
 
 	http_add_lit(out, "Forwarded: ");
 	if (v->trusted)
-		forward_values(out, m, "Forwarded");
+		forward_values(out, m, HTTP_N_FORWARDED);
 	/* "for=" ["[ "] peer ["]"] ";host=\"" host "\";proto=" proto "\r\n", cut to fit */
 	memcpy(ours, v6 ? "for=\"[" : "for=", v6 ? 6 : 4);
 	n = v6 ? 6 : 4;
@@ -97,22 +92,28 @@ static void forward_forwarded(struct evbuffer *out, const struct http_msg *m,
 }
 
 /* Headers of the client's request that idemproxy replaces or drops. */
-static int forward_drops(const struct http_msg *m, const char *name)
+static int forward_drops(const struct http_msg *m, const struct http_header *h)
 {
-	for (size_t i = 0; i < sizeof(forward_view_names) / sizeof(forward_view_names[0]); i++) {
-		if (!strcasecmp(name, forward_view_names[i]))
-			return 1;
+	switch (h->known) {
+	case HTTP_N_CONTENT_LENGTH:
+	case HTTP_N_EXPECT:
+	case HTTP_N_VIA:
+	case HTTP_N_FORWARDED:	/* the forwarding headers, rebuilt from what idemproxy saw */
+	case HTTP_N_X_FORWARDED_FOR:
+	case HTTP_N_X_FORWARDED_PROTO:
+	case HTTP_N_X_FORWARDED_HOST:
+	case HTTP_N_X_REAL_IP:
+		return 1;
+	default:
+		return http_header_is_hop(m, h) || marker_header(h->name);
 	}
-	return http_msg_is_hop_header(m, name) || marker_header(name) ||
-	       !strcasecmp(name, "Content-Length") || !strcasecmp(name, "Expect") ||
-	       !strcasecmp(name, "Via");
 }
 
 void forward_build(struct evbuffer *out, struct http_msg *m, const struct forward_view *v,
 		   unsigned flags)
 {
 	size_t body_len = evbuffer_get_length(m->body);
-	const char *host = http_msg_header(m, "Host");
+	const char *host = http_msg_known(m, HTTP_N_HOST);
 
 	http_add_str(out, m->method);
 	http_add_lit(out, " ");
@@ -120,36 +121,37 @@ void forward_build(struct evbuffer *out, struct http_msg *m, const struct forwar
 	http_add_lit(out, " HTTP/1.1\r\n");
 	for (int i = 0; i < m->nheaders; i++) {
 		const struct http_header *h = &m->headers[i];
-		if (!forward_drops(m, h->name))
+		if (!forward_drops(m, h))
 			http_add_header(out, h->name, h->value);
 	}
 	if (!host || !*host) {
 		host = v->default_host;
-		if (!http_msg_header(m, "Host"))
+		if (!http_msg_known(m, HTTP_N_HOST))
 			http_add_header(out, "Host", host);
 	}
-	forward_joined_header(out, m, "X-Forwarded-For", v->trusted, v->peer);
-	forward_kept_header(out, m, "X-Forwarded-Proto", v->trusted, v->proto);
-	forward_kept_header(out, m, "X-Forwarded-Host", v->trusted, host);
-	forward_kept_header(out, m, "X-Real-IP", v->trusted, v->peer);
+	forward_joined_header(out, m, "X-Forwarded-For", HTTP_N_X_FORWARDED_FOR, v->trusted, v->peer);
+	forward_kept_header(out, m, "X-Forwarded-Proto", HTTP_N_X_FORWARDED_PROTO, v->trusted,
+			    v->proto);
+	forward_kept_header(out, m, "X-Forwarded-Host", HTTP_N_X_FORWARDED_HOST, v->trusted, host);
+	forward_kept_header(out, m, "X-Real-IP", HTTP_N_X_REAL_IP, v->trusted, v->peer);
 	forward_forwarded(out, m, v, host);
-	forward_joined_header(out, m, "Via", 1, m->version_minor ? "1.1 idemproxy" : "1.0 idemproxy");
+	forward_joined_header(out, m, "Via", HTTP_N_VIA, 1,
+			      m->version_minor ? "1.1 idemproxy" : "1.0 idemproxy");
 	if (flags & FORWARD_UPGRADE) {
 		http_add_lit(out, "Connection: upgrade\r\n");
-		http_add_header(out, "Upgrade", http_msg_header(m, "Upgrade"));
+		http_add_header(out, "Upgrade", http_msg_known(m, HTTP_N_UPGRADE));
 	}
 	if (flags & FORWARD_STREAMED) {
 		if (m->chunked)
 			http_add_lit(out, "Transfer-Encoding: chunked\r\n");
 		else
-			evbuffer_add_printf(out, "Content-Length: %lld\r\n",
-					    (long long)m->content_length);
+			http_add_length(out, "Content-Length", (uint64_t)m->content_length);
 		http_add_lit(out, "\r\n");
 		return;
 	}
 	/* A bodiless safe request stays bodiless; everything else says its length. */
 	if (body_len || !http_method_is_safe(m->method))
-		evbuffer_add_printf(out, "Content-Length: %zu\r\n", body_len);
+		http_add_length(out, "Content-Length", body_len);
 	http_add_lit(out, "\r\n");
 	evbuffer_add_buffer(out, m->body);
 }

@@ -408,25 +408,90 @@ static int64_t http_parse_length(const char *s)
 	return v;
 }
 
+/*
+ * The next element of the comma-separated list at *s, blanks trimmed, and
+ * its length in *len (0 for an empty one); NULL at the list's end.
+ */
+static const char *http_list_next(const char **s, size_t *len)
+{
+	const char *start, *end;
+
+	while (**s == ' ' || **s == '\t' || **s == ',')
+		(*s)++;
+	if (!**s)
+		return NULL;
+	start = *s;
+	while (**s && **s != ',')
+		(*s)++;
+	end = *s;
+	while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
+		end--;
+	*len = (size_t)(end - start);
+	return start;
+}
+
 /* 1 when the comma-separated list contains the token of len bytes. */
 static int http_list_has(const char *list, const char *token, size_t len)
 {
-	const char *s = list, *start, *end;
+	const char *t;
+	size_t n;
 
-	while (*s) {
-		while (*s == ' ' || *s == '\t' || *s == ',')
-			s++;
-		start = s;
-		while (*s && *s != ',')
-			s++;
-		end = s;
-		while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
-			end--;
-		if (end > start && (size_t)(end - start) == len &&
-		    strncasecmp(start, token, len) == 0)
+	while ((t = http_list_next(&list, &n)))
+		if (n == len && strncasecmp(t, token, len) == 0)
 			return 1;
-	}
 	return 0;
+}
+
+/* 1 when the comma-separated list has a token other than close, keep-alive and upgrade. */
+static int http_list_names_more(const char *list)
+{
+	const char *t;
+	size_t n;
+
+	while ((t = http_list_next(&list, &n)))
+		if (n && !(n == 5 && !strncasecmp(t, "close", 5)) &&
+		    !(n == 10 && !strncasecmp(t, "keep-alive", 10)) &&
+		    !(n == 7 && !strncasecmp(t, "upgrade", 7)))
+			return 1;
+	return 0;
+}
+
+enum http_name http_name_of(const char *name, size_t len)
+{
+	/* By length first: at most two comparisons for any name. */
+	static const struct {
+		const char *name;
+		enum http_name known;
+	} names[] = {
+	    {"TE", HTTP_N_TE},
+	    {"Via", HTTP_N_VIA},
+	    {"Host", HTTP_N_HOST},
+	    {"Expect", HTTP_N_EXPECT},
+	    {"Trailer", HTTP_N_TRAILER},
+	    {"Upgrade", HTTP_N_UPGRADE},
+	    {"Forwarded", HTTP_N_FORWARDED},
+	    {"X-Real-IP", HTTP_N_X_REAL_IP},
+	    {"Connection", HTTP_N_CONNECTION},
+	    {"Keep-Alive", HTTP_N_KEEP_ALIVE},
+	    {"Content-Length", HTTP_N_CONTENT_LENGTH},
+	    {"X-Forwarded-For", HTTP_N_X_FORWARDED_FOR},
+	    {"Proxy-Connection", HTTP_N_PROXY_CONNECTION},
+	    {"X-Forwarded-Host", HTTP_N_X_FORWARDED_HOST},
+	    {"Transfer-Encoding", HTTP_N_TRANSFER_ENCODING},
+	    {"X-Forwarded-Proto", HTTP_N_X_FORWARDED_PROTO},
+	    {"Proxy-Authenticate", HTTP_N_PROXY_AUTHENTICATE},
+	    {"Proxy-Authorization", HTTP_N_PROXY_AUTHORIZATION},
+	};
+	/* where each length starts in names[] (sorted by length), lengths 0-20 */
+	static const unsigned char from[] = {0, 0, 0, 1, 2, 3, 3, 4, 6, 6, 8, 10, 10, 10, 10,
+					     11, 12, 14, 16, 17, 18};
+
+	if (len < 2 || len > 19)
+		return HTTP_N_OTHER;
+	for (unsigned i = from[len]; i < from[len + 1]; i++)
+		if (strncasecmp(name, names[i].name, len) == 0)
+			return names[i].known;
+	return HTTP_N_OTHER;
 }
 
 /* A Host value: empty, or uri-host [":" port] characters only. */
@@ -448,33 +513,41 @@ struct http_fields {
 	int conn_keep;
 };
 
-#define HTTP_NAME_IS(name, len, lit) ((len) == sizeof(lit) - 1 && strcasecmp(name, lit) == 0)
-
 /*
- * Note one field of m (name of name_len bytes and value, both
- * NUL-terminated): sets content_length, chunked, expect_continue and
- * counts. Returns 0, or -1 for a field that makes the framing ambiguous.
+ * Note one field h of m: sets content_length, chunked, expect_continue,
+ * connection_names and counts. Returns 0, or -1 for a field that makes the
+ * framing ambiguous.
  */
-static int http_note_field(struct http_msg *m, struct http_fields *f, const char *name,
-			   size_t name_len, const char *value)
+static int http_note_field(struct http_msg *m, struct http_fields *f, const struct http_header *h)
 {
-	if (HTTP_NAME_IS(name, name_len, "Content-Length")) {
+	const char *value = h->value;
+
+	switch (h->known) {
+	case HTTP_N_CONTENT_LENGTH:
 		m->content_length = http_parse_length(value);
 		if (++f->ncl > 1 || m->content_length < 0)
 			return -1;
-	} else if (HTTP_NAME_IS(name, name_len, "Transfer-Encoding")) {
+		break;
+	case HTTP_N_TRANSFER_ENCODING:
 		if (++f->nte > 1 || strcasecmp(value, "chunked") != 0)
 			return -1;
 		m->chunked = 1;
-	} else if (HTTP_NAME_IS(name, name_len, "Host")) {
+		break;
+	case HTTP_N_HOST:
 		if (m->kind == HTTP_REQUEST && (++f->nhost > 1 || !http_host_valid(value)))
 			return -1;
-	} else if (HTTP_NAME_IS(name, name_len, "Connection")) {
+		break;
+	case HTTP_N_CONNECTION:
 		f->conn_close |= http_list_has(value, "close", strlen("close"));
 		f->conn_keep |= http_list_has(value, "keep-alive", strlen("keep-alive"));
-	} else if (HTTP_NAME_IS(name, name_len, "Expect")) {
+		m->connection_names |= http_list_names_more(value);
+		break;
+	case HTTP_N_EXPECT:
 		if (m->version_minor == 1 && strcasecmp(value, "100-continue") == 0)
 			m->expect_continue = 1;
+		break;
+	default:
+		break;
 	}
 	return 0;
 }
@@ -549,8 +622,9 @@ static enum http_status http_parse_head(struct http_parser *p, struct evbuffer *
 		line[value_off + value_len] = '\0';
 		m->headers[i].name = line;
 		m->headers[i].value = line + value_off;
+		m->headers[i].known = http_name_of(line, name_len);
 		m->nheaders++;
-		if (http_note_field(m, &fields, line, name_len, line + value_off) < 0)
+		if (http_note_field(m, &fields, &m->headers[i]) < 0)
 			return HTTP_ERR_BAD;
 	}
 	p->head_len = head_len;
@@ -1042,46 +1116,54 @@ int http_msg_header_count(const struct http_msg *m, const char *name)
 	return n;
 }
 
-int http_msg_is_hop_header(const struct http_msg *m, const char *name)
+const char *http_msg_known(const struct http_msg *m, enum http_name known)
 {
-	static const char *const fixed[] = {
-	    "Connection",
-	    "Keep-Alive",
-	    "Proxy-Connection",
-	    "Proxy-Authenticate",
-	    "Proxy-Authorization",
-	    "TE",
-	    "Trailer",
-	    "Transfer-Encoding",
-	    "Upgrade",
-	};
-	size_t i, len = strlen(name);
-	int h;
-
-	for (i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
-		if (strcasecmp(fixed[i], name) == 0)
-			return 1;
+	for (int i = 0; i < m->nheaders; i++) {
+		if (m->headers[i].known == known)
+			return m->headers[i].value;
 	}
-	for (h = 0; h < m->nheaders; h++) {
-		if (strcasecmp(m->headers[h].name, "Connection") == 0 &&
-		    http_list_has(m->headers[h].value, name, len))
+	return NULL;
+}
+
+/* 1 when a Connection header of m lists the token of len bytes. */
+static int http_connection_lists(const struct http_msg *m, const char *token, size_t len)
+{
+	for (int h = 0; h < m->nheaders; h++) {
+		if (m->headers[h].known == HTTP_N_CONNECTION &&
+		    http_list_has(m->headers[h].value, token, len))
 			return 1;
 	}
 	return 0;
 }
 
+static int http_name_is_hop(enum http_name known)
+{
+	return known >= HTTP_N_CONNECTION && known <= HTTP_N_HOP_LAST;
+}
+
+int http_header_is_hop(const struct http_msg *m, const struct http_header *h)
+{
+	return http_name_is_hop(h->known) ||
+	       (m->connection_names && http_connection_lists(m, h->name, strlen(h->name)));
+}
+
+int http_msg_is_hop_header(const struct http_msg *m, const char *name)
+{
+	size_t len = strlen(name);
+
+	return http_name_is_hop(http_name_of(name, len)) || http_connection_lists(m, name, len);
+}
+
 int http_msg_wants_upgrade(const struct http_msg *m)
 {
-	const char *up = http_msg_header(m, "Upgrade");
+	const char *up = http_msg_known(m, HTTP_N_UPGRADE);
+	int n = 0;
 
-	if (m->version_minor == 0 || !up || !*up || http_msg_header_count(m, "Upgrade") > 1)
+	for (int h = 0; h < m->nheaders; h++)
+		n += m->headers[h].known == HTTP_N_UPGRADE;
+	if (m->version_minor == 0 || !up || !*up || n > 1)
 		return 0;
-	for (int h = 0; h < m->nheaders; h++) {
-		if (strcasecmp(m->headers[h].name, "Connection") == 0 &&
-		    http_list_has(m->headers[h].value, "upgrade", sizeof("upgrade") - 1))
-			return 1;
-	}
-	return 0;
+	return http_connection_lists(m, "upgrade", sizeof("upgrade") - 1);
 }
 
 int http_method_is_safe(const char *m)
@@ -1146,6 +1228,17 @@ void http_add_date_after(struct evbuffer *out, const char *name, int64_t ms_from
 		last_t = t;
 	}
 	http_add_header(out, name, date);
+}
+
+void http_add_length(struct evbuffer *out, const char *name, uint64_t value)
+{
+	char num[24], *p = num + sizeof(num) - 1;
+
+	*p = '\0';
+	do
+		*--p = (char)('0' + value % 10);
+	while (value /= 10);
+	http_add_header(out, name, p);
 }
 
 void http_add_header(struct evbuffer *out, const char *name, const char *value)

@@ -24,9 +24,41 @@ enum http_kind {
 	HTTP_RESPONSE,
 };
 
+/*
+ * The header names idemproxy acts on, recognised once while a head is
+ * parsed (http_header.known), so that forwarding, relaying and storing a
+ * message compare numbers instead of names.
+ */
+enum http_name {
+	HTTP_N_OTHER = 0,
+	/* hop-by-hop (RFC 9110 7.6.1): never forwarded, relayed or stored */
+	HTTP_N_CONNECTION,
+	HTTP_N_KEEP_ALIVE,
+	HTTP_N_PROXY_CONNECTION,
+	HTTP_N_PROXY_AUTHENTICATE,
+	HTTP_N_PROXY_AUTHORIZATION,
+	HTTP_N_TE,
+	HTTP_N_TRAILER,
+	HTTP_N_TRANSFER_ENCODING,
+	HTTP_N_UPGRADE,
+	/* framing and routing */
+	HTTP_N_CONTENT_LENGTH,
+	HTTP_N_HOST,
+	HTTP_N_EXPECT,
+	HTTP_N_VIA,
+	/* forwarding, rebuilt by idemproxy */
+	HTTP_N_FORWARDED,
+	HTTP_N_X_FORWARDED_FOR,
+	HTTP_N_X_FORWARDED_PROTO,
+	HTTP_N_X_FORWARDED_HOST,
+	HTTP_N_X_REAL_IP,
+};
+#define HTTP_N_HOP_LAST HTTP_N_UPGRADE
+
 struct http_header {
 	char *name;   /* as received, NUL-terminated */
 	char *value;  /* leading/trailing blanks removed, NUL-terminated */
+	enum http_name known;
 };
 
 struct http_msg {
@@ -54,6 +86,7 @@ struct http_msg {
 	int chunked;                  /* Transfer-Encoding: chunked */
 	int keep_alive;               /* from version and Connection */
 	int expect_continue;          /* request had Expect: 100-continue */
+	int connection_names;         /* Connection lists more than close, keep-alive, upgrade */
 
 	struct evbuffer *body;        /* decoded body bytes */
 };
@@ -168,6 +201,15 @@ const char *http_msg_header(const struct http_msg *m, const char *name);
 /* Number of headers named name (case-insensitive). */
 int http_msg_header_count(const struct http_msg *m, const char *name);
 
+/* The first header of m that http_name_of classified as known, or NULL. */
+const char *http_msg_known(const struct http_msg *m, enum http_name known);
+
+/* What name (len bytes, case-insensitive) is among enum http_name. */
+enum http_name http_name_of(const char *name, size_t len);
+
+/* http_msg_is_hop_header for one of m's own headers, from its class. */
+int http_header_is_hop(const struct http_msg *m, const struct http_header *h);
+
 /*
  * 1 when name is hop-by-hop for this message: Connection, Keep-Alive,
  * Proxy-Connection, Proxy-Authenticate, Proxy-Authorization, TE, Trailer,
@@ -195,6 +237,8 @@ const char *http_status_reason(int status);
 void http_add_str(struct evbuffer *out, const char *s);
 /* "Name: value\r\n" */
 void http_add_header(struct evbuffer *out, const char *name, const char *value);
+/* "name: VALUE\r\n" with value in decimal (a length, a count), no printf. */
+void http_add_length(struct evbuffer *out, const char *name, uint64_t value);
 /* "Name: IMF-fixdate\r\n" for the time ms_from_now milliseconds (rounded up) from now. */
 void http_add_date_after(struct evbuffer *out, const char *name, int64_t ms_from_now);
 /* "HTTP/1.1 STATUS REASON\r\n"; reason NULL or "" gives the standard phrase. */

@@ -134,22 +134,35 @@ static void line_str(struct line *l, const char *name, const char *value)
 	line_str_n(l, name, value, strlen(value), LOG_FIELD_MAX);
 }
 
+/* The decimal digits of value, written backwards from end; returns where they start. */
+static char *line_digits(char *end, long long value)
+{
+	unsigned long long v = value < 0 ? 0 - (unsigned long long)value : (unsigned long long)value;
+
+	do
+		*--end = (char)('0' + v % 10);
+	while (v /= 10);
+	if (value < 0)
+		*--end = '-';
+	return end;
+}
+
 static void line_num(struct line *l, const char *name, long long value)
 {
-	char num[32];
-	int n = snprintf(num, sizeof(num), "%lld", value);
+	char num[24], *start = line_digits(num + sizeof(num), value);
 
 	line_raw(l, ",\"", 2);
 	line_raw(l, name, strlen(name));
 	line_raw(l, "\":", 2);
-	line_raw(l, num, (size_t)n);
+	line_raw(l, start, (size_t)(num + sizeof(num) - start));
 }
 
 static void line_start(struct line *l, enum log_level level)
 {
 	struct timespec ts;
 	struct tm tm;
-	char t[40];
+	long ms;
+	char t[8] = {'.', '0', '0', '0', 'Z', '"'};
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	/* The formatted second changes once a second: keep it per thread. */
@@ -162,8 +175,11 @@ static void line_start(struct line *l, enum log_level level)
 	l->len = 0;
 	line_raw(l, "{\"time\":\"", 9);
 	line_raw(l, log_clock.text, log_clock.len);
-	snprintf(t, sizeof(t), ".%03ldZ\"", ts.tv_nsec / 1000000);
-	line_raw(l, t, strlen(t));
+	ms = ts.tv_nsec / 1000000;
+	t[1] = (char)('0' + ms / 100);
+	t[2] = (char)('0' + ms / 10 % 10);
+	t[3] = (char)('0' + ms % 10);
+	line_raw(l, t, 6);
 	line_str(l, "level", level_names[level]);
 }
 
@@ -177,8 +193,11 @@ static void line_tag(struct line *l, const struct log_tag *tag)
 		line_str(l, "route", tag->route);
 	if (tag->key_len) {
 		SHA256((const unsigned char *)tag->key, tag->key_len, md);
-		for (int i = 0; i < LOG_KEY_HASH_BYTES; i++)
-			snprintf(hex + 2 * i, 3, "%02x", md[i]);
+		for (int i = 0; i < LOG_KEY_HASH_BYTES; i++) {
+			hex[2 * i] = "0123456789abcdef"[md[i] >> 4];
+			hex[2 * i + 1] = "0123456789abcdef"[md[i] & 15];
+		}
+		hex[2 * LOG_KEY_HASH_BYTES] = '\0';
 		line_str(l, "key_hash", hex);
 	}
 }

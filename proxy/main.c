@@ -26,6 +26,7 @@
 #include "proxy/admin.h"
 #include "proxy/conf_gen.h"
 #include "proxy/contract.h"
+#include "proxy/evalloc.h"
 #include "proxy/evfree.h"
 #include "proxy/log.h"
 #include "proxy/migrate.h"
@@ -447,6 +448,7 @@ int main(int argc, char **argv)
 	char err[CONF_ERR_MAX];
 	int rc;
 
+	evalloc_install();
 	if (argc > 1 && !strcmp(argv[1], "--version")) {
 		printf("idemproxy %s\n", IDEMPROXY_VERSION);
 		return 0;

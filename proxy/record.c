@@ -44,7 +44,7 @@ char *record_headers(const struct http_msg *resp, char *const *extra, int nextra
 	for (int i = 0; i < resp->nheaders; i++) {
 		const struct http_header *h = &resp->headers[i];
 		if (RECORD_NAME_IN(h->name, record_never_names) ||
-		    http_msg_is_hop_header(resp, h->name) || marker_header(h->name))
+		    http_header_is_hop(resp, h) || marker_header(h->name))
 			continue;
 		if (!RECORD_NAME_IN(h->name, record_kept_names) &&
 		    !record_name_in(h->name, (const char *const *)extra, (size_t)nextra))

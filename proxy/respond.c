@@ -3,7 +3,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -142,9 +141,9 @@ static void respond_upstream_head(struct evbuffer *out, const struct http_msg *r
 	http_add_status_line(out, resp->status, resp->reason);
 	for (int i = 0; i < resp->nheaders; i++) {
 		const struct http_header *h = &resp->headers[i];
-		if (http_msg_is_hop_header(resp, h->name) || marker_header(h->name))
+		if (http_header_is_hop(resp, h) || marker_header(h->name))
 			continue;
-		if (!keep_length && !strcasecmp(h->name, "Content-Length"))
+		if (!keep_length && h->known == HTTP_N_CONTENT_LENGTH)
 			continue;
 		http_add_header(out, h->name, h->value);
 	}

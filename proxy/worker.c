@@ -1,15 +1,18 @@
 /*
  * Workers: one thread each, with its own event loop, SO_REUSEPORT listener,
  * upstream pool and store connection. Nothing is shared between workers,
- * so the request path takes no lock. The main thread only starts them,
- * tells them to stop (a cross-thread event_active, which libevent makes
- * safe once evthread_use_pthreads() has run) and joins them.
+ * so the request path takes no lock: a worker's event base has none
+ * (EVENT_BASE_FLAG_NOLOCK). The main thread only starts them, hands them
+ * configurations and stop requests through atomics, wakes them with a
+ * write to their eventfd, and joins them.
  */
 #include "proxy/worker.h"
 
+#include <errno.h>
 #include <event2/dns.h>
 #include <event2/event.h>
 #include <pthread.h>
+#include <sys/eventfd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +21,7 @@
 #include "conf/conf.h"
 #include "proxy/cache.h"
 #include "proxy/clock.h"
+#include "proxy/evalloc.h"
 #include "proxy/evfree.h"
 #include "proxy/listener.h"
 #include "proxy/log.h"
@@ -61,16 +65,13 @@ static void worker_listen(struct worker *w, const struct conf *conf)
 	}
 }
 
-/* Switch to the configuration a reload handed over (worker thread). */
-static void reload_cb(evutil_socket_t fd, short what, void *arg)
+/* Wake the worker's loop from another thread: its wake_ev reads the eventfd. */
+static void worker_wake(struct worker *w)
 {
-	struct worker *w = arg;
-	struct conf_gen *gen = atomic_exchange(&w->pending_gen, NULL);
+	uint64_t one = 1;
 
-	if (!gen)
-		return;
-	conf_gens_switch(&w->gens, gen);
-	worker_listen(w, worker_conf(w));
+	while (write(w->wake_fd, &one, sizeof(one)) < 0 && errno == EINTR)
+		;
 }
 
 void worker_reload(struct worker *w, struct conf_gen *gen)
@@ -81,7 +82,7 @@ void worker_reload(struct worker *w, struct conf_gen *gen)
 	/* A newer reload replaces one the worker has not switched to yet. */
 	unused = atomic_exchange(&w->pending_gen, gen);
 	conf_gen_release(unused);
-	event_active(w->reload_ev, 0, 0);
+	worker_wake(w);
 }
 
 /* Exit the loop once every request and connection has finished, or at the deadline. */
@@ -129,11 +130,9 @@ static void worker_tick_cb(evutil_socket_t fd, short what, void *arg)
 	STATS_SET(s->cache_bytes, (int64_t)cache_bytes(w->cache));
 }
 
-/* Runs on the worker's own thread, activated by worker_stop(). */
-static void stop_cb(evutil_socket_t fd, short what, void *arg)
+/* A stop request, on the worker's own thread: drain, or at the second one exit. */
+static void worker_stopping(struct worker *w)
 {
-	struct worker *w = arg;
-
 	if (w->draining) {
 		event_base_loopbreak(w->base);
 		return;
@@ -144,19 +143,49 @@ static void stop_cb(evutil_socket_t fd, short what, void *arg)
 	drain_cb(-1, 0, w);
 }
 
+/* The main thread woke the loop: switch to a reloaded configuration, handle stops. */
+static void wake_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+	struct conf_gen *gen;
+	uint64_t n;
+
+	while (read(fd, &n, sizeof(n)) < 0 && errno == EINTR)
+		;
+	gen = atomic_exchange(&w->pending_gen, NULL);
+	if (gen) {
+		conf_gens_switch(&w->gens, gen);
+		worker_listen(w, worker_conf(w));
+	}
+	while (w->stops_seen < atomic_load(&w->stops)) {
+		w->stops_seen++;
+		worker_stopping(w);
+	}
+}
+
 int worker_init(struct worker *w, int id, struct conf_gen *gen, struct pace *pace)
 {
 	const struct conf *conf = gen->conf;
 	char host[64] = "localhost";
 	struct timeval tick_tv = clock_tv(TICK_MS);
+	struct event_config *cfg;
 
 	memset(w, 0, sizeof(*w));
+	w->wake_fd = -1;
 	conf_gens_init(&w->gens, gen);
 	w->id = id;
 	gethostname(host, sizeof(host) - 1);
 	snprintf(w->owner_id, sizeof(w->owner_id), "%s:%d:%d", host, (int)getpid(), id);
-	w->base = event_base_new();
-	if (!w->base)
+	/* Only this worker's thread touches its base: no lock. */
+	cfg = event_config_new();
+	if (!cfg || event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK) < 0) {
+		event_config_free(cfg);
+		return -1;
+	}
+	w->base = event_base_new_with_config(cfg);
+	event_config_free(cfg);
+	w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (!w->base || w->wake_fd < 0)
 		return -1;
 	w->dns = evdns_base_new(w->base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
 	w->store = store_new(w->base, conf->database, conf->store_timeout_ms, w->owner_id,
@@ -169,11 +198,11 @@ int worker_init(struct worker *w, int id, struct conf_gen *gen, struct pace *pac
 	w->reqs = request_ctx_new(w->base, &w->gens, w->store, w->pool, w->cache, pace, &w->stats,
 				  (uint64_t)id << REQUEST_ID_WORKER_SHIFT);
 	w->drain_timer = evtimer_new(w->base, drain_cb, w);
-	w->stop_ev = event_new(w->base, -1, 0, stop_cb, w);
-	w->reload_ev = event_new(w->base, -1, 0, reload_cb, w);
+	w->wake_ev = event_new(w->base, w->wake_fd, EV_READ | EV_PERSIST, wake_cb, w);
 	w->tick_timer = event_new(w->base, -1, EV_PERSIST, worker_tick_cb, w);
 	if (!w->dns || !w->store || !w->pool || !w->cache || !w->reqs || !w->drain_timer ||
-	    !w->stop_ev || !w->tick_timer || !w->reload_ev || event_add(w->tick_timer, &tick_tv) < 0)
+	    !w->wake_ev || !w->tick_timer || event_add(w->wake_ev, NULL) < 0 ||
+	    event_add(w->tick_timer, &tick_tv) < 0)
 		return -1;
 	worker_listen(w, conf);
 	w->listener = listener_new(w->base, &w->gens, w->reqs);
@@ -189,13 +218,15 @@ void worker_free(struct worker *w)
 	store_free(w->store);
 	cache_free(w->cache);
 	evfree_event(&w->drain_timer);
-	evfree_event(&w->stop_ev);
-	evfree_event(&w->reload_ev);
+	evfree_event(&w->wake_ev);
 	evfree_event(&w->tick_timer);
 	/* Requests are gone, so are the retired configurations; then ours. */
 	conf_gen_release(atomic_exchange(&w->pending_gen, NULL));
 	conf_gens_clear(&w->gens);
 	evfree_dns(&w->dns);
+	/* wake_fd is set (maybe -1) once worker_init made the base. */
+	if (w->base && w->wake_fd >= 0)
+		close(w->wake_fd);
 	evfree_base(&w->base);
 	memset(w, 0, sizeof(*w));
 }
@@ -207,6 +238,7 @@ static void *worker_main(void *arg)
 	if (event_base_dispatch(w->base) < 0)
 		log_error(NULL, "worker %d: event loop failed", w->id);
 	log_flush();
+	evalloc_thread_end();
 	return NULL;
 }
 
@@ -217,7 +249,8 @@ int worker_start(struct worker *w)
 
 void worker_stop(struct worker *w)
 {
-	event_active(w->stop_ev, 0, 0);
+	atomic_fetch_add(&w->stops, 1);
+	worker_wake(w);
 }
 
 void worker_join(struct worker *w)

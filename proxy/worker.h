@@ -30,7 +30,10 @@ struct worker {
 	struct evdns_base *dns;
 	struct conf_gens gens;      /* the configuration new requests get */
 	_Atomic(struct conf_gen *) pending_gen;  /* handed over by a reload */
-	struct event *reload_ev;
+	atomic_int stops;           /* worker_stop calls so far */
+	int stops_seen;             /* of them, handled by the loop */
+	int wake_fd;                /* eventfd: the main thread's wake-up */
+	struct event *wake_ev;
 	struct listener *listener;
 	struct store *store;
 	int listening;              /* the store LISTENs (a route may wait) */
@@ -43,7 +46,6 @@ struct worker {
 	int past_deadline;          /* shutdown_timeout passed: last writes only */
 	int64_t drain_deadline_us;
 	struct event *drain_timer;
-	struct event *stop_ev;      /* activated from the main thread */
 	struct event *tick_timer;   /* access lines out, gauges refreshed */
 	pthread_t thread;
 	struct stats stats;         /* written here, read by the admin listener */

@@ -1,6 +1,7 @@
 /* Unit tests of proxy/http.c: framing, strictness, limits, both directions. */
 #include "proxy/http.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -727,7 +728,71 @@ static void test_hop_headers(void)
 	CHECK(!http_msg_is_hop_header(m, "Trailers"));
 	CHECK(!http_msg_is_hop_header(m, ""));
 	CHECK(http_msg_header_count(m, "connection") == 2);
+	/* the class of each header, and the Connection-listed ones by name */
+	CHECK(m->connection_names);
+	for (int i = 0; i < m->nheaders; i++)
+		CHECK(http_header_is_hop(m, &m->headers[i]) ==
+		      http_msg_is_hop_header(m, m->headers[i].name));
+	CHECK(!http_header_is_hop(m, &m->headers[0]));     /* Host */
+	CHECK(http_header_is_hop(m, &m->headers[3]));      /* X-Secret, listed */
 	http_msg_free(m);
+
+	/* Connection naming only close, keep-alive or upgrade lists nothing more */
+	s = "GET / HTTP/1.1\r\nHost: h\r\nConnection: Keep-Alive , close,UPGRADE\r\n\r\n";
+	CHECK(parse_whole(HTTP_REQUEST, 0, s, strlen(s), &m) == HTTP_DONE);
+	if (!m)
+		return;
+	CHECK(!m->connection_names);
+	CHECK(http_msg_known(m, HTTP_N_HOST) && !strcmp(http_msg_known(m, HTTP_N_HOST), "h"));
+	CHECK(!http_msg_known(m, HTTP_N_UPGRADE));
+	http_msg_free(m);
+}
+
+/* Every name http_name_of knows, in any case, and names beside them that it must not. */
+static void test_name_classes(void)
+{
+	static const struct {
+		const char *name;
+		enum http_name known;
+	} names[] = {
+	    {"Connection", HTTP_N_CONNECTION},
+	    {"Keep-Alive", HTTP_N_KEEP_ALIVE},
+	    {"Proxy-Connection", HTTP_N_PROXY_CONNECTION},
+	    {"Proxy-Authenticate", HTTP_N_PROXY_AUTHENTICATE},
+	    {"Proxy-Authorization", HTTP_N_PROXY_AUTHORIZATION},
+	    {"TE", HTTP_N_TE},
+	    {"Trailer", HTTP_N_TRAILER},
+	    {"Transfer-Encoding", HTTP_N_TRANSFER_ENCODING},
+	    {"Upgrade", HTTP_N_UPGRADE},
+	    {"Content-Length", HTTP_N_CONTENT_LENGTH},
+	    {"Host", HTTP_N_HOST},
+	    {"Expect", HTTP_N_EXPECT},
+	    {"Via", HTTP_N_VIA},
+	    {"Forwarded", HTTP_N_FORWARDED},
+	    {"X-Forwarded-For", HTTP_N_X_FORWARDED_FOR},
+	    {"X-Forwarded-Proto", HTTP_N_X_FORWARDED_PROTO},
+	    {"X-Forwarded-Host", HTTP_N_X_FORWARDED_HOST},
+	    {"X-Real-IP", HTTP_N_X_REAL_IP},
+	};
+	static const char *const others[] = {
+	    "", "T", "TEE", "Hosts", "Hos", "Content-Type", "Content-Lengths", "Trailers",
+	    "X-Forwarded-Fo", "X-Forwarded-Port", "Proxy-Authorizatio", "Proxy-Authorizations",
+	    "Upgrade-Insecure-Requests", "Connectio", "Keep-Alive2", "Via:",
+	};
+	char lower[32], upper[32];
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		size_t n = strlen(names[i].name);
+		for (size_t k = 0; k <= n; k++) {
+			lower[k] = (char)tolower((unsigned char)names[i].name[k]);
+			upper[k] = (char)toupper((unsigned char)names[i].name[k]);
+		}
+		CHECK(http_name_of(names[i].name, n) == names[i].known);
+		CHECK(http_name_of(lower, n) == names[i].known);
+		CHECK(http_name_of(upper, n) == names[i].known);
+	}
+	for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++)
+		CHECK(http_name_of(others[i], strlen(others[i])) == HTTP_N_OTHER);
 }
 
 /* Feed a response whole; no_body as for a HEAD request. */
@@ -1211,6 +1276,7 @@ static void test_wants_upgrade(void)
 
 int main(void)
 {
+	test_name_classes();
 	test_simple_get();
 	test_bytewise_post();
 	test_pipelined();

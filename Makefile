@@ -158,9 +158,9 @@ build/fuzz/fuzz_http: tests/fuzz/fuzz_http.c proxy/http.c proxy/http.h proxy/pat
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_http.c proxy/http.c proxy/path.c -levent
 
-build/fuzz/fuzz_fingerprint: tests/fuzz/fuzz_fingerprint.c proxy/fingerprint.c proxy/fingerprint.h
+build/fuzz/fuzz_fingerprint: tests/fuzz/fuzz_fingerprint.c proxy/fingerprint.c proxy/fingerprint.h proxy/digest.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_fingerprint.c proxy/fingerprint.c -lyajl -lcrypto
+	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_fingerprint.c proxy/fingerprint.c proxy/digest.c -lyajl -lcrypto
 
 build/fuzz/fuzz_conf: tests/fuzz/fuzz_conf.c $(CONF_SRC) conf/conf.h
 	@mkdir -p $(dir $@)

@@ -1,13 +1,13 @@
 /* Actor sources. */
 #include "proxy/actor.h"
 
-#include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "conf/conf.h"
+#include "proxy/digest.h"
 #include "proxy/http.h"
 #include "proxy/jwt.h"
 #include "proxy/utf8.h"
@@ -42,7 +42,7 @@ int actor_value_ok(const char *s, size_t n)
 static enum actor_result actor_authorization(const struct http_msg *m, char **actor)
 {
 	static const char hex[] = "0123456789abcdef";
-	unsigned char md[SHA256_DIGEST_LENGTH];
+	unsigned char md[DIGEST_SHA256_LEN];
 	const char *value = http_msg_header(m, "Authorization");
 	char *out;
 
@@ -50,7 +50,8 @@ static enum actor_result actor_authorization(const struct http_msg *m, char **ac
 		return ACTOR_ABSENT;
 	if (http_msg_header_count(m, "Authorization") > 1 || *value == '\0')
 		return ACTOR_INVALID;
-	SHA256((const unsigned char *)value, strlen(value), md);
+	if (digest_sha256_of(value, strlen(value), md) < 0)
+		return ACTOR_NOMEM;
 	out = malloc(strlen(ACTOR_AUTHORIZATION_PREFIX) + 2 * sizeof(md) + 1);
 	if (!out)
 		return ACTOR_NOMEM;

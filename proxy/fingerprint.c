@@ -54,6 +54,8 @@
 #include <openssl/evp.h>
 #include <yajl/yajl_parse.h>
 
+#include "proxy/digest.h"
+
 #define FP_MAX_DEPTH	     256	/* deeper nesting is treated as invalid JSON */
 #define FP_MAX_EXP_DIGITS    15		/* longer exponents are treated as invalid JSON */
 #define FP_MAX_EXP	     999999999999999LL /* the largest of FP_MAX_EXP_DIGITS digits */
@@ -1327,7 +1329,7 @@ int fingerprint_request(const char *method, const char *path, size_t path_len, c
 		goto out;
 	g.md = md;
 	g.len = 0;
-	if (EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1 ||
+	if (EVP_DigestInit_ex(md, digest_sha256(), NULL) != 1 ||
 	    fp_digest_part(md, method, strlen(method)) < 0 ||
 	    fp_digest_part(md, path, path_len) < 0 ||
 	    fp_digest_query(md, query ? query : "", query ? query_len : 0) < 0 ||
@@ -1361,7 +1363,7 @@ int fingerprint_with_headers(unsigned char fp[FINGERPRINT_LEN], const struct fp_
 
 	if (!md)
 		return -1;
-	if (EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1 || EVP_DigestUpdate(md, &tag, 1) != 1 ||
+	if (EVP_DigestInit_ex(md, digest_sha256(), NULL) != 1 || EVP_DigestUpdate(md, &tag, 1) != 1 ||
 	    EVP_DigestUpdate(md, fp, FINGERPRINT_LEN) != 1)
 		goto out;
 	for (int i = 0; i < n; i++) {

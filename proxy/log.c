@@ -6,7 +6,6 @@
  * call for many requests, as nginx's buffered access_log does. Every other
  * line flushes the batch first and goes out at once, in order.
  */
-#include <openssl/sha.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -15,6 +14,7 @@
 #include <unistd.h>
 
 #include "proxy/log.h"
+#include "proxy/digest.h"
 #include "proxy/utf8.h"
 
 /*
@@ -185,14 +185,15 @@ static void line_start(struct line *l, enum log_level level)
 
 static void line_tag(struct line *l, const struct log_tag *tag)
 {
-	unsigned char md[SHA256_DIGEST_LENGTH];
+	unsigned char md[DIGEST_SHA256_LEN];
 	char hex[LOG_KEY_HASH_BYTES * 2 + 1];
 
 	line_num(l, "request_id", (long long)tag->request_id);
 	if (tag->route)
 		line_str(l, "route", tag->route);
 	if (tag->key_len) {
-		SHA256((const unsigned char *)tag->key, tag->key_len, md);
+		if (digest_sha256_of(tag->key, tag->key_len, md) < 0)
+			memset(md, 0, sizeof(md));
 		for (int i = 0; i < LOG_KEY_HASH_BYTES; i++) {
 			hex[2 * i] = "0123456789abcdef"[md[i] >> 4];
 			hex[2 * i + 1] = "0123456789abcdef"[md[i] & 15];

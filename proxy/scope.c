@@ -5,6 +5,8 @@
 
 #include <openssl/evp.h>
 
+#include "proxy/digest.h"
+
 #define SCOPE_FNV_OFFSET 14695981039346656037ULL
 #define SCOPE_FNV_PRIME	 1099511628211ULL
 
@@ -45,7 +47,7 @@ void scope_token(const struct scope *sc, char token[SCOPE_TOKEN_SIZE])
 	unsigned int len = 0;
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
 
-	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_md5(), NULL) ||
+	if (!ctx || !EVP_DigestInit_ex(ctx, digest_md5(), NULL) ||
 	    !EVP_DigestUpdate(ctx, sc->actor, strlen(sc->actor)) ||
 	    !EVP_DigestUpdate(ctx, "\n", 1) ||
 	    !EVP_DigestUpdate(ctx, sc->operation, strlen(sc->operation)) ||

@@ -1,0 +1,21 @@
+/*
+ * Message digests (digest.c) with their algorithms fetched once per
+ * process.
+ */
+#ifndef IDEMPROXY_DIGEST_H
+#define IDEMPROXY_DIGEST_H
+
+#include <stddef.h>
+
+#include <openssl/evp.h>
+
+#define DIGEST_SHA256_LEN 32
+
+/* SHA-256 and MD5 for EVP_DigestInit_ex; never NULL. */
+const EVP_MD *digest_sha256(void);
+const EVP_MD *digest_md5(void);
+
+/* out = SHA-256 of the len bytes at data; 0, or -1 when OpenSSL failed. */
+int digest_sha256_of(const void *data, size_t len, unsigned char out[DIGEST_SHA256_LEN]);
+
+#endif

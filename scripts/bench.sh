@@ -2,17 +2,21 @@
 # shellcheck disable=SC2317  # stop_pid and cleanup run from traps
 # `make bench`: idemproxy against nginx and PostgreSQL's own ceiling.
 #
-#   scripts/bench.sh [-s SECONDS] [-w WORKERS] [--skip-million]
+#   scripts/bench.sh [-s SECONDS] [-r ROUNDS] [-w WORKERS] [--skip-million]
 #
-# On loopback, in one run (about 3-4 minutes with the defaults): a private
-# PostgreSQL cluster (default durability), nginx as the fixed upstream,
-# idemproxy and nginx as a reverse proxy in front of it, then wrk at 1 and
-# 64 connections:
-#   (a) pass-through GET, idemproxy vs the nginx proxy;
+# On loopback, in one run (about 10 minutes on 2 CPUs with the defaults): a
+# private PostgreSQL cluster (default durability), nginx as the fixed
+# upstream, idemproxy and nginx as a reverse proxy in front of it, then wrk
+# at 1 and 64 connections:
+#   (a) pass-through GET, idemproxy vs the nginx proxy, with the CPU time
+#       per request of each proxy's processes (/proc/PID/stat);
 #   (b) owner POST (a new key per request) vs pgbench running the same claim
 #       and finish statements as two transactions at the same concurrency,
-#       prepared (the ceiling) and unnamed (as proxy/store.c sends them);
-#   (c) replay POST over 100 completed keys vs idemproxy's own pass-through;
+#       prepared (the ceiling) and unnamed (as proxy/store.c sends them),
+#       each run on an emptied table;
+#   (c) replay POST over 100 completed keys vs idemproxy's own pass-through
+#       and vs nginx answering the same status, headers and body from
+#       memory (generated from one replay fetched at start-up);
 #   (d) (b) and (c) again with 1,000,000 records in the table;
 #   (e) idemproxy's peak RSS after 1,000 idle keep-alive connections;
 #   (f) a 1 GiB download and a 1 GiB upload (curl) through idemproxy and
@@ -25,20 +29,28 @@
 #       beyond the body (tests/unit/test_fingerprint.c, IDEMPROXY_FP_BENCH=1),
 #       against the raw-bytes fingerprint of the same body;
 #   (i) owner and replay POSTs with `actor jwt` (an ES256 and an RS256
-#       token, scripts/bench/jwt.py) against the same with the header actor,
-#       measured back to back;
+#       token, scripts/bench/jwt.py) against the same with the header actor;
 #   (j) pass-through GET and owner POST through a TLS listener (a second
 #       idemproxy with tls_certificate) against the nginx proxy's TLS
 #       listener with the same certificate.
-# Prints one table and a target check per row (the targets in README.md),
-# writes bench-out/bench.csv, bench-out/bench.png (gnuplot) and
+# (a), (b), (c) and (i) run ROUNDS rounds interleaved at each connection
+# count (A B A B ..., as the machine is noisy) and report the median rps and
+# p99 with min-max, their ratios from the medians; (d), (j) run once, (e)-(h)
+# as described. Prints one table and a target check per row (the targets in
+# README.md), writes bench-out/bench.csv, bench-out/bench.png (gnuplot) and
 # bench-out/bench.txt, and copies the CSV and PNG to docs/.
 #
-# Environment: BENCH_SECONDS (per measured run, default 10), BENCH_WORKERS
-# (idemproxy and nginx workers, default the number of CPUs),
-# BENCH_SKIP_MILLION=1 (skip (d)), IDEMPROXY_BIN (default ./idemproxy),
-# BENCH_PROXY_LOG=FILE (idemproxy's stderr, one line per request; default
-# /dev/null, as nginx runs with access_log off).
+# Environment: BENCH_SECONDS (per measured run, default 5), BENCH_ROUNDS
+# (1-9, default 3), BENCH_WORKERS (idemproxy and nginx workers, default the
+# number of CPUs), BENCH_SKIP_MILLION=1 (skip (d)), BENCH_NO_DOCS=1 (leave
+# docs/ alone), IDEMPROXY_BIN (default ./idemproxy), BENCH_PROXY_LOG=FILE
+# (idemproxy's stderr, one line per request; default /dev/null, as nginx
+# runs with access_log off).
+# Runtime: 14 x 2 x ROUNDS runs for (a) (b) (c) (i) and 12 more for (d) (j),
+# each BENCH_SECONDS plus well under a second of set-up, then the 1M load
+# and (e)-(h) (a minute or two together): with the defaults 96 runs, about
+# 10 minutes on 2 CPUs (an estimate); BENCH_SECONDS=2 BENCH_ROUNDS=2
+# BENCH_SKIP_MILLION=1 (64 runs) took 2m50s.
 # A missed target is reported, not an error: the exit status is 1 only when
 # something could not be measured (and then docs/ is left alone).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
@@ -56,9 +68,11 @@ PY=/usr/bin/python3
 OUT=$ROOT/bench-out
 DOCS=$ROOT/docs
 
-SECONDS_PER=${BENCH_SECONDS:-10}
+SECONDS_PER=${BENCH_SECONDS:-5}
+ROUNDS=${BENCH_ROUNDS:-3}
 WORKERS=${BENCH_WORKERS:-$(nproc)}
 SKIP_MILLION=${BENCH_SKIP_MILLION:-0}
+NO_DOCS=${BENCH_NO_DOCS:-0}
 PROXY_LOG=${BENCH_PROXY_LOG:-/dev/null}
 
 CONNS="1 64"              # connection counts of every wrk and pgbench run
@@ -75,8 +89,10 @@ SLOW_READERS=100          # (g): clients that stop reading
 SLOW_SECONDS=3            # (g): how long they hold their responses
 ERROR_PCT_MAX=1           # more failed requests than this (%) voids a run
 MAX_SECONDS=60            # largest BENCH_SECONDS accepted
+MAX_ROUNDS=9              # largest BENCH_ROUNDS accepted
 FD_LIMIT=16384            # ulimit -n for everything started here
 READY_WAIT=10             # seconds to wait for each listener
+# shellcheck disable=SC2034  # read by stop_pid (scripts/lib.sh)
 STOP_WAIT=15              # seconds to wait for a process to exit after SIGTERM
 RUN_GRACE=30              # seconds a measured run may overrun before it is killed
 SQL_TIMEOUT=120           # seconds for one psql call (the 1M load included)
@@ -84,9 +100,13 @@ PORT_TRIES=200            # candidate ports tried for each listener
 
 # The targets (README.md, Performance).
 TARGET_PASS_RPS=1.0       # pass-through rps >= this x nginx, at 64 connections
-TARGET_PASS_P99=1.25      # pass-through p99 <= this x nginx, at 64 connections
-TARGET_OWNER=1.0          # owner rps >= this x the pgbench ceiling
+TARGET_PASS_P99=1.0       # pass-through p99 <= this x nginx, at 64 connections
+TARGET_PASS_CPU=1.0       # pass-through CPU per request <= this x nginx's, at 64
+TARGET_OWNER=1.0          # owner rps >= this x the pgbench ceiling, at 1 connection
+TARGET_OWNER_64=1.5       # owner rps >= this x the pgbench ceiling, at 64
 TARGET_REPLAY=1.5         # replay rps >= this x idemproxy's pass-through
+TARGET_REPLAY_P99=1.0     # replay p99 <= this x idemproxy's pass-through p99
+TARGET_STATIC=0.8         # replay rps >= this x nginx answering the same from memory
 TARGET_MILLION=0.8        # at 1M records >= this x the empty-table rps
 TARGET_RSS_MIB=64         # peak RSS with 1,000 idle connections, and with (g)
 TARGET_STREAM=0.9         # (f): idemproxy MiB/s >= this x nginx's
@@ -102,7 +122,7 @@ PGB_LEASE_MS=60000
 PGB_RETENTION_MS=86400000
 
 usage() {
-	sed -n '3,28p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '3,/^# something could not/p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -112,6 +132,7 @@ die() { say "$*"; exit 1; }
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-s | --seconds) [ $# -ge 2 ] || usage; SECONDS_PER=$2; shift 2 ;;
+	-r | --rounds) [ $# -ge 2 ] || usage; ROUNDS=$2; shift 2 ;;
 	-w | --workers) [ $# -ge 2 ] || usage; WORKERS=$2; shift 2 ;;
 	--skip-million) SKIP_MILLION=1; shift ;;
 	-h | --help) usage ;;
@@ -121,14 +142,20 @@ done
 
 case "$SECONDS_PER" in '' | *[!0-9]*) die "BENCH_SECONDS must be a number of seconds: $SECONDS_PER" ;; esac
 case "$WORKERS" in '' | *[!0-9]*) die "BENCH_WORKERS must be a number: $WORKERS" ;; esac
+case "$ROUNDS" in '' | *[!0-9]*) die "BENCH_ROUNDS must be a number: $ROUNDS" ;; esac
 if [ "$SECONDS_PER" -lt 1 ] || [ "$SECONDS_PER" -gt $MAX_SECONDS ]; then
 	die "BENCH_SECONDS must be 1-$MAX_SECONDS"
 fi
 [ "$WORKERS" -ge 1 ] || die "BENCH_WORKERS must be at least 1"
+if [ "$ROUNDS" -lt 1 ] || [ "$ROUNDS" -gt $MAX_ROUNDS ]; then
+	die "BENCH_ROUNDS must be 1-$MAX_ROUNDS"
+fi
+SECONDS_PER=$((10#$SECONDS_PER)) # "08" is not octal below
+ROUNDS=$((10#$ROUNDS))
 
 [ "$(id -u)" -eq 0 ] || die "must run as root (the PostgreSQL cluster runs as user postgres)"
 [ -x "$BIN" ] || die "$BIN not found: build it with make"
-for tool in wrk curl "$NGINX" "$PGBIN/pgbench" "$PGBIN/psql" gnuplot "$PY" timeout; do
+for tool in wrk curl "$NGINX" "$PGBIN/pgbench" "$PGBIN/psql" gnuplot "$PY" timeout pgrep getconf; do
 	command -v "$tool" >/dev/null || die "$tool not found (make deps installs it)"
 done
 if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt $FD_LIMIT ]; then
@@ -150,6 +177,7 @@ proxy_pid=""
 tls_proxy_pid=""
 child_pid=""
 
+# shellcheck disable=SC1091  # not followed: checked on its own
 . scripts/lib.sh   # after the cd above: paths are from the repository root
 
 cleanup() {
@@ -234,11 +262,18 @@ psql_q() {
 
 # ---- measurements ----
 #
-# Results live in associative arrays keyed "SCENARIO:CONNECTIONS"; a figure
-# that could not be measured is absent, and MISSING counts it.
+# Every counted run appends its figures to the lists in the ALL_* arrays,
+# keyed "SCENARIO:CONNECTIONS" (space-separated, one entry per round);
+# RPS, P50, P99, REQS and ERRS hold the last run's until summarize() turns
+# the lists into medians (RPS, P50, P99, CPU), minima and maxima (*_MIN,
+# *_MAX) and counts (NRUN). A figure that could not be measured is absent,
+# and MISSING counts it.
 
 declare -A RPS P50 P99 REQS ERRS
+declare -A ALL_RPS ALL_P50 ALL_P99 ALL_CPU
+declare -A RPS_MIN RPS_MAX P99_MIN P99_MAX CPU CPU_MIN CPU_MAX NRUN
 MISSING=0
+CLK_TCK=$(getconf CLK_TCK)
 
 # Print a wrk latency ("812.00us", "1.02ms", "2.10s", "1.50m") in ms.
 to_ms() {
@@ -249,13 +284,30 @@ to_ms() {
 		printf "%.3f", n }'
 }
 
+# Append value $3 to the list of key $2 in ALL_* array $1 (a name).
+add_figure() {
+	local -n list=$1
+	list[$2]="${list[$2]:-}${list[$2]:+ }$3"
+}
+
+# Drop the last value of key $2's list in ALL_* array $1 (a voided run).
+drop_figure() {
+	local -n rounds=$1
+	case "${rounds[$2]:-}" in
+	*" "*) rounds[$2]=${rounds[$2]% *} ;;
+	*) unset "rounds[$2]" ;;
+	esac
+}
+
 # Run wrk: scenario $1 at $2 connections against URL $3, extra wrk arguments
-# after; store its requests/s, p50, p99, request and error counts. A run with
-# more than ERROR_PCT_MAX % failed requests counts as not measured.
+# after; store its requests/s, p50, p99, request and error counts, and add
+# them to the scenario's rounds. A run with more than ERROR_PCT_MAX % failed
+# requests counts as not measured.
 run_wrk() {
 	local name=$1 c=$2 url=$3 t=$WRK_THREADS out rps p50 p99 reqs errs
 	shift 3
 	[ "$c" -ge "$t" ] || t=$c
+	unset "RPS[$name:$c]" "P50[$name:$c]" "P99[$name:$c]" "REQS[$name:$c]" "ERRS[$name:$c]"
 	out=$TMP/wrk-$name-$c.txt
 	say "wrk $name, $c connection(s), ${SECONDS_PER}s"
 	if ! run_bounded $((SECONDS_PER + RUN_GRACE)) "$out" \
@@ -291,11 +343,40 @@ run_wrk() {
 	P99[$name:$c]=$p99
 	REQS[$name:$c]=$reqs
 	ERRS[$name:$c]=$errs
+	add_figure ALL_RPS "$name:$c" "$rps"
+	add_figure ALL_P50 "$name:$c" "$p50"
+	add_figure ALL_P99 "$name:$c" "$p99"
+}
+
+# Print the CPU clock ticks (utime + stime, /proc/PID/stat fields 14 and
+# 15, all threads) of process $1 and of its children (nginx's workers).
+proc_ticks() {
+	local pid=$1 total=0 p stat kids f
+	mapfile -t kids < <(pgrep -P "$pid" || true)
+	for p in "$pid" "${kids[@]}"; do
+		stat=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+		read -ra f <<<"${stat##*) }" # f[0] is field 3 (the state)
+		total=$((total + f[11] + f[12]))
+	done
+	echo "$total"
+}
+
+# run_wrk $2... with the CPU time of process $1 and its children measured
+# around it; a counted run adds its CPU microseconds per request to ALL_CPU.
+run_wrk_cpu() {
+	local pid=$1 name=$2 c=$3 before after
+	shift
+	before=$(proc_ticks "$pid")
+	run_wrk "$@"
+	after=$(proc_ticks "$pid")
+	[ -n "${RPS[$name:$c]:-}" ] || return 0
+	add_figure ALL_CPU "$name:$c" "$(awk -v t=$((after - before)) -v hz="$CLK_TCK" -v n="${REQS[$name:$c]}" \
+		'BEGIN { printf "%.2f", t * 1e6 / hz / n }')"
 }
 
 # Check that owner run $1 at $2 connections, keys prefixed $3, of operation
 # $4 [bench.create], created one completed record per answered request;
-# otherwise void the run.
+# otherwise void the run (and drop it from the rounds).
 check_owner_records() {
 	local name=$1 c=$2 prefix=$3 op=${4:-bench.create} completed answered
 	[ -n "${RPS[$name:$c]:-}" ] || return 0
@@ -305,24 +386,30 @@ check_owner_records() {
 	if [ "$completed" -lt "$answered" ]; then
 		say "$name at $c connections: $completed completed records for ${REQS[$name:$c]} requests: not counted"
 		unset "RPS[$name:$c]"
+		drop_figure ALL_RPS "$name:$c"
+		drop_figure ALL_P50 "$name:$c"
+		drop_figure ALL_P99 "$name:$c"
 		MISSING=$((MISSING + 1))
 	fi
 }
 
 # The PostgreSQL ceiling at $1 clients with pgbench query mode $2 (prepared:
 # the statements planned once, the ceiling proper; extended: unnamed
-# statements planned on every execution, as proxy/store.c sends them today):
-# claim + finish pairs per second, stored under the key pgbench_MODE.
+# statements planned on every execution, as proxy/store.c sends them today),
+# round $3: claim + finish pairs per second, added to the rounds of the key
+# pgbench_MODE. Each round has its own operation, so that every pair it
+# counts is checked against its own completed records.
 run_pgbench() {
-	local c=$1 mode=$2 j=$WRK_THREADS out tps txns completed
+	local c=$1 mode=$2 round=$3 j=$WRK_THREADS out tps txns completed op
 	[ "$c" -ge "$j" ] || j=$c
+	op=pgbench.$mode.c$c.r$round
 	out=$TMP/pgbench-$mode-$c.txt
 	psql_q -c CHECKPOINT || true
 	say "pgbench claim+finish -M $mode, $c client(s), ${SECONDS_PER}s"
 	if ! run_bounded $((SECONDS_PER + RUN_GRACE)) "$out" \
 		"$PGBIN/pgbench" -h "$PGSOCK" -p "$PGPORT" -U postgres -n -M "$mode" \
 		-c "$c" -j "$j" -T "$SECONDS_PER" -f "$HERE/claim-finish.pgbench" \
-		-D actor=bench -D op="pgbench.$mode.c$c" -D fp="$PGB_FINGERPRINT" \
+		-D actor=bench -D op="$op" -D fp="$PGB_FINGERPRINT" \
 		-D owner="pgbench" -D lease=$PGB_LEASE_MS -D status=201 \
 		-D headers="$PGB_HEADERS" -D body="$PGB_BODY" -D retention=$PGB_RETENTION_MS \
 		idemproxy; then
@@ -341,7 +428,7 @@ run_pgbench() {
 	# every transaction pgbench counts must have left a completed record
 	txns=$(awk '/^number of transactions actually processed:/ { print $NF; exit }' "$out")
 	completed=$(psql_q -c "SELECT count(*) FROM idempotency_records
-		WHERE operation = 'pgbench.$mode.c$c' AND state = 'completed'") || completed=0
+		WHERE operation = '$op' AND state = 'completed'") || completed=0
 	if [ -z "$txns" ] || [ "$completed" -lt "$txns" ]; then
 		cat "$out" >&2
 		say "pgbench at $c clients: $completed completed records for ${txns:-?} pairs: not counted"
@@ -349,6 +436,50 @@ run_pgbench() {
 		return 0
 	fi
 	RPS[pgbench_$mode:$c]=$tps
+	add_figure ALL_RPS "pgbench_$mode:$c" "$tps"
+}
+
+# Empty the table for the next run of (b) and write its pages out.
+empty_table() {
+	psql_q -c "TRUNCATE idempotency_records" -c CHECKPOINT || die "cannot empty idempotency_records"
+}
+
+# Print "MEDIAN MIN MAX COUNT" of the numbers $@ (nothing when there are none).
+stats() {
+	[ $# -gt 0 ] || return 0
+	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
+		END {
+			if (NR % 2) m = v[(NR + 1) / 2]
+			else m = sprintf("%.3f", (v[NR / 2] + v[NR / 2 + 1]) / 2)
+			printf "%s %s %s %d\n", m, v[1], v[NR], NR
+		}'
+}
+
+# Turn the rounds of every scenario into its median, minimum, maximum and
+# count.
+summarize() {
+	local k med lo hi n
+	for k in "${!ALL_RPS[@]}"; do
+		# shellcheck disable=SC2086  # the list splits into its numbers
+		read -r med lo hi n <<<"$(stats ${ALL_RPS[$k]})"
+		RPS[$k]=$med RPS_MIN[$k]=$lo RPS_MAX[$k]=$hi NRUN[$k]=$n
+		unset "P50[$k]" "P99[$k]"
+		if [ -n "${ALL_P50[$k]:-}" ]; then
+			# shellcheck disable=SC2086
+			read -r med _ _ _ <<<"$(stats ${ALL_P50[$k]})"
+			P50[$k]=$med
+		fi
+		if [ -n "${ALL_P99[$k]:-}" ]; then
+			# shellcheck disable=SC2086
+			read -r med lo hi _ <<<"$(stats ${ALL_P99[$k]})"
+			P99[$k]=$med P99_MIN[$k]=$lo P99_MAX[$k]=$hi
+		fi
+		if [ -n "${ALL_CPU[$k]:-}" ]; then
+			# shellcheck disable=SC2086
+			read -r med lo hi _ <<<"$(stats ${ALL_CPU[$k]})"
+			CPU[$k]=$med CPU_MIN[$k]=$lo CPU_MAX[$k]=$hi
+		fi
+	done
 }
 
 # ---- start ----
@@ -365,6 +496,7 @@ free_port && NGINX_PORT=$FREE_PORT
 free_port && PROXY_PORT=$FREE_PORT
 free_port && TLS_PROXY_PORT=$FREE_PORT
 free_port && NGINX_TLS_PORT=$FREE_PORT
+free_port && STATIC_PORT=$FREE_PORT
 
 say "PostgreSQL cluster in $PGDIR (fsync on, synchronous_commit on)"
 conninfo=$(bash "$ROOT/scripts/pg.sh" start "$PGDIR" "$PGPORT") || die "could not start PostgreSQL"
@@ -407,9 +539,6 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
 mkdir -p "$TMP/upstream" "$TMP/nginx"
 render "$HERE/upstream.nginx.conf.in" "$TMP/upstream/nginx.conf" \
 	PREFIX="$TMP/upstream" PORT="$UPSTREAM_PORT" FILES="$SHM/files" SINK_PORT="$SINK_PORT"
-render "$HERE/proxy.nginx.conf.in" "$TMP/nginx/nginx.conf" \
-	PREFIX="$TMP/nginx" PORT="$NGINX_PORT" UPSTREAM_PORT="$UPSTREAM_PORT" WORKERS="$WORKERS" \
-	TLS_PORT="$NGINX_TLS_PORT" TLS_CERT="$TMP/tls.crt" TLS_KEY="$TMP/tls.key"
 render "$HERE/idemproxy.conf.in" "$TMP/idemproxy.conf" \
 	PORT="$PROXY_PORT" UPSTREAM_PORT="$UPSTREAM_PORT" CONNINFO="$conninfo" WORKERS="$WORKERS" \
 	JWKS="$TMP/jwks.json"
@@ -432,73 +561,159 @@ setsid "$NGINX" -p "$TMP/upstream" -c "$TMP/upstream/nginx.conf" -e "$TMP/upstre
 upstream_pid=$!
 wait_listening "$upstream_pid" "$UPSTREAM_PORT" "nginx (upstream)" "$TMP/upstream/stderr.log"
 
-setsid "$NGINX" -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" -e "$TMP/nginx/error.log" \
-	>"$TMP/nginx/stderr.log" 2>&1 &
-nginx_pid=$!
-wait_listening "$nginx_pid" "$NGINX_PORT" "nginx (proxy)" "$TMP/nginx/stderr.log"
-
 setsid "$BIN" -c "$TMP/idemproxy.conf" >"$PROXY_LOG" 2>&1 &
 proxy_pid=$!
 wait_listening "$proxy_pid" "$PROXY_PORT" "idemproxy" "$PROXY_LOG"
 
-say "upstream :$UPSTREAM_PORT, nginx proxy :$NGINX_PORT, idemproxy :$PROXY_PORT (workers $WORKERS)"
-
 IDEM=http://127.0.0.1:$PROXY_PORT/api/items
 NGX=http://127.0.0.1:$NGINX_PORT/api/items
+STATIC=http://127.0.0.1:$STATIC_PORT/api/items
 RUN_ID=$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')
+REPLAY_BODY='{"name":"widget","qty":1,"tags":["bench"]}' # replay.lua's and client.py's
 
-# (a) pass-through GET
+# POST replay.lua's request with key $2 to URL $1, head to $3, body to $4.
+fetch_post() {
+	run_bounded $((READY_WAIT + 5)) "$TMP/curl-post.log" curl -sS --max-time $READY_WAIT \
+		-o "$4" -D "$3" -H "Idempotency-Key: $2" -H "X-Actor-Id: bench" \
+		-H "Content-Type: application/json" --data-binary "$REPLAY_BODY" "$1" || {
+		cat "$TMP/curl-post.log" >&2
+		die "POST $1 failed"
+	}
+}
+
+# Print the header names of response head $1, lower-case and sorted, but
+# those nginx always sets its own way (Server, Date, Connection).
+head_names() {
+	tr -d '\r' <"$1" | awk -F: 'NR > 1 && NF > 1 { n = tolower($1)
+		if (n != "server" && n != "date" && n != "connection") print n }' | sort
+}
+
+# (c): nginx's answer from memory is generated from a real replay, so that
+# it carries the same status, headers and body: complete one key, replay it
+# and write an nginx server that returns the same. Its Idempotency-Key-Expires
+# is this replay's, a fixed date of the same length.
+STATIC_KEY=s$RUN_ID-0
+"$PY" "$HERE/client.py" warm "$PROXY_PORT" "s$RUN_ID" 1 || die "could not complete the probe key"
+fetch_post "$IDEM" "$STATIC_KEY" "$TMP/replay.head" "$TMP/replay.body"
+STATIC_STATUS=$(awk 'NR == 1 { print $2 }' "$TMP/replay.head")
+grep -qi '^Idempotent-Replayed: true' "$TMP/replay.head" ||
+	die "the probe POST was not answered as a replay: $(head -c 300 "$TMP/replay.head")"
+if LC_ALL=C grep -q "[\\'\$]" "$TMP/replay.body" || [ "$(head_names "$TMP/replay.head" | grep -c '^content-type$')" != 1 ]; then
+	die "the replay's body or headers cannot be written in nginx.conf: $(cat "$TMP/replay.head" "$TMP/replay.body")"
+fi
+{
+	echo "server {"
+	echo "	listen 127.0.0.1:$STATIC_PORT reuseport;"
+	echo "	server_tokens off;"
+	echo "	location / {"
+	tr -d '\r' <"$TMP/replay.head" | awk 'NR > 1 && index($0, ":") {
+		n = substr($0, 1, index($0, ":") - 1); v = substr($0, index($0, ":") + 1)
+		sub(/^[ \t]+/, "", v); sub(/[ \t]+$/, "", v); l = tolower(n)
+		if (v ~ /["\\$]/) { print "bad header " n > "/dev/stderr"; exit 1 }
+		if (l == "content-type") printf "\t\tdefault_type \"%s\";\n", v
+		else if (l != "content-length" && l != "server" && l != "date" && l != "connection")
+			printf "\t\tadd_header %s \"%s\" always;\n", n, v }' || die "a replay header cannot be written in nginx.conf"
+	printf "\t\treturn %s '%s';\n" "$STATIC_STATUS" "$(cat "$TMP/replay.body")"
+	echo "	}"
+	echo "}"
+} >"$TMP/nginx/static.conf"
+
+render "$HERE/proxy.nginx.conf.in" "$TMP/nginx/nginx.conf" \
+	PREFIX="$TMP/nginx" PORT="$NGINX_PORT" UPSTREAM_PORT="$UPSTREAM_PORT" WORKERS="$WORKERS" \
+	TLS_PORT="$NGINX_TLS_PORT" TLS_CERT="$TMP/tls.crt" TLS_KEY="$TMP/tls.key" \
+	STATIC_CONF="$TMP/nginx/static.conf"
+setsid "$NGINX" -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" -e "$TMP/nginx/error.log" \
+	>"$TMP/nginx/stderr.log" 2>&1 &
+nginx_pid=$!
+wait_listening "$nginx_pid" "$NGINX_PORT" "nginx (proxy)" "$TMP/nginx/stderr.log"
+wait_listening "$nginx_pid" "$STATIC_PORT" "nginx (static)" "$TMP/nginx/stderr.log"
+
+# The same request to nginx: the same status, header names and body bytes.
+fetch_post "$STATIC" "$STATIC_KEY" "$TMP/static.head" "$TMP/static.body"
+if [ "$(awk 'NR == 1 { print $2 }' "$TMP/static.head")" != "$STATIC_STATUS" ] ||
+	! cmp -s "$TMP/replay.body" "$TMP/static.body" ||
+	[ "$(head_names "$TMP/replay.head")" != "$(head_names "$TMP/static.head")" ]; then
+	cat "$TMP/replay.head" "$TMP/replay.body" >&2
+	echo >&2
+	cat "$TMP/static.head" "$TMP/static.body" >&2
+	die "nginx's static answer differs from idemproxy's replay (above)"
+fi
+STATIC_NOTE="replay $(wc -c <"$TMP/replay.head")+$(wc -c <"$TMP/replay.body") bytes (head+body), nginx static $(wc -c <"$TMP/static.head")+$(wc -c <"$TMP/static.body") (its own Server, Date, Connection)"
+say "static answer: $STATIC_NOTE"
+
+say "upstream :$UPSTREAM_PORT, nginx proxy :$NGINX_PORT (static :$STATIC_PORT), idemproxy :$PROXY_PORT (workers $WORKERS)"
+
+# (a) pass-through GET, nginx and idemproxy alternating, with the CPU time
+# of each proxy's own processes (not the upstream's, not wrk's)
 for url in "$NGX" "$IDEM"; do
 	run_bounded $((WARMUP_SECONDS + RUN_GRACE)) /dev/null \
 		wrk -t$WRK_THREADS -c64 -d${WARMUP_SECONDS}s "$url" ||
 		say "warm-up against $url failed"
 done
 for c in $CONNS; do
-	run_wrk nginx_get "$c" "$NGX"
-	run_wrk get "$c" "$IDEM"
+	for ((r = 1; r <= ROUNDS; r++)); do
+		say "(a) round $r of $ROUNDS"
+		run_wrk_cpu "$nginx_pid" nginx_get "$c" "$NGX"
+		run_wrk_cpu "$proxy_pid" get "$c" "$IDEM"
+	done
 done
 check_proxy
 
-# (b) the pgbench ceiling, then owner POSTs on an empty table
+# (b) the pgbench ceiling, prepared and unnamed, and owner POSTs, each run
+# on an emptied table; fresh keys (and pgbench operations) every round
 for c in $CONNS; do
-	run_pgbench "$c" prepared
-	run_pgbench "$c" extended
-done
-psql_q -c "TRUNCATE idempotency_records" || die "cannot empty idempotency_records"
-for c in $CONNS; do
-	psql_q -c CHECKPOINT || true
-	run_wrk owner "$c" "$IDEM" -s "$HERE/owner.lua" -- "o$RUN_ID-$c"
-	check_owner_records owner "$c" "o$RUN_ID-$c"
+	for ((r = 1; r <= ROUNDS; r++)); do
+		say "(b) round $r of $ROUNDS"
+		empty_table
+		run_pgbench "$c" prepared "$r"
+		empty_table
+		run_pgbench "$c" extended "$r"
+		empty_table
+		run_wrk owner "$c" "$IDEM" -s "$HERE/owner.lua" -- "o$RUN_ID-$c-$r"
+		check_owner_records owner "$c" "o$RUN_ID-$c-$r"
+	done
 done
 check_proxy
 
-# (c) replay POSTs over REPLAY_KEYS completed keys
+# (c) replay POSTs over REPLAY_KEYS completed keys, idemproxy's own
+# pass-through and nginx's static answer (the same request) alternating
 REPLAY_PREFIX=r$RUN_ID
 "$PY" "$HERE/client.py" warm "$PROXY_PORT" "$REPLAY_PREFIX" $REPLAY_KEYS ||
 	die "could not complete the $REPLAY_KEYS replay keys"
 for c in $CONNS; do
-	run_wrk replay "$c" "$IDEM" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS
+	for ((r = 1; r <= ROUNDS; r++)); do
+		say "(c) round $r of $ROUNDS"
+		run_wrk get_c "$c" "$IDEM"
+		run_wrk replay "$c" "$IDEM" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS
+		run_wrk nginx_static "$c" "$STATIC" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS
+	done
 done
 check_proxy
 
-# (i) actor jwt next to the header actor, back to back at each count
+# (i) actor jwt next to the header actor, alternating at each count
 for c in $CONNS; do
-	psql_q -c CHECKPOINT || true
-	run_wrk owner_hdr "$c" "$IDEM" -s "$HERE/owner.lua" -- "oh$RUN_ID-$c"
-	check_owner_records owner_hdr "$c" "oh$RUN_ID-$c"
-	run_wrk owner_es "$c" "$IDEM" -s "$HERE/owner.lua" -- "oe$RUN_ID-$c" /api/jwt-es "$ES_AUTH"
-	check_owner_records owner_es "$c" "oe$RUN_ID-$c" bench.jwt_es
-	run_wrk owner_rs "$c" "$IDEM" -s "$HERE/owner.lua" -- "or$RUN_ID-$c" /api/jwt-rs "$RS_AUTH"
-	check_owner_records owner_rs "$c" "or$RUN_ID-$c" bench.jwt_rs
+	for ((r = 1; r <= ROUNDS; r++)); do
+		say "(i) owner round $r of $ROUNDS"
+		psql_q -c CHECKPOINT || true
+		run_wrk owner_hdr "$c" "$IDEM" -s "$HERE/owner.lua" -- "oh$RUN_ID-$c-$r"
+		check_owner_records owner_hdr "$c" "oh$RUN_ID-$c-$r"
+		run_wrk owner_es "$c" "$IDEM" -s "$HERE/owner.lua" -- "oe$RUN_ID-$c-$r" /api/jwt-es "$ES_AUTH"
+		check_owner_records owner_es "$c" "oe$RUN_ID-$c-$r" bench.jwt_es
+		run_wrk owner_rs "$c" "$IDEM" -s "$HERE/owner.lua" -- "or$RUN_ID-$c-$r" /api/jwt-rs "$RS_AUTH"
+		check_owner_records owner_rs "$c" "or$RUN_ID-$c-$r" bench.jwt_rs
+	done
 done
 "$PY" "$HERE/client.py" warm "$PROXY_PORT" "$REPLAY_PREFIX" $REPLAY_KEYS /api/jwt-es "$ES_AUTH" ||
 	die "could not complete the ES256 replay keys"
 "$PY" "$HERE/client.py" warm "$PROXY_PORT" "$REPLAY_PREFIX" $REPLAY_KEYS /api/jwt-rs "$RS_AUTH" ||
 	die "could not complete the RS256 replay keys"
 for c in $CONNS; do
-	run_wrk replay_hdr "$c" "$IDEM" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS
-	run_wrk replay_es "$c" "$IDEM" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS /api/jwt-es "$ES_AUTH"
-	run_wrk replay_rs "$c" "$IDEM" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS /api/jwt-rs "$RS_AUTH"
+	for ((r = 1; r <= ROUNDS; r++)); do
+		say "(i) replay round $r of $ROUNDS"
+		run_wrk replay_hdr "$c" "$IDEM" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS
+		run_wrk replay_es "$c" "$IDEM" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS /api/jwt-es "$ES_AUTH"
+		run_wrk replay_rs "$c" "$IDEM" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS /api/jwt-rs "$RS_AUTH"
+	done
 done
 check_proxy
 
@@ -655,27 +870,93 @@ TXT=$OUT/bench.txt
 DAT=$TMP/chart.dat
 CHECKS=()
 TABLE=()
+W_RPS=23                  # table width of "rps (min–max)"
+W_P99=20                  # table width of "p99 (min–max)"
+CSV_PAD=,,,,,,,,,,,,,     # the 13 columns after "result", empty
 : >"$DAT"
-echo "section,scenario,connections,idemproxy_rps,idemproxy_p50_ms,idemproxy_p99_ms,reference,reference_rps,reference_p50_ms,reference_p99_ms,rps_ratio,p99_ratio,peak_rss_mib,target,result" >"$CSV"
+echo "section,scenario,connections,idemproxy_rps,idemproxy_p50_ms,idemproxy_p99_ms,reference,reference_rps,reference_p50_ms,reference_p99_ms,rps_ratio,p99_ratio,peak_rss_mib,target,result,idemproxy_rps_min,idemproxy_rps_max,idemproxy_p99_min_ms,idemproxy_p99_max_ms,reference_rps_min,reference_rps_max,reference_p99_min_ms,reference_p99_max_ms,rounds,reference_rounds,idemproxy_cpu_us_per_req,reference_cpu_us_per_req,cpu_ratio" >"$CSV"
 
-# One row: section (b-info: information only, no target), label, idemproxy
-# key, reference name, reference key, chart slot (0: not charted),
-# connections. Appends to the table, the CSV, the chart data and the target
-# checks.
+# The empty-table figures are the references of (d): copy their rounds
+# under the keys row() looks up, then take the medians of everything.
+for c in $CONNS; do
+	for k in owner replay; do
+		[ -z "${ALL_RPS[$k:$c]:-}" ] || ALL_RPS[${k}_ref:$c]=${ALL_RPS[$k:$c]}
+		[ -z "${ALL_P50[$k:$c]:-}" ] || ALL_P50[${k}_ref:$c]=${ALL_P50[$k:$c]}
+		[ -z "${ALL_P99[$k:$c]:-}" ] || ALL_P99[${k}_ref:$c]=${ALL_P99[$k:$c]}
+	done
+done
+summarize
+
+# Print $2 right-aligned in $1 columns (an en dash is 3 bytes, 1 column).
+pad() {
+	local LC_ALL=C
+	local w=$1 s=$2 t
+	t=${s//–/-}
+	printf '%*s%s' $((w > ${#t} ? w - ${#t} : 0)) "" "$s"
+}
+
+# Print median $2 in printf format $1 with "(min–max)" of $3 and $4 when
+# there were $5 > 1 rounds; "-" when it is missing.
+cell() {
+	if [ -z "$2" ]; then
+		echo "-"
+	elif [ "${5:-1}" -gt 1 ]; then
+		# shellcheck disable=SC2059  # the format is the argument
+		printf "$1 ($1–$1)" "$2" "$3" "$4"
+	else
+		# shellcheck disable=SC2059
+		printf "$1" "$2"
+	fi
+}
+
+# Append a table line: section, label, connections, rps cell, p50, p99
+# cell, reference name, its rps cell, p50, p99 cell, rps ratio, p99 ratio.
+table_line() {
+	TABLE+=("$(printf '%-3s %-20s %5s %s %8s %s   %-18s %s %8s %s   %6s %6s' \
+		"$1" "$2" "$3" "$(pad $W_RPS "$4")" "$5" "$(pad $W_P99 "$6")" \
+		"$7" "$(pad $W_RPS "$8")" "$9" "$(pad $W_P99 "${10}")" "${11}" "${12}")")
+}
+
+# Add a target check "$1 VALUE (target OP T): met" for value $2, op $3,
+# target $4, and set VERDICT.
+add_check() {
+	VERDICT=$(verdict "$2" "$3" "$4")
+	CHECKS+=("$(printf '%-44s %5s (target %s %s): %s' "$1" "$(fmt %.2f "$2")" "$3" "$4" "$VERDICT")")
+}
+
+# For each quintuple (check label, target name, value, op, target): add_check,
+# and append "NAME OP TARGET" to the caller's target and the verdict to its
+# result ("met/MISSED").
+add_checks() {
+	target="" result=""
+	while [ $# -ge 5 ]; do
+		add_check "$1" "$3" "$4" "$5"
+		target+="${target:+; }$2 $4 $5"
+		result+="${result:+/}$VERDICT"
+		shift 5
+	done
+}
+
+# One row: section (b-info, j-info: information only, no target; c-static:
+# replays against nginx's static answer), label, idemproxy key, reference
+# name, reference key, chart slot (0: not charted), connections. Appends to
+# the table, the CSV, the chart data and the target checks; (a) adds its
+# CPU per request line.
 row() {
-	local sec=$1 label=$2 key=$3 refname=$4 refkey=$5 slot=$6 c=$7
-	local rps=${RPS[$key:$c]:-} p50=${P50[$key:$c]:-} p99=${P99[$key:$c]:-}
-	local rrps=${RPS[$refkey:$c]:-} rp50=${P50[$refkey:$c]:-} rp99=${P99[$refkey:$c]:-}
-	local rr pr target="" result="" what
+	local sec=$1 label=$2 key=$3:$7 refname=$4 refkey=$5:$7 slot=$6 c=$7
+	local rps=${RPS[$key]:-} p50=${P50[$key]:-} p99=${P99[$key]:-} n=${NRUN[$key]:-}
+	local rrps=${RPS[$refkey]:-} rp50=${P50[$refkey]:-} rp99=${P99[$refkey]:-} rn=${NRUN[$refkey]:-}
+	local cpu=${CPU[$key]:-} rcpu=${CPU[$refkey]:-}
+	local rr pr cr="" target="" result="" what t
 	rr=$(ratio "$rps" "$rrps")
 	pr=$(ratio "$p99" "$rp99")
+	[ "$sec" != a ] || cr=$(ratio "$cpu" "$rcpu")
 	case "$sec" in
 	a)
 		if [ "$c" = 64 ]; then
-			target="rps ratio >= $TARGET_PASS_RPS; p99 ratio <= $TARGET_PASS_P99"
-			result="$(verdict "$rr" ">=" $TARGET_PASS_RPS)/$(verdict "$pr" "<=" $TARGET_PASS_P99)"
-			CHECKS+=("$(printf '%-44s %5s (target >= %s): %s' "pass-through rps ratio, $c conns" "$(fmt %.2f "$rr")" $TARGET_PASS_RPS "$(verdict "$rr" ">=" $TARGET_PASS_RPS)")")
-			CHECKS+=("$(printf '%-44s %5s (target <= %s): %s' "pass-through p99 ratio, $c conns" "$(fmt %.2f "$pr")" $TARGET_PASS_P99 "$(verdict "$pr" "<=" $TARGET_PASS_P99)")")
+			add_checks "pass-through rps ratio, $c conns" "rps ratio" "$rr" ">=" $TARGET_PASS_RPS \
+				"pass-through p99 ratio, $c conns" "p99 ratio" "$pr" "<=" $TARGET_PASS_P99 \
+				"pass-through CPU/request ratio, $c conns" "CPU/request ratio" "$cr" "<=" $TARGET_PASS_CPU
 		else
 			target="none at 1 connection"
 			result="info"
@@ -689,34 +970,37 @@ row() {
 		target="none: reported"
 		result="info"
 		;;
+	c)
+		add_checks "replay/pass-through rps ratio, $c conns" "rps ratio" "$rr" ">=" $TARGET_REPLAY \
+			"replay/pass-through p99 ratio, $c conns" "p99 ratio" "$pr" "<=" $TARGET_REPLAY_P99
+		;;
 	*)
 		case "$sec" in
-		b) what="owner/pgbench ratio" target=$TARGET_OWNER ;;
-		c) what="replay/pass-through ratio" target=$TARGET_REPLAY ;;
-		d) what="$label 1M/empty ratio" target=$TARGET_MILLION ;;
-		i) what="$label/header ratio" target=$TARGET_JWT ;;
+		b) what="owner/pgbench ratio" t=$TARGET_OWNER ;;
+		c-static) what="replay/nginx static ratio" t=$TARGET_STATIC ;;
+		d) what="$label 1M/empty ratio" t=$TARGET_MILLION ;;
+		i) what="$label/header ratio" t=$TARGET_JWT ;;
 		esac
-		result=$(verdict "$rr" ">=" "$target")
-		CHECKS+=("$(printf '%-44s %5s (target >= %s): %s' "$what, $c conns" "$(fmt %.2f "$rr")" "$target" "$result")")
-		target="rps ratio >= $target"
+		[ "$sec$c" != b64 ] || t=$TARGET_OWNER_64
+		add_checks "$what, $c conns" "rps ratio" "$rr" ">=" "$t"
 		;;
 	esac
-	TABLE+=("$(printf '%-3s %-20s %5s %10s %8s %8s   %-18s %10s %8s %8s   %6s %6s' \
-		"${sec%-info}" "$label" "$c" "$(fmt %.0f "$rps")" "$(fmt %.2f "$p50")" "$(fmt %.2f "$p99")" \
-		"$refname" "$(fmt %.0f "$rrps")" "$(fmt %.2f "$rp50")" "$(fmt %.2f "$rp99")" \
-		"$(fmt %.2f "$rr")" "$(fmt %.2f "$pr")")")
-	echo "${sec%-info},$label,$c,$rps,$p50,$p99,$refname,$rrps,$rp50,$rp99,$rr,$pr,,$target,$result" >>"$CSV"
-	[ "$slot" = 0 ] || printf '%s\t%s\t%s\t%s\n' "$c" "$slot" "${rps:-NaN}" "${rrps:-NaN}" >>"$DAT"
+	table_line "${sec%%-*}" "$label" "$c" \
+		"$(cell %.0f "$rps" "${RPS_MIN[$key]:-}" "${RPS_MAX[$key]:-}" "$n")" "$(fmt %.2f "$p50")" \
+		"$(cell %.2f "$p99" "${P99_MIN[$key]:-}" "${P99_MAX[$key]:-}" "$n")" \
+		"$refname" "$(cell %.0f "$rrps" "${RPS_MIN[$refkey]:-}" "${RPS_MAX[$refkey]:-}" "$rn")" "$(fmt %.2f "$rp50")" \
+		"$(cell %.2f "$rp99" "${P99_MIN[$refkey]:-}" "${P99_MAX[$refkey]:-}" "$rn")" \
+		"$(fmt %.2f "$rr")" "$(fmt %.2f "$pr")"
+	if [ "$sec" = a ]; then
+		table_line "" "  CPU us/request" "$c" \
+			"$(cell %.1f "$cpu" "${CPU_MIN[$key]:-}" "${CPU_MAX[$key]:-}" "$n")" - - "$refname" \
+			"$(cell %.1f "$rcpu" "${CPU_MIN[$refkey]:-}" "${CPU_MAX[$refkey]:-}" "$rn")" - - \
+			"$(fmt %.2f "$cr")" -
+	fi
+	echo "${sec%%-*},$label,$c,$rps,$p50,$p99,$refname,$rrps,$rp50,$rp99,$rr,$pr,,$target,$result,${RPS_MIN[$key]:-},${RPS_MAX[$key]:-},${P99_MIN[$key]:-},${P99_MAX[$key]:-},${RPS_MIN[$refkey]:-},${RPS_MAX[$refkey]:-},${P99_MIN[$refkey]:-},${P99_MAX[$refkey]:-},$n,$rn,$cpu,$rcpu,$cr" >>"$CSV"
+	[ "$slot" = 0 ] || printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$c" "$slot" "${rps:-NaN}" "${rrps:-NaN}" \
+		"${RPS_MIN[$key]:-NaN}" "${RPS_MAX[$key]:-NaN}" "${RPS_MIN[$refkey]:-NaN}" "${RPS_MAX[$refkey]:-NaN}" >>"$DAT"
 }
-
-# The empty-table figures are the references of (d): copy them under the
-# keys row() looks up.
-for c in $CONNS; do
-	[ -z "${RPS[get:$c]:-}" ] || RPS[get_ref:$c]=${RPS[get:$c]}
-	[ -z "${RPS[owner:$c]:-}" ] || { RPS[owner_ref:$c]=${RPS[owner:$c]}; P50[owner_ref:$c]=${P50[owner:$c]}; P99[owner_ref:$c]=${P99[owner:$c]}; }
-	[ -z "${RPS[replay:$c]:-}" ] || { RPS[replay_ref:$c]=${RPS[replay:$c]}; P50[replay_ref:$c]=${P50[replay:$c]}; P99[replay_ref:$c]=${P99[replay:$c]}; }
-	[ -z "${RPS[get:$c]:-}" ] || { P50[get_ref:$c]=${P50[get:$c]}; P99[get_ref:$c]=${P99[get:$c]}; }
-done
 
 for c in $CONNS; do
 	row a "pass-through GET" get "nginx proxy" nginx_get 1 "$c"
@@ -726,7 +1010,8 @@ for c in $CONNS; do
 	row b-info "owner POST" owner "pgbench unnamed" pgbench_extended 0 "$c"
 done
 for c in $CONNS; do
-	row c "replay POST" replay "own pass-through" get_ref 3 "$c"
+	row c "replay POST" replay "own pass-through" get_c 3 "$c"
+	row c-static "replay POST" replay "nginx static" nginx_static 4 "$c"
 done
 for c in $CONNS; do
 	row i "owner jwt ES256" owner_es "owner header" owner_hdr 0 "$c"
@@ -740,10 +1025,10 @@ for c in $CONNS; do
 done
 if [ "$SKIP_MILLION" != 1 ]; then
 	for c in $CONNS; do
-		row d "owner POST @1M" owner_1m "empty table" owner_ref 4 "$c"
+		row d "owner POST @1M" owner_1m "empty table" owner_ref 5 "$c"
 	done
 	for c in $CONNS; do
-		row d "replay POST @1M" replay_1m "empty table" replay_ref 5 "$c"
+		row d "replay POST @1M" replay_1m "empty table" replay_ref 6 "$c"
 	done
 fi
 
@@ -754,7 +1039,7 @@ if [ -n "$HWM_KIB" ]; then
 	HWM_MIB=$(awk -v k="$HWM_KIB" 'BEGIN { printf "%.1f", k / 1024 }')
 fi
 rss_result=$(verdict "$HWM_MIB" "<=" $TARGET_RSS_MIB)
-echo "e,peak RSS with $IDLE_CONNS idle conns,$IDLE_CONNS,,,,,,,,,,$HWM_MIB,peak RSS <= $TARGET_RSS_MIB MiB,$rss_result" >>"$CSV"
+echo "e,peak RSS with $IDLE_CONNS idle conns,$IDLE_CONNS,,,,,,,,,,$HWM_MIB,peak RSS <= $TARGET_RSS_MIB MiB,$rss_result$CSV_PAD" >>"$CSV"
 CHECKS+=("$(printf '%-44s %5s (target <= %s MiB): %s' "peak RSS (VmHWM), $IDLE_CONNS idle conns, MiB" "$(fmt %.1f "$HWM_MIB")" $TARGET_RSS_MIB "$rss_result")")
 
 # (f): MiB/s of idemproxy against nginx's.
@@ -767,9 +1052,8 @@ for dir in down up; do
 	b=${MIBS[nginx:$dir]:-}
 	r=$(ratio "$a" "$b")
 	res=$(verdict "$r" ">=" $TARGET_STREAM)
-	echo "f,$label (MiB/s),1,$a,,,nginx proxy (buffering off),$b,,,$r,,,MiB/s ratio >= $TARGET_STREAM,$res" >>"$CSV"
-	TABLE+=("$(printf '%-3s %-20s %5s %10s %8s %8s   %-18s %10s %8s %8s   %6s %6s' \
-		f "$label" 1 "$(fmt %.0f "$a")" - - "nginx proxy" "$(fmt %.0f "$b")" - - "$(fmt %.2f "$r")" -)")
+	echo "f,$label (MiB/s),1,$a,,,nginx proxy (buffering off),$b,,,$r,,,MiB/s ratio >= $TARGET_STREAM,$res$CSV_PAD" >>"$CSV"
+	table_line f "$label" 1 "$(fmt %.0f "$a")" - - "nginx proxy" "$(fmt %.0f "$b")" - - "$(fmt %.2f "$r")" -
 	CHECKS+=("$(printf '%-44s %5s (target >= %s): %s' "$label MiB/s ratio" "$(fmt %.2f "$r")" $TARGET_STREAM "$res")")
 	printf '%s\t%s\t%s\n' "$slot" "${a:-NaN}" "${b:-NaN}" >>"$SDAT"
 	slot=$((slot + 1))
@@ -777,7 +1061,7 @@ done
 SLOW_MIB=""
 [ -z "$SLOW_RSS_KIB" ] || SLOW_MIB=$(awk -v k="$SLOW_RSS_KIB" 'BEGIN { printf "%.1f", k / 1024 }')
 slow_result=$(verdict "$SLOW_MIB" "<=" $TARGET_RSS_MIB)
-echo "g,RSS with $SLOW_READERS slow readers,$SLOW_READERS,,,,,,,,,,$SLOW_MIB,RSS <= $TARGET_RSS_MIB MiB,$slow_result" >>"$CSV"
+echo "g,RSS with $SLOW_READERS slow readers,$SLOW_READERS,,,,,,,,,,$SLOW_MIB,RSS <= $TARGET_RSS_MIB MiB,$slow_result$CSV_PAD" >>"$CSV"
 CHECKS+=("$(printf '%-44s %5s (target <= %s MiB): %s' "RSS (VmRSS), $SLOW_READERS slow readers, MiB" "$(fmt %.1f "$SLOW_MIB")" $TARGET_RSS_MIB "$slow_result")")
 
 FP_TABLE=()
@@ -785,7 +1069,7 @@ while read -r _ shape json raw fratio mib _; do
 	[ -n "$shape" ] || continue
 	res_ms=$(verdict "$json" "<=" $TARGET_FP_MS)
 	res_mib=$(verdict "$mib" "<=" $TARGET_FP_MIB)
-	echo "h,fingerprint $shape (ms),1,$json,,,raw bytes,$raw,,,$fratio,,$mib,ms <= $TARGET_FP_MS; MiB beyond the body <= $TARGET_FP_MIB,$res_ms/$res_mib" >>"$CSV"
+	echo "h,fingerprint $shape (ms),1,$json,,,raw bytes,$raw,,,$fratio,,$mib,ms <= $TARGET_FP_MS; MiB beyond the body <= $TARGET_FP_MIB,$res_ms/$res_mib$CSV_PAD" >>"$CSV"
 	FP_TABLE+=("$(printf '%-3s %-20s %8s ms %8s ms raw %6s x %6s MiB' h "$shape" "$json" "$raw" "$fratio" "$mib")")
 	CHECKS+=("$(printf '%-44s %5s (target <= %s ms): %s; %s MiB (<= %s): %s' "fingerprint 1 MiB $shape, ms" "$json" $TARGET_FP_MS "$res_ms" "$mib" $TARGET_FP_MIB "$res_mib")")
 done <<EOF_FP
@@ -798,9 +1082,14 @@ ELAPSED=$(($(date +%s) - T0))
 	echo "idemproxy benchmark: $(date -u +'%Y-%m-%d %H:%M UTC'), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)), workers $WORKERS"
 	echo "wrk -t$WRK_THREADS (-t1 at 1 connection), ${SECONDS_PER}s per run; pgbench -j $WRK_THREADS (pairs/s); PostgreSQL $(psql_q -c 'SHOW server_version' || echo '?'), fsync on, synchronous_commit on"
 	echo "$("$BIN" --version 2>&1 | head -n 1), $("$NGINX" -v 2>&1 | sed 's|.*/|nginx |') (worker_processes $WORKERS, upstream keepalive 64)"
+	echo "(a) (b) (c) (i): $ROUNDS rounds, the two sides alternating; rps and p99 are the medians (min–max) of the rounds, ratios of the medians; (d) (j): one run"
+	echo "(a) CPU us/request: utime+stime of idemproxy's process, of the nginx proxy's master and workers, per request; (b): each run on an emptied table"
+	echo "(c) nginx static: the same request answered from memory with the replay's status, headers and body: $STATIC_NOTE"
 	echo
-	printf '%-3s %-20s %5s %10s %8s %8s   %-18s %10s %8s %8s   %6s %6s\n' \
-		"" "scenario" "conns" "rps" "p50 ms" "p99 ms" "reference" "ref rps" "p50 ms" "p99 ms" "rps x" "p99 x"
+	TABLE=("$(printf '%-3s %-20s %5s %s %8s %s   %-18s %s %8s %s   %6s %6s' \
+		"" "scenario" "conns" "$(pad $W_RPS "rps (min–max)")" "p50 ms" "$(pad $W_P99 "p99 ms (min–max)")" \
+		"reference" "$(pad $W_RPS "ref rps (min–max)")" "p50 ms" "$(pad $W_P99 "p99 ms (min–max)")" "rps x" "p99 x")" \
+		"${TABLE[@]}")
 	printf '%s\n' "${TABLE[@]}"
 	printf '%-3s %-20s %5s %10s\n' "e" "peak RSS (VmHWM)" "$IDLE_CONNS" "$(fmt %.1f "$HWM_MIB") MiB"
 	echo "    (VmRSS with the $IDLE_CONNS connections open: $(fmt %.1f "$RSS_MIB") MiB; VmHWM is the peak over the whole run)"
@@ -809,13 +1098,13 @@ ELAPSED=$(($(date +%s) - T0))
 	printf '%s\n' "${FP_TABLE[@]}"
 	echo "    (h: CPU ms of one fingerprint of a 1 MiB JSON body, the raw-bytes one, their ratio, heap beyond the body)"
 	echo
-	echo "targets (README.md, Performance):"
+	echo "targets (README.md, Performance; medians of $ROUNDS rounds where there are rounds):"
 	printf '  %s\n' "${CHECKS[@]}"
 	echo
 	echo "wall time ${ELAPSED}s; CSV $CSV, chart $OUT/bench.png"
 } | tee "$TXT"
 
-subtitle="$(nproc) CPUs, workers $WORKERS, wrk ${SECONDS_PER}s per run, $(date -u +%Y-%m-%d); peak RSS with $IDLE_CONNS idle connections: $(fmt %.1f "$HWM_MIB") MiB"
+subtitle="$(nproc) CPUs, workers $WORKERS, wrk ${SECONDS_PER}s per run, medians of $ROUNDS rounds (bars: min-max), $(date -u +%Y-%m-%d); peak RSS with $IDLE_CONNS idle connections: $(fmt %.1f "$HWM_MIB") MiB"
 if ! gnuplot -e "data='$DAT'; sdata='$SDAT'; out='$OUT/bench.png'; subtitle='$subtitle'" "$HERE/chart.gp" 2>"$TMP/gnuplot.log"; then
 	cat "$TMP/gnuplot.log" >&2
 	say "gnuplot failed: no chart"
@@ -825,6 +1114,10 @@ fi
 if [ "$MISSING" -gt 0 ]; then
 	say "$MISSING measurement(s) could not be made (see above); docs/ left unchanged"
 	exit 1
+fi
+if [ "$NO_DOCS" = 1 ]; then
+	say "docs/ left unchanged (BENCH_NO_DOCS=1)"
+	exit 0
 fi
 mkdir -p "$DOCS"
 cp "$CSV" "$DOCS/bench.csv"

@@ -2,7 +2,9 @@
 # reference for each scenario, one panel per connection count.
 # Called with -e "data='FILE'; sdata='FILE'; out='FILE'; subtitle='TEXT'";
 # data holds one line per scenario and connection count, tab-separated:
-#   CONNECTIONS  SLOT(1-5)  IDEMPROXY_RPS  REFERENCE_RPS
+#   CONNECTIONS  SLOT(1-6)  IDEMPROXY_RPS  REFERENCE_RPS  IDEMPROXY_MIN
+#   IDEMPROXY_MAX  REFERENCE_MIN  REFERENCE_MAX
+# (the rps are medians of the rounds, drawn as boxes with min-max bars)
 # and sdata one line per streamed transfer (1 download, 2 upload):
 #   SLOT  IDEMPROXY_MIBS  NGINX_MIBS
 # ("NaN" for a figure that was not measured).
@@ -18,7 +20,7 @@ set key top right
 set ylabel "requests/s (pgbench: claim+finish pairs/s)"
 set bmargin 4.5
 set lmargin 12
-set xrange [0.4:5.6]
+set xrange [0.4:6.6]
 set yrange [0:*]
 set offsets 0, 0, graph 0.1, 0
 set format y "%.0f"
@@ -26,8 +28,9 @@ set xtics nomirror ( \
 	"pass-through GET\nref: nginx proxy" 1, \
 	"owner POST\nref: pgbench ceiling" 2, \
 	"replay POST\nref: own pass-through GET" 3, \
-	"owner POST, 1M records\nref: empty table" 4, \
-	"replay POST, 1M records\nref: empty table" 5)
+	"replay POST\nref: nginx static answer" 4, \
+	"owner POST, 1M records\nref: empty table" 5, \
+	"replay POST, 1M records\nref: empty table" 6)
 
 idem = "#2b6cb0"
 ref = "#a0a0a0"
@@ -38,8 +41,10 @@ do for [c in "64 1"] {
 	set title sprintf("%s connection%s", c, c eq "1" ? "" : "s")
 	plot data using ($1 == c + 0 ? $2 - L : NaN):3 with boxes lc rgb idem title "idemproxy", \
 	     data using ($1 == c + 0 ? $2 + L : NaN):4 with boxes lc rgb ref title "reference", \
-	     data using ($1 == c + 0 ? $2 - L : NaN):3:(sprintf("%.0f", $3)) with labels offset 0,0.8 font ",9" notitle, \
-	     data using ($1 == c + 0 ? $2 + L : NaN):4:(sprintf("%.0f", $4)) with labels offset 0,0.8 font ",9" notitle
+	     data using ($1 == c + 0 ? $2 - L : NaN):5:(0):($6 - $5) with vectors nohead lw 1.5 lc rgb "#333333" notitle, \
+	     data using ($1 == c + 0 ? $2 + L : NaN):7:(0):($8 - $7) with vectors nohead lw 1.5 lc rgb "#333333" notitle, \
+	     data using ($1 == c + 0 ? $2 - L : NaN):($6 > $3 ? $6 : $3):(sprintf("%.0f", $3)) with labels offset 0,0.8 font ",9" notitle, \
+	     data using ($1 == c + 0 ? $2 + L : NaN):($8 > $4 ? $8 : $4):(sprintf("%.0f", $4)) with labels offset 0,0.8 font ",9" notitle
 }
 set title "1 GiB streamed through (curl, best of 5)"
 set ylabel "MiB/s"

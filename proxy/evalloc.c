@@ -1,76 +1,99 @@
 /*
- * libevent allocates an evbuffer chain of a power of two from 1 KiB up
- * whenever a buffer that was empty gets data, and frees it once drained:
- * for a proxied request that includes two 32 KiB blocks for the 16 KiB
- * head reads (io.h) and others of 1-2 KiB, above what glibc's per-thread
- * cache keeps (1032 bytes), so each one went through the allocator's bins.
- * Here a freed block of 2-32 KiB is kept in a per-thread stack by the
- * power of two its usable size reaches, at most EVALLOC_KEEP per size, and
- * handed to the next request of more than 1 KiB up to that size. The
- * blocks are plain malloc blocks (no header): whatever came from malloc
- * may be freed here and the other way round, and the memory held is
- * bounded (EVALLOC_KEEP x 62 KiB per thread). Under AddressSanitizer
- * nothing is installed, so every use after free is still caught.
+ * A proxied request allocates a dozen blocks and frees them again: its
+ * request, relay and upstream structures, libevent's evbuffers and events,
+ * and libevent's buffer chains (a power of two from 1 KiB up). glibc keeps
+ * only 7 freed blocks per size per thread (none above 1032 bytes), and its
+ * calloc never uses them, so with tens of requests in flight on a worker
+ * nearly every one of those went through the allocator's bins. Here a freed
+ * block of 64 B to 32 KiB goes onto a per-thread stack by the power of two
+ * its usable size reaches (at most EVALLOC_KEEP(i) of them) and serves the
+ * next request for at most that size; a request that finds its stack empty
+ * gets a block of the full power of two, so that it comes back to the same
+ * stack. The blocks are plain malloc blocks (no header): one that came from
+ * malloc may be freed here and the other way round. The memory held is
+ * bounded: 64 blocks of each size up to 8 KiB and 8 of 16 and 32 KiB, 1.4
+ * MiB per thread at most. Under AddressSanitizer nothing is cached, so
+ * every use after free is still caught.
  */
 #include "proxy/evalloc.h"
 
 #include <malloc.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <event2/event.h>
 
-#define EVALLOC_MIN_SHIFT 11 /* 2 KiB */
+#define EVALLOC_MIN_SHIFT 6  /* 64 B */
 #define EVALLOC_MAX_SHIFT 15 /* 32 KiB */
 #define EVALLOC_SIZES	  (EVALLOC_MAX_SHIFT - EVALLOC_MIN_SHIFT + 1)
-#define EVALLOC_KEEP	  8
+#define EVALLOC_KEEP_SMALL 64
+#define EVALLOC_KEEP_LARGE 8
+#define EVALLOC_SMALL_LAST (13 - EVALLOC_MIN_SHIFT) /* 8 KiB */
+#define EVALLOC_KEEP(i)	   ((i) <= EVALLOC_SMALL_LAST ? EVALLOC_KEEP_SMALL : EVALLOC_KEEP_LARGE)
+
+#if defined(__SANITIZE_ADDRESS__)
+#define EVALLOC_CACHE 0
+#else
+#define EVALLOC_CACHE 1
+#endif
 
 static __thread struct {
-	void *block[EVALLOC_SIZES][EVALLOC_KEEP];
+	void *block[EVALLOC_SIZES][EVALLOC_KEEP_SMALL];
 	int n[EVALLOC_SIZES];
 } evalloc_cache;
 
-/* The size index whose blocks (at least 1 << shift bytes) serve size, or -1. */
+/* The stack whose blocks (at least 1 << (i + MIN_SHIFT) bytes) serve size, or -1. */
 static int evalloc_index_for(size_t size)
 {
 	int shift = EVALLOC_MIN_SHIFT;
 
-	/* 1 KiB and less: glibc's own per-thread cache is as good */
-	if (size > (size_t)1 << EVALLOC_MAX_SHIFT || size <= (size_t)1 << (EVALLOC_MIN_SHIFT - 1))
+	if (size > (size_t)1 << EVALLOC_MAX_SHIFT)
 		return -1;
 	while (((size_t)1 << shift) < size)
 		shift++;
 	return shift - EVALLOC_MIN_SHIFT;
 }
 
-/* The size index a block of usable bytes belongs to, or -1. */
+/* The stack a block of usable bytes belongs on, or -1. */
 static int evalloc_index_of(size_t usable)
 {
 	int shift = EVALLOC_MAX_SHIFT;
 
-	if (usable < (size_t)1 << EVALLOC_MIN_SHIFT)
+	if (usable < (size_t)1 << EVALLOC_MIN_SHIFT || usable >> (EVALLOC_MAX_SHIFT + 1))
 		return -1;
-	while (shift > EVALLOC_MIN_SHIFT && ((size_t)1 << shift) > usable)
+	while (((size_t)1 << shift) > usable)
 		shift--;
 	return shift - EVALLOC_MIN_SHIFT;
 }
 
 static void *evalloc_malloc(size_t size)
 {
-	int i = evalloc_index_for(size);
+	int i = EVALLOC_CACHE ? evalloc_index_for(size) : -1;
 
-	if (i >= 0 && evalloc_cache.n[i] > 0)
+	if (i < 0)
+		return malloc(size);
+	if (evalloc_cache.n[i] > 0)
 		return evalloc_cache.block[i][--evalloc_cache.n[i]];
-	return malloc(size);
+	return malloc((size_t)1 << (i + EVALLOC_MIN_SHIFT));
 }
 
-static void evalloc_free(void *p)
+void *evalloc_calloc(size_t size)
+{
+	void *p = evalloc_malloc(size);
+
+	if (p)
+		memset(p, 0, size);
+	return p;
+}
+
+void evalloc_free(void *p)
 {
 	int i;
 
 	if (!p)
 		return;
-	i = evalloc_index_of(malloc_usable_size(p));
-	if (i >= 0 && evalloc_cache.n[i] < EVALLOC_KEEP) {
+	i = EVALLOC_CACHE ? evalloc_index_of(malloc_usable_size(p)) : -1;
+	if (i >= 0 && evalloc_cache.n[i] < EVALLOC_KEEP(i)) {
 		evalloc_cache.block[i][evalloc_cache.n[i]++] = p;
 		return;
 	}
@@ -79,9 +102,8 @@ static void evalloc_free(void *p)
 
 void evalloc_install(void)
 {
-#if !defined(__SANITIZE_ADDRESS__)
-	event_set_mem_functions(evalloc_malloc, realloc, evalloc_free);
-#endif
+	if (EVALLOC_CACHE)
+		event_set_mem_functions(evalloc_malloc, realloc, evalloc_free);
 }
 
 void evalloc_thread_end(void)

@@ -51,6 +51,11 @@ out:
 	return rc;
 }
 
+size_t io_head_chunk(struct bufferevent *bev)
+{
+	return evbuffer_get_length(bufferevent_get_input(bev)) ? IO_HEAD_CHUNK : IO_HEAD_FIRST;
+}
+
 void io_tune(struct bufferevent *bev)
 {
 	bufferevent_set_max_single_write(bev, IO_SINGLE_MAX);

@@ -12,10 +12,17 @@ struct bufferevent;
 
 /* One read of a head, and one read of a body or tunnel, at the most. */
 #define IO_HEAD_CHUNK (16 * 1024)
+/* The first read of a head into an empty buffer: most heads fit, and the
+ * block libevent allocates for it (this plus its 48-byte chain header,
+ * rounded up to a power of two) stays at 4 KiB instead of 32 KiB. */
+#define IO_HEAD_FIRST 4000
 #define IO_BODY_CHUNK (64 * 1024)
 /* The most a bufferevent writes or reads in one go (libevent's default is
  * 16 KiB, which halves a streamed transfer once its buffer backs up). */
 #define IO_SINGLE_MAX (256 * 1024)
+
+/* How much to read for a head: IO_HEAD_FIRST into an empty input buffer, else IO_HEAD_CHUNK. */
+size_t io_head_chunk(struct bufferevent *bev);
 
 /* Set bev's single read and write to IO_SINGLE_MAX. */
 void io_tune(struct bufferevent *bev);

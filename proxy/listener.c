@@ -152,7 +152,7 @@ static void listener_read_event(evutil_socket_t fd, short what, void *arg)
 		conn_input_full(c, 1);
 		return;
 	}
-	n = io_read_now(c->bev, c->input == CONN_INPUT_REQUEST ? IO_HEAD_CHUNK : IO_BODY_CHUNK);
+	n = io_read_now(c->bev, c->input == CONN_INPUT_REQUEST ? io_head_chunk(c->bev) : IO_BODY_CHUNK);
 	if (n == -2)
 		return;
 	if (n <= 0) {

@@ -27,6 +27,7 @@
 
 #include "proxy/clock.h"
 #include "proxy/conn.h"
+#include "proxy/evalloc.h"
 #include "proxy/evfree.h"
 #include "proxy/forward.h"
 #include "proxy/http.h"
@@ -81,7 +82,7 @@ struct relay *relay_start(struct event_base *base, struct upstream_pool *pool,
 			  struct client_conn *c, struct http_msg *req, int streamed,
 			  const struct relay_params *p, relay_done_cb cb, void *arg)
 {
-	struct relay *r = calloc(1, sizeof(*r));
+	struct relay *r = evalloc_calloc(sizeof(*r));
 	struct evbuffer *out = evbuffer_new();
 	struct upstream_params up = {0, p->upstream_timeout_ms, p->buffer / 2};
 	unsigned fflags = 0;
@@ -500,5 +501,5 @@ void relay_free(struct relay *r)
 	evfree_evbuffer(&r->tail);
 	evfree_evbuffer(&r->piece);
 	http_msg_free(r->resp);
-	free(r);
+	evalloc_free(r);
 }

@@ -32,6 +32,7 @@
 #include "proxy/clock.h"
 #include "proxy/conf_gen.h"
 #include "proxy/conn.h"
+#include "proxy/evalloc.h"
 #include "proxy/evfree.h"
 #include "proxy/fingerprint.h"
 #include "proxy/forward.h"
@@ -202,7 +203,7 @@ int request_streams(const struct conf *conf, const struct http_msg *head)
 void request_start(struct request_ctx *ctx, struct client_conn *c, struct http_msg *msg,
 		   int streamed)
 {
-	struct request *req = calloc(1, sizeof(*req));
+	struct request *req = evalloc_calloc(sizeof(*req));
 
 	if (!req) {
 		http_msg_free(msg);
@@ -977,7 +978,7 @@ static void request_free(struct request *req)
 	free(req->actor);
 	free(req->stored_headers);
 	conf_gens_drop(ctx->gens, req->gen);
-	free(req);
+	evalloc_free(req);
 }
 
 /* The end of every request: counted, logged, freed. */

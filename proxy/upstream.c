@@ -29,6 +29,7 @@
 #include <sys/socket.h>
 
 #include "proxy/clock.h"
+#include "proxy/evalloc.h"
 #include "proxy/evfree.h"
 #include "proxy/http.h"
 #include "proxy/io.h"
@@ -370,7 +371,7 @@ static void upstream_req_free(struct upstream_req *ur)
 {
 	evfree_event(&ur->timer);
 	evfree_evbuffer(&ur->data);
-	free(ur);
+	evalloc_free(ur);
 }
 
 /*
@@ -553,7 +554,7 @@ static int upstream_upgrade(struct upstream_req *ur, struct http_msg *m)
 /* How much one read takes: more once a body streams. */
 static size_t upstream_chunk(const struct upstream_conn *uc)
 {
-	return uc->ur && uc->ur->head_taken ? IO_BODY_CHUNK : IO_HEAD_CHUNK;
+	return uc->ur && uc->ur->head_taken ? IO_BODY_CHUNK : io_head_chunk(uc->bev);
 }
 
 static void upstream_conn_read_cb(struct bufferevent *bev, void *arg)
@@ -669,7 +670,7 @@ struct upstream_req *upstream_start(struct upstream_pool *pool, struct evbuffer 
 				    const struct upstream_params *params,
 				    const struct upstream_events *ev, void *arg)
 {
-	struct upstream_req *ur = calloc(1, sizeof(*ur));
+	struct upstream_req *ur = evalloc_calloc(sizeof(*ur));
 	struct upstream_conn *uc;
 	struct timeval tv = clock_tv(params->timeout_ms), now = clock_tv(0);
 

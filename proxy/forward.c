@@ -122,7 +122,7 @@ void forward_build(struct evbuffer *out, struct http_msg *m, const struct forwar
 	for (int i = 0; i < m->nheaders; i++) {
 		const struct http_header *h = &m->headers[i];
 		if (!forward_drops(m, h))
-			http_add_header(out, h->name, h->value);
+			http_add_field(out, h);
 	}
 	if (!host || !*host) {
 		host = v->default_host;

@@ -489,7 +489,8 @@ enum http_name http_name_of(const char *name, size_t len)
 	if (len < 2 || len > 19)
 		return HTTP_N_OTHER;
 	for (unsigned i = from[len]; i < from[len + 1]; i++)
-		if (strncasecmp(name, names[i].name, len) == 0)
+		if ((name[0] | 0x20) == (names[i].name[0] | 0x20) &&
+		    strncasecmp(name, names[i].name, len) == 0)
 			return names[i].known;
 	return HTTP_N_OTHER;
 }
@@ -622,6 +623,8 @@ static enum http_status http_parse_head(struct http_parser *p, struct evbuffer *
 		line[value_off + value_len] = '\0';
 		m->headers[i].name = line;
 		m->headers[i].value = line + value_off;
+		m->headers[i].name_len = name_len;
+		m->headers[i].value_len = value_len;
 		m->headers[i].known = http_name_of(line, name_len);
 		m->nheaders++;
 		if (http_note_field(m, &fields, &m->headers[i]) < 0)
@@ -1241,16 +1244,17 @@ void http_add_length(struct evbuffer *out, const char *name, uint64_t value)
 	http_add_header(out, name, p);
 }
 
-void http_add_header(struct evbuffer *out, const char *name, const char *value)
+/* "name: value\r\n" for a name of n and a value of v bytes. */
+static void http_add_header_n(struct evbuffer *out, const char *name, size_t n, const char *value,
+			      size_t v)
 {
-	size_t n = strlen(name), v = strlen(value);
 	char line[HTTP_HEADER_LINE_BUF];
 
 	/* One append for the common short line: each costs far more than a copy. */
 	if (n + v + 4 > sizeof(line)) {
-		http_add_str(out, name);
+		evbuffer_add(out, name, n);
 		http_add_lit(out, ": ");
-		http_add_str(out, value);
+		evbuffer_add(out, value, v);
 		http_add_lit(out, "\r\n");
 		return;
 	}
@@ -1259,6 +1263,16 @@ void http_add_header(struct evbuffer *out, const char *name, const char *value)
 	memcpy(line + n + 2, value, v);
 	memcpy(line + n + 2 + v, "\r\n", 2);
 	evbuffer_add(out, line, n + v + 4);
+}
+
+void http_add_header(struct evbuffer *out, const char *name, const char *value)
+{
+	http_add_header_n(out, name, strlen(name), value, strlen(value));
+}
+
+void http_add_field(struct evbuffer *out, const struct http_header *h)
+{
+	http_add_header_n(out, h->name, h->name_len, h->value, h->value_len);
 }
 
 void http_add_status_line(struct evbuffer *out, int status, const char *reason)

@@ -58,6 +58,7 @@ enum http_name {
 struct http_header {
 	char *name;   /* as received, NUL-terminated */
 	char *value;  /* leading/trailing blanks removed, NUL-terminated */
+	size_t name_len, value_len;
 	enum http_name known;
 };
 
@@ -237,6 +238,9 @@ const char *http_status_reason(int status);
 void http_add_str(struct evbuffer *out, const char *s);
 /* "Name: value\r\n" */
 void http_add_header(struct evbuffer *out, const char *name, const char *value);
+/* Header h of a parsed message as it goes on: "name: value\r\n". */
+void http_add_field(struct evbuffer *out, const struct http_header *h);
+
 /* "name: VALUE\r\n" with value in decimal (a length, a count), no printf. */
 void http_add_length(struct evbuffer *out, const char *name, uint64_t value);
 /* "Name: IMF-fixdate\r\n" for the time ms_from_now milliseconds (rounded up) from now. */

@@ -145,7 +145,7 @@ static void respond_upstream_head(struct evbuffer *out, const struct http_msg *r
 			continue;
 		if (!keep_length && h->known == HTTP_N_CONTENT_LENGTH)
 			continue;
-		http_add_header(out, h->name, h->value);
+		http_add_field(out, h);
 	}
 }
 

@@ -8,8 +8,11 @@
 # private PostgreSQL cluster (default durability), nginx as the fixed
 # upstream, idemproxy and nginx as a reverse proxy in front of it, then wrk
 # at 1 and 64 connections:
-#   (a) pass-through GET, idemproxy vs the nginx proxy, with the CPU time
-#       per request of each proxy's processes (/proc/PID/stat);
+#   (a) pass-through GET, idemproxy vs the nginx proxy setting the same
+#       forwarding headers idemproxy adds (X-Forwarded-For, -Proto, -Host,
+#       X-Real-IP, Forwarded, Via: the target), and vs nginx's default
+#       proxy, which adds none (information), with the CPU time per request
+#       of each proxy's processes (/proc/PID/stat);
 #   (b) owner POST (a new key per request) vs pgbench running the same claim
 #       and finish statements as two transactions at the same concurrency,
 #       prepared (the ceiling) and unnamed (as proxy/store.c sends them),
@@ -497,6 +500,7 @@ free_port && PROXY_PORT=$FREE_PORT
 free_port && TLS_PROXY_PORT=$FREE_PORT
 free_port && NGINX_TLS_PORT=$FREE_PORT
 free_port && STATIC_PORT=$FREE_PORT
+free_port && FWD_PORT=$FREE_PORT
 
 say "PostgreSQL cluster in $PGDIR (fsync on, synchronous_commit on)"
 conninfo=$(bash "$ROOT/scripts/pg.sh" start "$PGDIR" "$PGPORT") || die "could not start PostgreSQL"
@@ -567,6 +571,7 @@ wait_listening "$proxy_pid" "$PROXY_PORT" "idemproxy" "$PROXY_LOG"
 
 IDEM=http://127.0.0.1:$PROXY_PORT/api/items
 NGX=http://127.0.0.1:$NGINX_PORT/api/items
+NGX_FWD=http://127.0.0.1:$FWD_PORT/api/items
 STATIC=http://127.0.0.1:$STATIC_PORT/api/items
 RUN_ID=$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')
 REPLAY_BODY='{"name":"widget","qty":1,"tags":["bench"]}' # replay.lua's and client.py's
@@ -619,7 +624,7 @@ fi
 } >"$TMP/nginx/static.conf"
 
 render "$HERE/proxy.nginx.conf.in" "$TMP/nginx/nginx.conf" \
-	PREFIX="$TMP/nginx" PORT="$NGINX_PORT" UPSTREAM_PORT="$UPSTREAM_PORT" WORKERS="$WORKERS" \
+	PREFIX="$TMP/nginx" PORT="$NGINX_PORT" FWD_PORT="$FWD_PORT" UPSTREAM_PORT="$UPSTREAM_PORT" WORKERS="$WORKERS" \
 	TLS_PORT="$NGINX_TLS_PORT" TLS_CERT="$TMP/tls.crt" TLS_KEY="$TMP/tls.key" \
 	STATIC_CONF="$TMP/nginx/static.conf"
 setsid "$NGINX" -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" -e "$TMP/nginx/error.log" \
@@ -627,6 +632,7 @@ setsid "$NGINX" -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" -e "$TMP/nginx/error.
 nginx_pid=$!
 wait_listening "$nginx_pid" "$NGINX_PORT" "nginx (proxy)" "$TMP/nginx/stderr.log"
 wait_listening "$nginx_pid" "$STATIC_PORT" "nginx (static)" "$TMP/nginx/stderr.log"
+wait_listening "$nginx_pid" "$FWD_PORT" "nginx (forwarding headers)" "$TMP/nginx/stderr.log"
 
 # The same request to nginx: the same status, header names and body bytes.
 fetch_post "$STATIC" "$STATIC_KEY" "$TMP/static.head" "$TMP/static.body"
@@ -643,9 +649,10 @@ say "static answer: $STATIC_NOTE"
 
 say "upstream :$UPSTREAM_PORT, nginx proxy :$NGINX_PORT (static :$STATIC_PORT), idemproxy :$PROXY_PORT (workers $WORKERS)"
 
-# (a) pass-through GET, nginx and idemproxy alternating, with the CPU time
-# of each proxy's own processes (not the upstream's, not wrk's)
-for url in "$NGX" "$IDEM"; do
+# (a) pass-through GET, nginx with idemproxy's forwarding headers, idemproxy
+# and nginx as configured by default alternating, with the CPU time of each
+# proxy's own processes (not the upstream's, not wrk's)
+for url in "$NGX_FWD" "$NGX" "$IDEM"; do
 	run_bounded $((WARMUP_SECONDS + RUN_GRACE)) /dev/null \
 		wrk -t$WRK_THREADS -c64 -d${WARMUP_SECONDS}s "$url" ||
 		say "warm-up against $url failed"
@@ -653,8 +660,9 @@ done
 for c in $CONNS; do
 	for ((r = 1; r <= ROUNDS; r++)); do
 		say "(a) round $r of $ROUNDS"
-		run_wrk_cpu "$nginx_pid" nginx_get "$c" "$NGX"
+		run_wrk_cpu "$nginx_pid" nginx_fwd "$c" "$NGX_FWD"
 		run_wrk_cpu "$proxy_pid" get "$c" "$IDEM"
+		run_wrk_cpu "$nginx_pid" nginx_get "$c" "$NGX"
 	done
 done
 check_proxy
@@ -950,7 +958,7 @@ row() {
 	local rr pr cr="" target="" result="" what t
 	rr=$(ratio "$rps" "$rrps")
 	pr=$(ratio "$p99" "$rp99")
-	[ "$sec" != a ] || cr=$(ratio "$cpu" "$rcpu")
+	[ "${sec%-info}" != a ] || cr=$(ratio "$cpu" "$rcpu")
 	case "$sec" in
 	a)
 		if [ "$c" = 64 ]; then
@@ -961,6 +969,10 @@ row() {
 			target="none at 1 connection"
 			result="info"
 		fi
+		;;
+	a-info)
+		target="none: nginx without forwarding headers; information"
+		result="info"
 		;;
 	b-info)
 		target="none: unnamed statements; information"
@@ -991,7 +1003,7 @@ row() {
 		"$refname" "$(cell %.0f "$rrps" "${RPS_MIN[$refkey]:-}" "${RPS_MAX[$refkey]:-}" "$rn")" "$(fmt %.2f "$rp50")" \
 		"$(cell %.2f "$rp99" "${P99_MIN[$refkey]:-}" "${P99_MAX[$refkey]:-}" "$rn")" \
 		"$(fmt %.2f "$rr")" "$(fmt %.2f "$pr")"
-	if [ "$sec" = a ]; then
+	if [ "${sec%-info}" = a ]; then
 		table_line "" "  CPU us/request" "$c" \
 			"$(cell %.1f "$cpu" "${CPU_MIN[$key]:-}" "${CPU_MAX[$key]:-}" "$n")" - - "$refname" \
 			"$(cell %.1f "$rcpu" "${CPU_MIN[$refkey]:-}" "${CPU_MAX[$refkey]:-}" "$rn")" - - \
@@ -1003,7 +1015,8 @@ row() {
 }
 
 for c in $CONNS; do
-	row a "pass-through GET" get "nginx proxy" nginx_get 1 "$c"
+	row a "pass-through GET" get "nginx proxy, fwd" nginx_fwd 1 "$c"
+	row a-info "pass-through GET" get "nginx proxy, plain" nginx_get 0 "$c"
 done
 for c in $CONNS; do
 	row b "owner POST" owner "pgbench prepared" pgbench_prepared 2 "$c"
@@ -1083,6 +1096,7 @@ ELAPSED=$(($(date +%s) - T0))
 	echo "wrk -t$WRK_THREADS (-t1 at 1 connection), ${SECONDS_PER}s per run; pgbench -j $WRK_THREADS (pairs/s); PostgreSQL $(psql_q -c 'SHOW server_version' || echo '?'), fsync on, synchronous_commit on"
 	echo "$("$BIN" --version 2>&1 | head -n 1), $("$NGINX" -v 2>&1 | sed 's|.*/|nginx |') (worker_processes $WORKERS, upstream keepalive 64)"
 	echo "(a) (b) (c) (i): $ROUNDS rounds, the two sides alternating; rps and p99 are the medians (min–max) of the rounds, ratios of the medians; (d) (j): one run"
+	echo "(a) nginx proxy, fwd: with the forwarding headers idemproxy sends (the target); plain: nginx's default, none of them (information)"
 	echo "(a) CPU us/request: utime+stime of idemproxy's process, of the nginx proxy's master and workers, per request; (b): each run on an emptied table"
 	echo "(c) nginx static: the same request answered from memory with the replay's status, headers and body: $STATIC_NOTE"
 	echo

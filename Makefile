@@ -187,10 +187,10 @@ build/fuzz/fuzz_records: tests/fuzz/fuzz_records.c proxy/records.c proxy/records
 		proxy/records.c proxy/base64.c proxy/utf8.c $(CONF_SRC) -levent -lyajl -lpq
 
 build/fuzz/fuzz_jwt: tests/fuzz/fuzz_jwt.c proxy/jwt.c proxy/jwt.h proxy/jwks.c proxy/jwks.h \
-		proxy/json.c proxy/json.h
+		proxy/json.c proxy/json.h proxy/digest.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_jwt.c proxy/jwt.c proxy/jwks.c proxy/json.c \
-		proxy/base64.c -lyajl -lcrypto
+		proxy/base64.c proxy/digest.c -lyajl -lcrypto
 
 build/fuzz/fuzz_seal: tests/fuzz/fuzz_seal.c proxy/seal.c proxy/seal.h proxy/base64.c
 	@mkdir -p $(dir $@)

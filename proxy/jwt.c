@@ -18,6 +18,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "proxy/base64.h"
+#include "proxy/digest.h"
 #include "proxy/json.h"
 #include "proxy/jwks.h"
 
@@ -276,7 +277,6 @@ struct jwt_cache_entry {
 
 struct jwt_cache {
 	EVP_MD_CTX *md; /* reused for every lookup's digest */
-	EVP_MD *sha256; /* fetched once: an implicit fetch per digest costs more than the digest */
 	size_t n;
 	struct jwt_cache_entry e[];
 };
@@ -292,8 +292,7 @@ struct jwt_cache *jwt_cache_new(size_t entries)
 		return NULL;
 	c->n = entries;
 	c->md = EVP_MD_CTX_new();
-	c->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
-	if (!c->md || !c->sha256) {
+	if (!c->md) {
 		jwt_cache_free(c);
 		return NULL;
 	}
@@ -309,7 +308,6 @@ void jwt_cache_free(struct jwt_cache *c)
 	for (i = 0; i < c->n; i++)
 		jwt_claims_clear(&c->e[i].claims);
 	EVP_MD_CTX_free(c->md);
-	EVP_MD_free(c->sha256);
 	free(c);
 }
 
@@ -332,7 +330,7 @@ static int jwt_cache_key(struct jwt_cache *c, const struct jwt_rules *rules, con
 {
 	EVP_MD_CTX *md = c->md;
 
-	if (EVP_DigestInit_ex(md, c->sha256, NULL) && jwt_digest_string(md, rules->issuer) &&
+	if (EVP_DigestInit_ex(md, digest_sha256(), NULL) && jwt_digest_string(md, rules->issuer) &&
 	    jwt_digest_string(md, rules->audience) && jwt_digest_string(md, rules->claim) &&
 	    EVP_DigestUpdate(md, &rules->leeway_s, sizeof(rules->leeway_s)) &&
 	    EVP_DigestUpdate(md, token, n) && EVP_DigestFinal_ex(md, out, NULL))

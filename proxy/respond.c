@@ -223,7 +223,8 @@ int respond_relay_head(struct client_conn *c, const struct http_msg *resp, int f
 	case RESPOND_SWITCH:
 		http_add_lit(out, "Connection: upgrade\r\n");
 		http_add_header(out, "Upgrade",
-				http_msg_header(resp, "Upgrade") ? http_msg_header(resp, "Upgrade") : "");
+				http_msg_known(resp, HTTP_N_UPGRADE) ? http_msg_known(resp, HTTP_N_UPGRADE)
+								     : "");
 		http_add_lit(out, "\r\n");
 		return resp->status;
 	case RESPOND_BODILESS:

@@ -73,7 +73,7 @@
  */
 #define STORE_NAMED_ROWS 16
 #define STORE_NAMED_IDS	 (1 + STORE_OP_QUERY * STORE_NAMED_ROWS)
-#define STORE_NAME_MAX	 24
+#define STORE_NAME_MAX	 40
 
 /* What a result of the pipeline in flight answers: a prepare (the
  * statement's id, >= 0), the timeout setting, or the statement itself. */

@@ -1150,13 +1150,6 @@ int http_header_is_hop(const struct http_msg *m, const struct http_header *h)
 	       (m->connection_names && http_connection_lists(m, h->name, strlen(h->name)));
 }
 
-int http_msg_is_hop_header(const struct http_msg *m, const char *name)
-{
-	size_t len = strlen(name);
-
-	return http_name_is_hop(http_name_of(name, len)) || http_connection_lists(m, name, len);
-}
-
 int http_msg_wants_upgrade(const struct http_msg *m)
 {
 	const char *up = http_msg_known(m, HTTP_N_UPGRADE);

@@ -208,15 +208,13 @@ const char *http_msg_known(const struct http_msg *m, enum http_name known);
 /* What name (len bytes, case-insensitive) is among enum http_name. */
 enum http_name http_name_of(const char *name, size_t len);
 
-/* http_msg_is_hop_header for one of m's own headers, from its class. */
-int http_header_is_hop(const struct http_msg *m, const struct http_header *h);
-
 /*
- * 1 when name is hop-by-hop for this message: Connection, Keep-Alive,
+ * 1 when m's own header h is hop-by-hop for m: Connection, Keep-Alive,
  * Proxy-Connection, Proxy-Authenticate, Proxy-Authorization, TE, Trailer,
- * Transfer-Encoding, Upgrade, or any token listed in a Connection header.
+ * Transfer-Encoding, Upgrade (by its class), or a name listed in a
+ * Connection header.
  */
-int http_msg_is_hop_header(const struct http_msg *m, const char *name);
+int http_header_is_hop(const struct http_msg *m, const struct http_header *h);
 
 /*
  * 1 when request m asks to switch protocols (RFC 9110 7.8): HTTP/1.1, an

@@ -221,6 +221,12 @@ static const struct stats_simple {
 		     "Store statements sent (each a batch of operations).", store_statements),
 	STATS_SIMPLE("idemproxy_store_operations_total", NULL, "counter",
 		     "Store operations those statements carried.", store_operations),
+	STATS_SIMPLE("idemproxy_store_retries_total", "sqlstate=\"40001\"", "counter",
+		     "Store statements sent again because PostgreSQL rolled them back: a "
+		     "serialization failure (40001) or a deadlock (40P01).",
+		     store_retries[0]),
+	STATS_SIMPLE("idemproxy_store_retries_total", "sqlstate=\"40P01\"", "counter", NULL,
+		     store_retries[1]),
 };
 
 void stats_render(struct evbuffer *out, struct stats *const *each, int n,

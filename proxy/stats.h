@@ -59,6 +59,7 @@ struct stats {
 	_Atomic int64_t store_pending;
 	_Atomic int64_t store_statements;
 	_Atomic int64_t store_operations;
+	_Atomic int64_t store_retries[2]; /* by enum store_retry_kind */
 	_Atomic int64_t cache_hits;
 	_Atomic int64_t cache_misses;
 	_Atomic int64_t cache_entries;

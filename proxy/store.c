@@ -38,6 +38,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 #include <libpq-fe.h>
@@ -53,7 +55,7 @@
 #define STORE_NUM_MAX	     32
 #define STORE_OP_NUMS	     3	     /* numbers an operation sends as text */
 #define STORE_APPLICATION_NAME "idemproxy"
-#define STORE_TOKEN_MAX	     160     /* a claim's lease token: owner_id:N */
+#define STORE_TOKEN_MAX	     160     /* a claim's lease token: owner_id:nonce:N */
 /* A lost claim is removed no sooner than this after its statement's
  * statement_timeout (store_timeout) ran out: by then it has committed or
  * it never will. */
@@ -66,27 +68,38 @@
 #define STORE_SEEN_SLOTS (2 * STORE_SCAN_MAX) /* a power of two */
 
 /*
- * Named statements: the timeout setting (id 0) and one per batch kind and
- * row count up to STORE_NAMED_ROWS (larger batches, rare and already
- * spread over many rows, stay unnamed), so a connection holds at most
- * STORE_NAMED_IDS of them.
+ * Named statements: the timeout setting (STORE_ID_TIMEOUT), the
+ * notification (STORE_ID_NOTIFY) and, per batch kind, row count up to
+ * STORE_NAMED_ROWS (larger batches, rare and already spread over many
+ * rows, stay unnamed) and part (the statement, and its companion when the
+ * kind has one), so a connection holds at most STORE_NAMED_IDS of them.
  */
 #define STORE_NAMED_ROWS 16
-#define STORE_NAMED_IDS	 (1 + STORE_OP_QUERY * STORE_NAMED_ROWS)
+#define STORE_ID_TIMEOUT 0
+#define STORE_ID_NOTIFY	 1
+#define STORE_ID_BATCHES 2
+#define STORE_NAMED_IDS	 (STORE_ID_BATCHES + 2 * STORE_OP_QUERY * STORE_NAMED_ROWS)
 #define STORE_NAME_MAX	 40
 
 /* What a result of the pipeline in flight answers: a prepare (the
- * statement's id, >= 0), the timeout setting, or the statement itself. */
+ * statement's id, >= 0), the timeout setting, the statement itself, or a
+ * companion statement (its rows are counted, st->side_rows). */
 #define STORE_RES_TIMEOUT (-1)
 #define STORE_RES_MAIN	  (-2)
-#define STORE_EXPECT_MAX  4
+#define STORE_RES_SIDE	  (-3)
+#define STORE_EXPECT_MAX  8
+
+/* Serialization failures and deadlocks: the batch runs again after a
+ * backoff doubling from STORE_RETRY_MIN_MS to STORE_RETRY_MAX_MS. */
+#define STORE_RETRY_MIN_MS 2
+#define STORE_RETRY_MAX_MS 200
 
 /* Parameters per VALUES row, and the most one statement sends. */
 #define STORE_CLAIM_ROW_PARAMS	 6
 #define STORE_LOOKUP_ROW_PARAMS	 7
 #define STORE_FORGET_ROW_PARAMS	 5
-#define STORE_FINISH_ROW_PARAMS	 11
-#define STORE_FENCE_ROW_PARAMS	 5
+#define STORE_FINISH_ROW_PARAMS	 10
+#define STORE_FENCE_ROW_PARAMS	 4
 #define STORE_ROW_PARAMS_MAX	STORE_FINISH_ROW_PARAMS
 #define STORE_PARAMS_MAX	(1 + STORE_ROW_PARAMS_MAX * STORE_BATCH_MAX)
 
@@ -101,6 +114,16 @@
 #define STORE_SQL_MAX	    (STORE_SQL_FIXED_MAX + STORE_BATCH_MAX * STORE_SQL_ROW_MAX)
 
 /*
+ * The statements keep to the forms PostgreSQL-compatible distributed
+ * engines run (Citus with the table distributed by the key, CockroachDB,
+ * YugabyteDB): times are computed in the VALUES rows (now() is the
+ * transaction's start, the same in every statement of a batch); a new
+ * generation comes from nextval in an INSERT's VALUES or in a CTE that
+ * only reads; a statement writes the table once, and never through a
+ * data-modifying CTE; and the notification that wakes waiting duplicates
+ * is a statement of its own (STORE_SQL_NOTIFY_BATCH), never a function
+ * in a write's RETURNING.
+ *
  * The claim's first step, one statement for the whole batch: insert a new
  * record for each scope and return those inserted, named by their scope
  * (an insert cannot return the ordinal). ON CONFLICT DO NOTHING makes
@@ -122,82 +145,82 @@ static const char store_sql_claim_tail[] =
     " RETURNING actor, operation, idem_key, generation";
 
 /*
- * The claim's second step, for the slots the insert found taken: take over
- * completed records whose retention has passed and report the records that
- * hold the other slots, one result row per ordinal. The read takes no row
- * lock, no transaction id and no WAL flush for the common "record exists"
- * answer. Both parts share one snapshot, so an ordinal with no row means a
- * concurrent writer changed that slot (deleted it, or took it over first)
- * after it; the caller claims again from the insert. A batch never holds
- * two operations on one scope, which keeps each join on the scope
- * one-to-one.
+ * The claim's second step, for the slots the insert found taken, in two
+ * statements of one transaction. The first takes over the slots it may:
+ * completed records whose retention has passed and, for a route with
+ * `recovery forward`, a record of the same request whose outcome is
+ * unknown or whose owner's lease ran out; each gets a new generation from
+ * a CTE that reads the candidates (a replay draws no sequence value). The
+ * second reads every slot, one result row per ordinal: a slot taken over
+ * is the one that now carries this claim's lease token; any other is
+ * reported as it is, unless it could be taken over, which means a
+ * concurrent writer changed it after the first statement, and no row
+ * comes back: the caller claims again from the insert. The read takes no
+ * row lock, no transaction id and no WAL flush for the common "record
+ * exists" answer. A batch never holds two operations on one scope, which
+ * keeps each join on the scope one-to-one.
  */
 static const char store_sql_lookup_head[] =
-    "WITH v (ord, actor, operation, idem_key, fingerprint, lease_ms, recover, lease_owner)"
-    " AS (VALUES ";
+    "WITH v (ord, actor, operation, idem_key, fingerprint, lease_until, recover, lease_owner,"
+    " at) AS (VALUES ";
 
-/*
- * The slots a lookup takes over: a completed record past its retention,
- * and, for a route with `recovery forward`, a record of the same request
- * whose outcome is unknown or whose owner's lease ran out.
- */
+#define STORE_SQL_SCOPE_JOIN                                                             \
+	" r.actor = v.actor AND r.operation = v.operation AND r.idem_key = v.idem_key"
+
+/* A slot the lookup takes over; NULL (never in a valid record) counts as no. */
 #define STORE_SQL_TAKEOVER                                                               \
-	"coalesce(r.state = 'completed' AND r.expires_at <= now()"                       \
+	"(r.state = 'completed' AND r.expires_at <= v.at"                                \
 	" OR v.recover AND r.fingerprint = v.fingerprint AND (r.state = 'unknown'"       \
-	" OR r.state = 'in_progress' AND r.lease_expires_at <= now()), false)"
+	" OR r.state = 'in_progress' AND r.lease_expires_at <= v.at))"
+
+static const char store_sql_takeover_tail[] =
+    "),"
+    " g AS (SELECT v.ord, " STORE_SQL_NEW_GENERATION " AS generation"
+    "  FROM v JOIN idempotency_records r ON" STORE_SQL_SCOPE_JOIN
+    "  WHERE " STORE_SQL_TAKEOVER ")"
+    " UPDATE idempotency_records r SET"
+    "  fingerprint = v.fingerprint, state = 'in_progress', lease_owner = v.lease_owner,"
+    "  lease_expires_at = v.lease_until, generation = g.generation, response_status = NULL,"
+    "  response_headers = NULL, response_body = NULL, response_sealed = NULL,"
+    "  body_omitted = false, created_at = v.at, completed_at = NULL, expires_at = NULL"
+    " FROM v JOIN g ON g.ord = v.ord"
+    " WHERE" STORE_SQL_SCOPE_JOIN " AND " STORE_SQL_TAKEOVER;
+
+#define STORE_SQL_TOOK "(r.state = 'in_progress' AND r.lease_owner = v.lease_owner) IS TRUE"
 
 static const char store_sql_lookup_tail[] =
-    "),"
-    " takeover AS ("
-    " UPDATE idempotency_records r SET"
-    "  fingerprint = v.fingerprint, state = 'in_progress',"
-    "  lease_owner = v.lease_owner,"
-    "  lease_expires_at = now() + v.lease_ms * interval '1 millisecond',"
-    "  generation = " STORE_SQL_NEW_GENERATION ", response_status = NULL, response_headers = NULL,"
-    "  response_body = NULL, response_sealed = NULL, body_omitted = false, created_at = now(),"
-    "  completed_at = NULL, expires_at = NULL"
-    " FROM v"
-    " WHERE r.actor = v.actor AND r.operation = v.operation AND r.idem_key = v.idem_key"
-    "  AND " STORE_SQL_TAKEOVER
-    " RETURNING v.ord, r.generation)"
-    " SELECT t.ord, true, t.generation, 'in_progress'::text, NULL::bytea, NULL::integer,"
-    "  NULL::bytea, NULL::bytea, false, false, 0::bigint, 0::bigint, NULL::text FROM takeover t"
-    " UNION ALL"
-    " SELECT v.ord, false, r.generation, r.state, r.fingerprint, r.response_status,"
-    "  r.response_headers, r.response_body, r.body_omitted,"
-    "  coalesce(r.state = 'in_progress' AND r.lease_expires_at <= now(), false),"
+    ")"
+    " SELECT v.ord, " STORE_SQL_TOOK ", r.generation, r.state, r.fingerprint,"
+    "  r.response_status, r.response_headers, r.response_body, r.body_omitted,"
+    "  (r.state = 'in_progress' AND r.lease_expires_at <= v.at) IS TRUE,"
     "  CASE WHEN r.state = 'in_progress' THEN greatest(0, ceil(extract(epoch FROM"
-    "   r.lease_expires_at - now()) * 1000))::bigint ELSE 0::bigint END,"
+    "   r.lease_expires_at - v.at) * 1000))::bigint ELSE 0::bigint END,"
     "  CASE WHEN r.state = 'completed' THEN coalesce(greatest(0, floor(extract(epoch FROM"
-    "   r.expires_at - now()) * 1000))::bigint, 0::bigint) ELSE 0::bigint END,"
+    "   r.expires_at - v.at) * 1000))::bigint, 0::bigint) ELSE 0::bigint END,"
     "  r.response_sealed"
-    " FROM v JOIN idempotency_records r ON r.actor = v.actor AND r.operation = v.operation"
-    "  AND r.idem_key = v.idem_key"
-    " WHERE NOT " STORE_SQL_TAKEOVER;
+    " FROM v JOIN idempotency_records r ON" STORE_SQL_SCOPE_JOIN
+    " WHERE " STORE_SQL_TOOK " OR " STORE_SQL_TAKEOVER " IS NOT TRUE";
 
 /* Finish, mark unknown and release return the ordinals they wrote. */
 static const char store_sql_finish_head[] =
     "UPDATE idempotency_records r SET state = 'completed', response_status = v.status,"
     " response_headers = v.headers, response_body = v.body, body_omitted = v.omitted,"
-    " response_sealed = v.sealed,"
-    " completed_at = now(), expires_at = now() + v.retention_ms * interval '1 millisecond',"
+    " response_sealed = v.sealed, completed_at = v.at, expires_at = v.expires_at,"
     " lease_owner = NULL, lease_expires_at = NULL"
     " FROM (VALUES ";
 
 /*
  * An owner's write lands while its generation holds: on its in_progress
  * record, or on one the sweeper marked unknown when the lease ran out
- * (nobody took it over, so the owner's outcome is still the truth). With
- * notify set it wakes the duplicates waiting for this scope (LISTEN).
+ * (nobody took it over, so the owner's outcome is still the truth).
  */
 #define STORE_SQL_FENCE                                                                  \
-	" WHERE r.actor = v.actor AND r.operation = v.operation AND r.idem_key = v.idem_key" \
-	" AND r.generation = v.generation AND r.state IN ('in_progress', 'unknown')"      \
-	" RETURNING v.ord, CASE WHEN v.notify THEN " STORE_SQL_NOTIFY("r") " END"
+	" WHERE" STORE_SQL_SCOPE_JOIN " AND r.generation = v.generation"                  \
+	" AND r.state IN ('in_progress', 'unknown') RETURNING v.ord"
 
 static const char store_sql_finish_tail[] =
-    ") v (ord, actor, operation, idem_key, generation, notify, status, headers, body, omitted,"
-    " retention_ms, sealed)" STORE_SQL_FENCE;
+    ") v (ord, actor, operation, idem_key, generation, status, headers, body, omitted,"
+    " expires_at, sealed, at)" STORE_SQL_FENCE;
 
 static const char store_sql_unknown_head[] =
     "UPDATE idempotency_records r SET state = 'unknown' FROM (VALUES ";
@@ -205,34 +228,45 @@ static const char store_sql_unknown_head[] =
 static const char store_sql_release_head[] = "DELETE FROM idempotency_records r USING (VALUES ";
 
 static const char store_sql_fence_tail[] =
-    ") v (ord, actor, operation, idem_key, generation, notify)" STORE_SQL_FENCE;
+    ") v (ord, actor, operation, idem_key, generation)" STORE_SQL_FENCE;
 
 /*
  * A lost claim, found by its lease token while it is still in_progress:
  * deleted when it inserted the record (or took over an expired completed
- * one), marked unknown again when it took over an unknown or abandoned
- * one for recovery. The rows name the ordinals that found something.
+ * one), marked unknown again, by a second statement, when it took over an
+ * unknown or abandoned one for recovery. The rows name the ordinals that
+ * found something.
  */
-static const char store_sql_forget_head[] =
-    "WITH v (ord, actor, operation, idem_key, lease_owner, recovered) AS (VALUES ";
+static const char store_sql_forget_head[] = "DELETE FROM idempotency_records r USING (VALUES ";
+
+static const char store_sql_forget_held_head[] =
+    "UPDATE idempotency_records r SET state = 'unknown', lease_owner = NULL FROM (VALUES ";
 
 #define STORE_SQL_LOST_CLAIM                                                             \
-	" r.actor = v.actor AND r.operation = v.operation AND r.idem_key = v.idem_key"   \
-	" AND r.lease_owner = v.lease_owner AND r.state = 'in_progress'"
+	") v (ord, actor, operation, idem_key, lease_owner, recovered) WHERE"            \
+	STORE_SQL_SCOPE_JOIN " AND r.lease_owner = v.lease_owner AND r.state = 'in_progress'"
 
 static const char store_sql_forget_tail[] =
-    "),"
-    " gone AS (DELETE FROM idempotency_records r USING v WHERE" STORE_SQL_LOST_CLAIM
-    "  AND NOT v.recovered RETURNING v.ord),"
-    " held AS (UPDATE idempotency_records r SET state = 'unknown', lease_owner = NULL FROM v"
-    "  WHERE" STORE_SQL_LOST_CLAIM " AND v.recovered RETURNING v.ord)"
-    " SELECT ord FROM gone UNION ALL SELECT ord FROM held";
+    STORE_SQL_LOST_CLAIM " AND NOT v.recovered RETURNING v.ord";
+
+static const char store_sql_forget_held_tail[] =
+    STORE_SQL_LOST_CLAIM " AND v.recovered RETURNING v.ord";
 
 /* VALUES rows: '#' stands for the ordinal, '?' for the row's next parameter. */
-static const char store_sql_lookup_row[] = "(#, ?, ?, ?, ?, ?, ?, ?)";
+static const char store_sql_lookup_row[] =
+    "(#, ?, ?, ?, ?, now() + ? * interval '1 millisecond', ?, ?, now())";
 static const char store_sql_forget_row[] = "(#, ?, ?, ?, ?, ?)";
-static const char store_sql_finish_row[] = "(#, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-static const char store_sql_fence_row[] = "(#, ?, ?, ?, ?, ?)";
+static const char store_sql_finish_row[] =
+    "(#, ?, ?, ?, ?, ?, ?, ?, ?, now() + ? * interval '1 millisecond', ?, now())";
+static const char store_sql_fence_row[] = "(#, ?, ?, ?, ?)";
+
+/*
+ * Wakes the duplicates waiting for the batch's scopes (LISTEN), in the
+ * write's transaction, so at its commit: $1 is the array of their tokens.
+ * A write that was fenced wakes them too, and they read the record again.
+ */
+static const char store_sql_notify[] =
+    "SELECT pg_notify('" STORE_CHANNEL "', t) FROM unnest($1::text[]) t";
 
 /*
  * Sent before every statement, in the same implicit transaction, which
@@ -244,8 +278,13 @@ static const char store_sql_fence_row[] = "(#, ?, ?, ?, ?, ?)";
 
 static const char store_sql_listen[] = "LISTEN " STORE_CHANNEL;
 
-_Static_assert(sizeof(store_sql_lookup_head) + sizeof(store_sql_lookup_tail) < STORE_SQL_FIXED_MAX,
+_Static_assert(sizeof(store_sql_lookup_head) + sizeof(store_sql_lookup_tail) < STORE_SQL_FIXED_MAX &&
+		   sizeof(store_sql_lookup_head) + sizeof(store_sql_takeover_tail) <
+		       STORE_SQL_FIXED_MAX,
 	       "the lookup's fixed text must fit STORE_SQL_FIXED_MAX");
+_Static_assert(sizeof(store_sql_lookup_row) + 7 * STORE_LOOKUP_ROW_PARAMS < STORE_SQL_ROW_MAX &&
+		   sizeof(store_sql_finish_row) + 7 * STORE_FINISH_ROW_PARAMS < STORE_SQL_ROW_MAX,
+	       "a lookup or finish row must fit STORE_SQL_ROW_MAX");
 _Static_assert(sizeof(store_sql_claim_row) + 7 * STORE_CLAIM_ROW_PARAMS < STORE_SQL_ROW_MAX,
 	       "a claim row must fit STORE_SQL_ROW_MAX");
 _Static_assert(sizeof(store_sql_finish_head) + sizeof(store_sql_finish_tail) < STORE_SQL_FIXED_MAX,
@@ -297,12 +336,18 @@ enum store_op_kind {
 /*
  * How one kind of operation is written: head, one VALUES row per
  * operation from the row template with row_params parameters of the given
- * types and formats, tail.
+ * types and formats, tail. A kind with a companion statement (side_head
+ * and side_tail around the same rows, with the same parameters) sends it
+ * in the same transaction, before the statement when side_first, else
+ * after it.
  */
 struct store_sql {
 	const char *head;
 	const char *row;
 	const char *tail;
+	const char *side_head;
+	const char *side_tail;
+	int side_first;
 	int row_params;
 	Oid types[STORE_ROW_PARAMS_MAX];
 	int formats[STORE_ROW_PARAMS_MAX];
@@ -315,12 +360,10 @@ struct store_sql {
 	STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_BINARY,     \
 	    STORE_FORMAT_TEXT
 
-/* A write row starts with the scope, the generation and notify. */
-#define STORE_FENCE_ROW_TYPES                                                            \
-	STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_INT8, STORE_OID_BOOL
+/* A write row starts with the scope and the generation. */
+#define STORE_FENCE_ROW_TYPES STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_INT8
 #define STORE_FENCE_ROW_FORMATS                                                          \
-	STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT,       \
-	    STORE_FORMAT_TEXT
+	STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT
 
 /* Bytea (fingerprint, headers, body) goes binary: sent by length, never copied here. */
 static const struct store_sql store_sqls[] = {
@@ -329,6 +372,9 @@ static const struct store_sql store_sqls[] = {
 	    store_sql_claim_head,
 	    store_sql_claim_row,
 	    store_sql_claim_tail,
+	    NULL,
+	    NULL,
+	    0,
 	    STORE_CLAIM_ROW_PARAMS,
 	    {STORE_CLAIM_ROW_TYPES, STORE_OID_TEXT},
 	    {STORE_CLAIM_ROW_FORMATS, STORE_FORMAT_TEXT},
@@ -338,6 +384,9 @@ static const struct store_sql store_sqls[] = {
 	    store_sql_lookup_head,
 	    store_sql_lookup_row,
 	    store_sql_lookup_tail,
+	    store_sql_lookup_head,
+	    store_sql_takeover_tail,
+	    1,
 	    STORE_LOOKUP_ROW_PARAMS,
 	    {STORE_CLAIM_ROW_TYPES, STORE_OID_BOOL, STORE_OID_TEXT},
 	    {STORE_CLAIM_ROW_FORMATS, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT},
@@ -347,6 +396,9 @@ static const struct store_sql store_sqls[] = {
 	    store_sql_finish_head,
 	    store_sql_finish_row,
 	    store_sql_finish_tail,
+	    NULL,
+	    NULL,
+	    0,
 	    STORE_FINISH_ROW_PARAMS,
 	    {STORE_FENCE_ROW_TYPES, STORE_OID_INT4, STORE_OID_BYTEA, STORE_OID_BYTEA,
 	     STORE_OID_BOOL, STORE_OID_INT8, STORE_OID_TEXT},
@@ -358,6 +410,9 @@ static const struct store_sql store_sqls[] = {
 	    store_sql_unknown_head,
 	    store_sql_fence_row,
 	    store_sql_fence_tail,
+	    NULL,
+	    NULL,
+	    0,
 	    STORE_FENCE_ROW_PARAMS,
 	    {STORE_FENCE_ROW_TYPES},
 	    {STORE_FENCE_ROW_FORMATS},
@@ -367,6 +422,9 @@ static const struct store_sql store_sqls[] = {
 	    store_sql_release_head,
 	    store_sql_fence_row,
 	    store_sql_fence_tail,
+	    NULL,
+	    NULL,
+	    0,
 	    STORE_FENCE_ROW_PARAMS,
 	    {STORE_FENCE_ROW_TYPES},
 	    {STORE_FENCE_ROW_FORMATS},
@@ -376,6 +434,9 @@ static const struct store_sql store_sqls[] = {
 	    store_sql_forget_head,
 	    store_sql_forget_row,
 	    store_sql_forget_tail,
+	    store_sql_forget_held_head,
+	    store_sql_forget_held_tail,
+	    0,
 	    STORE_FORGET_ROW_PARAMS,
 	    {STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_BOOL},
 	    {STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT,
@@ -458,12 +519,14 @@ struct store {
 	int nforget;
 	struct event *forget_ev;   /* the first of them may run */
 	uint64_t nclaims;	   /* claims so far: each one's token */
+	uint64_t nonce;		   /* random: no other store's tokens share it */
 
 	/* The batch in flight, by ordinal; nbatch 0 when the connection is free. */
 	struct store_op *batch[STORE_BATCH_MAX];
 	int nbatch;
 	int64_t batch_deadline_ms;
-	PGresult *batch_res; /* its first result */
+	PGresult *batch_res; /* its statement's result, or the first error */
+	int side_rows;	     /* rows its companion statements returned */
 	int nresults;	     /* results of the pipeline in flight, so far */
 	int expect[STORE_EXPECT_MAX]; /* what each of them answers (STORE_RES_*) */
 	int nexpect;
@@ -478,10 +541,19 @@ struct store {
 	store_notify_cb notify_cb;
 	void *notify_arg;
 	int64_t nbatches, nbatched_ops;
+	/* Batches that failed with a serialization failure or a deadlock wait
+	 * for retry_ev, then run again. */
+	struct event *retry_ev;
+	int retry_wait;		/* the queue waits for retry_ev */
+	int retries;		/* in a row, for the backoff */
+	uint64_t rng;		/* the backoff's jitter */
+	int64_t nretried[STORE_RETRY_KINDS];
 
 	/* Scratch space for forming and sending a batch. */
 	struct store_op *seen[STORE_SEEN_SLOTS];
 	char sql[STORE_SQL_MAX];
+	char side_sql[STORE_SQL_MAX];
+	char tokens[3 + STORE_BATCH_MAX * SCOPE_TOKEN_SIZE]; /* the notification's array */
 	const char *values[STORE_PARAMS_MAX];
 	int lengths[STORE_PARAMS_MAX];
 	Oid types[STORE_PARAMS_MAX];
@@ -596,6 +668,7 @@ static void store_destroy(struct store *st)
 	while ((op = store_queue_pop(&st->forget)))
 		store_op_free(op);
 	evfree_event(&st->forget_ev);
+	evfree_event(&st->retry_ev);
 	evfree_event(&st->io_ev);
 	evfree_event(&st->timer_ev);
 	evfree_event(&st->done_ev);
@@ -900,6 +973,8 @@ static void store_reset(struct store *st, const char *msg, const char *error)
 	st->batch_res = NULL;
 	st->nresults = 0;
 	st->nulls = 0;
+	st->retry_wait = 0;
+	event_del(st->retry_ev);
 	while ((op = store_queue_pop(&st->queue)))
 		store_drop(st, op, 0);
 	store_close(st);
@@ -1225,13 +1300,13 @@ static void store_fence_rows(struct store *st, const PGresult *res)
 }
 
 /*
- * The rows of a forget batch (res NULL: its statement failed): the lost
- * claims found are gone; the store's own operations end here, with no
- * callback.
+ * The rows of a forget batch (res NULL: its statements failed) and of
+ * its companion: the lost claims found are gone; the store's own
+ * operations end here, with no callback.
  */
 static void store_forget_rows(struct store *st, const PGresult *res)
 {
-	int removed = res ? PQntuples(res) : 0;
+	int removed = res ? PQntuples(res) + st->side_rows : 0;
 
 	if (!res)
 		store_log(LOG_WARN, "store could not remove lost claims; they stay in_progress "
@@ -1267,6 +1342,63 @@ static void store_query_result(struct store *st, PGresult *res, int ok)
 	st->nbatch = 0;
 }
 
+/* The backoff before retry number n (from 0): doubling, capped, with jitter. */
+static int64_t store_retry_delay(struct store *st, int n)
+{
+	int64_t ms = STORE_RETRY_MIN_MS << (n < 8 ? n : 8);
+
+	if (ms > STORE_RETRY_MAX_MS)
+		ms = STORE_RETRY_MAX_MS;
+	/* xorshift64: half the delay, plus up to the other half at random */
+	st->rng ^= st->rng << 13;
+	st->rng ^= st->rng >> 7;
+	st->rng ^= st->rng << 17;
+	return ms / 2 + (int64_t)(st->rng % (uint64_t)(ms / 2 + 1));
+}
+
+/*
+ * The batch's transaction failed with a serialization failure or a
+ * deadlock (why): PostgreSQL rolled it back, so nothing of it committed,
+ * and it can simply run again. Its operations go back to the queue's
+ * front, which waits for a backoff that grows while it keeps happening
+ * (another transaction is in the way, and should be let through). One
+ * whose store_timeout would end before the next attempt fails with
+ * STORE_UNAVAILABLE instead: like any other store answer that did not
+ * come in time, and still nothing was written.
+ */
+static void store_retry(struct store *st, enum store_retry_kind why)
+{
+	struct store_queue again = {0};
+	int64_t delay = store_retry_delay(st, st->retries++), now = clock_now_ms();
+	struct timeval tv = clock_tv(delay);
+
+	st->nretried[why]++;
+	for (int i = 0; i < st->nbatch; i++) {
+		struct store_op *op = st->batch[i];
+
+		/* The store's own forgets have no caller to fail: they wait. */
+		if (op->kind == STORE_OP_FORGET)
+			op->deadline_ms = now + delay + st->timeout_ms;
+		if (op->deadline_ms <= now + delay)
+			store_complete(st, op, STORE_UNAVAILABLE);
+		else
+			store_queue_push(&again, op);
+	}
+	store_queue_prepend(&st->queue, &again);
+	st->nbatch = 0;
+	st->retry_wait = 1;
+	event_add(st->retry_ev, &tv);
+}
+
+/* The backoff after a retried failure is over: send again. */
+static void store_retry_event(evutil_socket_t fd, short what, void *arg)
+{
+	struct store *st = arg;
+
+	st->retry_wait = 0;
+	store_send(st);
+}
+
 /*
  * The batch in flight has its final result: complete its operations,
  * re-queue those that must run again, or reset the connection; then send
@@ -1283,10 +1415,17 @@ static void store_handle_result(struct store *st)
 	/* The backoff starts over once a statement worked, not on connect:
 	 * a server that accepts connections but fails every statement (read
 	 * only, say) keeps being retried at the longer interval. */
-	if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK)
+	if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) {
 		st->backoff_ms = STORE_BACKOFF_MIN_MS;
+		st->retries = 0;
+	}
 	if (status == PGRES_FATAL_ERROR) {
 		sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+		if (sqlstate && (strcmp(sqlstate, "40001") == 0 || strcmp(sqlstate, "40P01") == 0)) {
+			store_retry(st, strcmp(sqlstate, "40001") == 0 ? STORE_RETRY_SERIALIZATION
+								       : STORE_RETRY_DEADLOCK);
+			goto out;
+		}
 		if (store_error_is_fatal(sqlstate)) {
 			/* The server refused the statement: nothing of it
 			 * committed, so no claim is lost. (Without a SQLSTATE
@@ -1329,13 +1468,22 @@ out:
 	PQclear(res);
 }
 
+/* 1 when res is not a statement's success. */
+static int store_res_failed(const PGresult *res)
+{
+	ExecStatusType status = PQresultStatus(res);
+
+	return status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK;
+}
+
 /*
  * Collect results of the pipeline in flight as far as they have arrived,
- * in the order st->expect names them: a prepare's and the
- * statement_timeout setting's (dropped when they succeeded), the
- * statement's (kept: st->batch_res), each followed by a NULL, then the
- * sync, which ends the batch. An error before the statement leaves it
- * aborted, and the first error is the one kept.
+ * in the order st->expect names them: a prepare's, the statement_timeout
+ * setting's and a companion statement's (dropped when they succeeded, a
+ * companion's rows counted), the statement's (kept: st->batch_res), each
+ * followed by a NULL, then the sync, which ends the batch. An error
+ * aborts the rest of the transaction, whatever succeeded before it: the
+ * first error is the one kept.
  */
 static void store_read_results(struct store *st)
 {
@@ -1368,12 +1516,18 @@ static void store_read_results(struct store *st)
 			 * (prepared statements outlive an aborted transaction). */
 			st->prepared[what / 64] |= UINT64_C(1) << (what % 64);
 			PQclear(res);
-		} else if (what == STORE_RES_TIMEOUT && status == PGRES_TUPLES_OK)
+		} else if ((what == STORE_RES_TIMEOUT || what == STORE_RES_SIDE) &&
+			   !store_res_failed(res)) {
+			st->side_rows += what == STORE_RES_SIDE ? PQntuples(res) : 0;
 			PQclear(res);
-		else if (!st->batch_res)
+		} else if (!st->batch_res) {
 			st->batch_res = res;
-		else
+		} else if (store_res_failed(res) && !store_res_failed(st->batch_res)) {
+			PQclear(st->batch_res);
+			st->batch_res = res;
+		} else {
 			PQclear(res);
+		}
 	}
 }
 
@@ -1512,23 +1666,21 @@ static void store_op_params(struct store_op *op, const char **values, int *lengt
 	snprintf(op->nums[0], STORE_NUM_MAX, "%" PRId64, op->generation);
 	values[3] = op->nums[0];
 	lengths[3] = 0;
-	values[4] = op->flags & STORE_NOTIFY ? "true" : "false";
 	if (op->kind != STORE_OP_FINISH)
 		return;
 	snprintf(op->nums[1], STORE_NUM_MAX, "%d", op->status);
-	values[5] = op->nums[1];
-	lengths[5] = 0;
-	values[6] = op->headers ? op->headers : "";
-	lengths[6] = (int)op->headers_len;
-	values[7] = op->omitted ? NULL : op->body ? (const char *)op->body : "";
-	lengths[7] = op->omitted ? 0 : (int)op->body_len;
-	values[8] = op->omitted ? "true" : "false";
-	lengths[8] = 0;
+	values[4] = op->nums[1];
+	values[5] = op->headers ? op->headers : "";
+	lengths[5] = (int)op->headers_len;
+	values[6] = op->omitted ? NULL : op->body ? (const char *)op->body : "";
+	lengths[6] = op->omitted ? 0 : (int)op->body_len;
+	values[7] = op->omitted ? "true" : "false";
+	lengths[7] = 0;
 	snprintf(op->nums[2], STORE_NUM_MAX, "%" PRId64, op->retention_ms);
-	values[9] = op->nums[2];
+	values[8] = op->nums[2];
+	lengths[8] = 0;
+	values[9] = op->sealed;
 	lengths[9] = 0;
-	values[10] = op->sealed;
-	lengths[10] = 0;
 }
 
 /*
@@ -1536,22 +1688,22 @@ static void store_op_params(struct store_op *op, const char **values, int *lengt
  * ord from template row: '#' becomes ord, each '?' the next parameter
  * after the n already numbered. Returns the new length.
  */
-static size_t store_build_row(struct store *st, size_t len, const char *row, int ord, int n)
+static size_t store_build_row(char *sql, size_t len, const char *row, int ord, int n)
 {
-	size_t size = sizeof(st->sql);
+	size_t size = STORE_SQL_MAX;
 	const char *p;
 
 	if (ord)
-		len += (size_t)snprintf(st->sql + len, size - len, ", ");
+		len += (size_t)snprintf(sql + len, size - len, ", ");
 	while ((p = strpbrk(row, "#?"))) {
-		len += (size_t)snprintf(st->sql + len, size - len, "%.*s", (int)(p - row), row);
+		len += (size_t)snprintf(sql + len, size - len, "%.*s", (int)(p - row), row);
 		if (*p == '#')
-			len += (size_t)snprintf(st->sql + len, size - len, "%d", ord);
+			len += (size_t)snprintf(sql + len, size - len, "%d", ord);
 		else
-			len += (size_t)snprintf(st->sql + len, size - len, "$%d", ++n);
+			len += (size_t)snprintf(sql + len, size - len, "$%d", ++n);
 		row = p + 1;
 	}
-	return len + (size_t)snprintf(st->sql + len, size - len, "%s", row);
+	return len + (size_t)snprintf(sql + len, size - len, "%s", row);
 }
 
 /*
@@ -1574,26 +1726,33 @@ static int store_build_params(struct store *st)
 	return n;
 }
 
-/* Write the batch's statement into st->sql; the sizes above keep it within. */
-static void store_build_sql(struct store *st)
+/*
+ * Write a statement of the batch into sql (STORE_SQL_MAX long): head, its
+ * rows, tail; the sizes above keep it within.
+ */
+static void store_build_sql(const struct store *st, char *sql, const char *head,
+			    const char *tail)
 {
 	const struct store_sql *q = &store_sqls[st->batch[0]->kind];
-	size_t len, size = sizeof(st->sql);
+	size_t len;
 
-	len = (size_t)snprintf(st->sql, size, "%s", q->head);
+	len = (size_t)snprintf(sql, STORE_SQL_MAX, "%s", head);
 	for (int i = 0; i < st->nbatch; i++)
-		len = store_build_row(st, len, q->row, i, i * q->row_params);
-	snprintf(st->sql + len, size - len, "%s", q->tail);
+		len = store_build_row(sql, len, q->row, i, i * q->row_params);
+	snprintf(sql + len, STORE_SQL_MAX - len, "%s", tail);
 }
 
-/* The named statement of the batch in flight's kind and size, or -1 for none. */
-static int store_batch_id(const struct store *st)
+/*
+ * The named statement of the batch in flight's kind and size (side: its
+ * companion), or -1 for none.
+ */
+static int store_batch_id(const struct store *st, int side)
 {
 	enum store_op_kind kind = st->batch[0]->kind;
 
 	if (!st->named || kind == STORE_OP_QUERY || st->nbatch > STORE_NAMED_ROWS)
 		return -1;
-	return 1 + (int)kind * STORE_NAMED_ROWS + st->nbatch - 1;
+	return STORE_ID_BATCHES + (2 * (int)kind + side) * STORE_NAMED_ROWS + st->nbatch - 1;
 }
 
 static int store_has_prepared(const struct store *st, int id)
@@ -1624,6 +1783,54 @@ static int store_send_stmt(struct store *st, int id, const char *sql, int nparam
 				   st->formats, result_format);
 }
 
+/*
+ * One of the batch's statements: the kind's own (side 0) or its
+ * companion, each written out only when the session has not prepared it.
+ */
+static int store_send_batch_stmt(struct store *st, int side, int nparams)
+{
+	const struct store_sql *q = &store_sqls[st->batch[0]->kind];
+	int id = store_batch_id(st, side);
+	char *sql = side ? st->side_sql : st->sql;
+
+	if (!store_has_prepared(st, id))
+		store_build_sql(st, sql, side ? q->side_head : q->head, side ? q->side_tail : q->tail);
+	return store_send_stmt(st, id, sql, nparams, st->values, STORE_FORMAT_BINARY,
+			       side ? STORE_RES_SIDE : STORE_RES_MAIN);
+}
+
+/*
+ * After a batch, in its transaction: the notification for the operations
+ * that asked for one (writes with STORE_NOTIFY), if any. Returns 0 when
+ * the pipeline refused it.
+ */
+static int store_send_notify(struct store *st)
+{
+	static const Oid types[] = {STORE_OID_TEXT_ARRAY};
+	const char *values[1] = {st->tokens};
+	char token[SCOPE_TOKEN_SIZE];
+	size_t len = 0;
+
+	for (int i = 0; i < st->nbatch; i++) {
+		if (!(st->batch[i]->flags & STORE_NOTIFY))
+			continue;
+		scope_token(&st->batch[i]->sc, token);
+		if (!token[0])
+			continue;
+		st->tokens[len] = len ? ',' : '{';
+		memcpy(st->tokens + len + 1, token, strlen(token));
+		len += 1 + strlen(token);
+	}
+	if (!len)
+		return 1;
+	memcpy(st->tokens + len, "}", 2);
+	st->lengths[0] = 0;
+	st->formats[0] = STORE_FORMAT_TEXT;
+	memcpy(st->types, types, sizeof(types));
+	return store_send_stmt(st, st->named ? STORE_ID_NOTIFY : -1, store_sql_notify, 1, values,
+			       STORE_FORMAT_BINARY, STORE_RES_SIDE);
+}
+
 /* Order operations by scope (a total order every store shares). */
 static int store_scope_cmp(const void *a, const void *b)
 {
@@ -1636,10 +1843,11 @@ static int store_scope_cmp(const void *a, const void *b)
 /* Send the next batch unless one is already in flight. */
 static void store_send(struct store *st)
 {
+	const struct store_sql *q;
 	const struct store_op *op;
-	int id, nparams, ok, r;
+	int nparams, ok, r;
 
-	if (st->nbatch || !st->queue.head || st->state != STORE_CONNECTED)
+	if (st->nbatch || st->retry_wait || !st->queue.head || st->state != STORE_CONNECTED)
 		return;
 	store_take_batch(st);
 	op = st->batch[0];
@@ -1648,7 +1856,8 @@ static void store_send(struct store *st)
 	/* One pipeline, one implicit transaction: the timeout, then the
 	 * statement; SET LOCAL semantics suit pgbouncer's transaction mode. */
 	st->nexpect = 0;
-	ok = store_send_stmt(st, st->named ? 0 : -1, st->timeout_sql, 0, NULL, STORE_FORMAT_TEXT,
+	st->side_rows = 0;
+	ok = store_send_stmt(st, st->named ? STORE_ID_TIMEOUT : -1, st->timeout_sql, 0, NULL, STORE_FORMAT_TEXT,
 			     STORE_RES_TIMEOUT);
 	if (ok && op->kind == STORE_OP_QUERY) {
 		st->expect[st->nexpect++] = STORE_RES_MAIN;
@@ -1656,12 +1865,14 @@ static void store_send(struct store *st)
 				       op->stmt.values, op->stmt.lengths, op->stmt.formats,
 				       STORE_FORMAT_TEXT);
 	} else if (ok) {
+		q = &store_sqls[op->kind];
 		nparams = store_build_params(st);
-		id = store_batch_id(st);
-		if (!store_has_prepared(st, id))
-			store_build_sql(st);
-		ok = store_send_stmt(st, id, st->sql, nparams, st->values, STORE_FORMAT_BINARY,
-				     STORE_RES_MAIN);
+		if (q->side_head && q->side_first)
+			ok = store_send_batch_stmt(st, 1, nparams);
+		ok = ok && store_send_batch_stmt(st, 0, nparams);
+		if (ok && q->side_head && !q->side_first)
+			ok = store_send_batch_stmt(st, 1, nparams);
+		ok = ok && store_send_notify(st);
 	}
 	ok = ok && PQpipelineSync(st->conn);
 	r = ok ? PQflush(st->conn) : -1;
@@ -1734,10 +1945,14 @@ struct store *store_new(struct event_base *base, const char *conninfo, int64_t t
 	st->named_mode = named;
 	st->named = named == 1;
 	st->named_told = -1;
-	snprintf(st->names[0], STORE_NAME_MAX, "idemproxy_timeout");
-	for (int id = 1; id < STORE_NAMED_IDS; id++)
-		snprintf(st->names[id], STORE_NAME_MAX, "idemproxy_%d_%d",
-			 (id - 1) / STORE_NAMED_ROWS, (id - 1) % STORE_NAMED_ROWS + 1);
+	snprintf(st->names[STORE_ID_TIMEOUT], STORE_NAME_MAX, "idemproxy_timeout");
+	snprintf(st->names[STORE_ID_NOTIFY], STORE_NAME_MAX, "idemproxy_notify");
+	for (int id = STORE_ID_BATCHES; id < STORE_NAMED_IDS; id++) {
+		int part = (id - STORE_ID_BATCHES) / STORE_NAMED_ROWS;
+
+		snprintf(st->names[id], STORE_NAME_MAX, "idemproxy_%d_%d%s", part / 2,
+			 (id - STORE_ID_BATCHES) % STORE_NAMED_ROWS + 1, part % 2 ? "_side" : "");
+	}
 	st->timeout_ms = timeout_ms;
 	snprintf(st->timeout_sql, sizeof(st->timeout_sql), STORE_SQL_TIMEOUT, timeout_ms);
 	st->backoff_ms = STORE_BACKOFF_MIN_MS;
@@ -1747,7 +1962,13 @@ struct store *store_new(struct event_base *base, const char *conninfo, int64_t t
 	st->timer_ev = evtimer_new(base, store_timer_event, st);
 	st->done_ev = event_new(base, -1, 0, store_done_event, st);
 	st->forget_ev = evtimer_new(base, store_forget_event, st);
-	if (!st->conninfo || !st->owner_id || !st->timer_ev || !st->done_ev || !st->forget_ev) {
+	st->retry_ev = evtimer_new(base, store_retry_event, st);
+	if (getrandom(&st->nonce, sizeof(st->nonce), GRND_NONBLOCK) != sizeof(st->nonce))
+		st->nonce = (uint64_t)clock_now_ms() ^ (uint64_t)(uintptr_t)st ^
+			    (uint64_t)getpid() << 32;
+	st->rng = st->nonce * UINT64_C(0x9E3779B97F4A7C15) | 1;
+	if (!st->conninfo || !st->owner_id || !st->timer_ev || !st->done_ev || !st->forget_ev ||
+	    !st->retry_ev) {
 		store_destroy(st);
 		return NULL;
 	}
@@ -1785,6 +2006,11 @@ int64_t store_batches(const struct store *st)
 	return st->nbatches;
 }
 
+int64_t store_retried(const struct store *st, enum store_retry_kind kind)
+{
+	return st->nretried[kind];
+}
+
 int64_t store_batched_ops(const struct store *st)
 {
 	return st->nbatched_ops;
@@ -1795,8 +2021,8 @@ void store_claim(struct store *st, const struct scope *sc, const unsigned char *
 {
 	struct store_op *op = store_op_new(STORE_OP_CLAIM, sc, 0, arg);
 
-	snprintf(op->token, sizeof(op->token), "%s:%llu", st->owner_id,
-		 (unsigned long long)++st->nclaims);
+	snprintf(op->token, sizeof(op->token), "%s:%016" PRIx64 ":%" PRIu64, st->owner_id,
+		 st->nonce, ++st->nclaims);
 	op->flags = flags;
 	op->fp = fp;
 	op->lease_ms = lease_ms;

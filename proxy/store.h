@@ -33,6 +33,7 @@
 #define STORE_OID_INT8	20
 #define STORE_OID_INT4	23
 #define STORE_OID_TEXT	25
+#define STORE_OID_TEXT_ARRAY 1009
 
 /* Parameter and result formats. */
 #define STORE_FORMAT_TEXT   0
@@ -99,7 +100,8 @@ int store_ready(const struct store *st);
  * lease of lease_ms, or take over a completed record whose expires_at has
  * passed (generation + 1), or with STORE_RECOVER one of fingerprint fp
  * that is unknown or whose lease expired. Otherwise report the existing
- * record. Each claim's lease_owner is a token of its own (owner_id:N).
+ * record. Each claim's lease_owner is a token of its own (owner_id:nonce:N, the
+ * nonce random per store, so no two stores ever share one).
  * When the answer is lost (STORE_LOST), the store removes that claim
  * later by its token, once the statement cannot still commit (a
  * store_timeout after it was sent) and it is connected again: a record it
@@ -147,5 +149,15 @@ int store_pending(const struct store *st);
 /* Statements sent since store_new, and the operations they carried. */
 int64_t store_batches(const struct store *st);
 int64_t store_batched_ops(const struct store *st);
+
+/* Why a statement was sent again: it committed nothing. */
+enum store_retry_kind {
+	STORE_RETRY_SERIALIZATION, /* SQLSTATE 40001 */
+	STORE_RETRY_DEADLOCK,	   /* SQLSTATE 40P01 */
+	STORE_RETRY_KINDS,
+};
+
+/* Batches sent again since store_new, for that reason. */
+int64_t store_retried(const struct store *st, enum store_retry_kind kind);
 
 #endif

@@ -124,6 +124,8 @@ static void worker_tick_cb(evutil_socket_t fd, short what, void *arg)
 	STATS_SET(s->store_pending, store_pending(w->store));
 	STATS_SET(s->store_statements, store_batches(w->store));
 	STATS_SET(s->store_operations, store_batched_ops(w->store));
+	STATS_SET(s->store_retries[0], store_retried(w->store, STORE_RETRY_SERIALIZATION));
+	STATS_SET(s->store_retries[1], store_retried(w->store, STORE_RETRY_DEADLOCK));
 	STATS_SET(s->cache_hits, (int64_t)cache_hits(w->cache));
 	STATS_SET(s->cache_misses, (int64_t)cache_misses(w->cache));
 	STATS_SET(s->cache_entries, (int64_t)cache_count(w->cache));

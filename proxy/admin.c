@@ -143,12 +143,16 @@ static struct admin_call *admin_call_new(struct admin *a, struct evhttp_request 
 static void admin_records_done(void *arg, enum store_result res, const PGresult *result)
 {
 	struct admin_call *call = arg;
+	char token[SCOPE_TOKEN_SIZE];
+	const char *tokens[] = {token};
 	int status = 0;
 	size_t len = 0;
 	char *json = NULL;
 
 	if (res == STORE_OK)
 		json = records_render(call->cmd, result, &status, &len);
+	if (res == STORE_OK && records_changed(call->cmd, &call->args, result, token))
+		store_notify(call->a->store, tokens, 1);
 	/* Operator actions leave a trace; the scope's actor and key stay out of it. */
 	if (json && (call->cmd == RECORDS_RELEASE || call->cmd == RECORDS_RESOLVE))
 		log_info(NULL, "admin: %s of a record of operation %s answered %d",

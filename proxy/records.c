@@ -7,8 +7,12 @@
  * scope's row first and decide "stuck or not" on that locked row, so a
  * record that an owner finishes, or a retry takes over, at the same moment
  * is either changed by the operator or reported as it now is, never both.
- * Resolve raises the generation: an owner that stalled past its lease and
- * wakes up is fenced and cannot overwrite the operator's outcome.
+ * They touch one scope's row, so a distributed engine runs each on one
+ * shard; the new generation and the times come from a CTE that only
+ * reads, and the notification that wakes the scope's waiters is the front
+ * end's next statement (records_changed). Resolve raises the generation:
+ * an owner that stalled past its lease and wakes up is fenced and cannot
+ * overwrite the operator's outcome.
  */
 #include "proxy/records.h"
 
@@ -81,7 +85,7 @@ static const char records_sql_show[] =
 static const char records_sql_release[] =
     RECORDS_CUR ","
     " del AS (DELETE FROM idempotency_records r USING cur x"
-    "  WHERE " RECORDS_CUR_JOIN " AND " RECORDS_STUCK " RETURNING " STORE_SQL_NOTIFY("r") ")"
+    "  WHERE " RECORDS_CUR_JOIN " AND " RECORDS_STUCK " RETURNING 1)"
     " SELECT CASE WHEN EXISTS (SELECT 1 FROM del)"
     "  THEN '" RECORDS_DONE "' ELSE '" RECORDS_NOT_STUCK "' END," RECORDS_COLS
     " FROM cur x";
@@ -89,13 +93,15 @@ static const char records_sql_release[] =
 /* The record as it now is: the resolved one, or the one left alone. */
 static const char records_sql_resolve[] =
     RECORDS_CUR ","
+    " gen AS (SELECT " STORE_SQL_NEW_GENERATION " AS generation, now() AS at,"
+    "  now() + $7 * interval '1 millisecond' AS expires_at FROM cur x WHERE " RECORDS_STUCK "),"
     " upd AS (UPDATE idempotency_records r SET state = 'completed',"
     "  response_status = $4, response_headers = $5, response_body = $6,"
-    "  response_sealed = NULL, body_omitted = false, completed_at = now(),"
-    "  expires_at = now() + $7 * interval '1 millisecond',"
-    "  lease_owner = NULL, lease_expires_at = NULL, generation = " STORE_SQL_NEW_GENERATION
-    "  FROM cur x WHERE " RECORDS_CUR_JOIN " AND " RECORDS_STUCK
-    "  RETURNING r.*, " STORE_SQL_NOTIFY("r") ")"
+    "  response_sealed = NULL, body_omitted = false, completed_at = g.at,"
+    "  expires_at = g.expires_at, lease_owner = NULL, lease_expires_at = NULL,"
+    "  generation = g.generation"
+    "  FROM cur x, gen g WHERE " RECORDS_CUR_JOIN " AND " RECORDS_STUCK
+    "  RETURNING r.*)"
     " SELECT '" RECORDS_DONE "'," RECORDS_COLS " FROM upd x"
     " UNION ALL"
     " SELECT '" RECORDS_NOT_STUCK "'," RECORDS_COLS " FROM cur x"
@@ -271,6 +277,19 @@ static int records_build_resolve(const struct records_args *a, struct records_st
 		      STORE_FORMAT_BINARY);
 	records_param_num(st, a->retention_ms, STORE_OID_INT8);
 	return 0;
+}
+
+int records_changed(enum records_cmd cmd, const struct records_args *a, const PGresult *res,
+		    char token[SCOPE_TOKEN_SIZE])
+{
+	struct scope sc = {a->actor, a->operation, a->key};
+
+	if ((cmd != RECORDS_RELEASE && cmd != RECORDS_RESOLVE) || !res ||
+	    PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) < 1 ||
+	    strcmp(PQgetvalue(res, 0, COL_OUTCOME), RECORDS_DONE) != 0)
+		return 0;
+	scope_token(&sc, token);
+	return 1;
 }
 
 int records_stmt_build(enum records_cmd cmd, const struct records_args *a, struct records_stmt *st,

@@ -99,6 +99,15 @@ void records_stmt_clear(struct records_stmt *st);
 char *records_render(enum records_cmd cmd, const struct pg_result *res, int *http_status,
 		     size_t *len);
 
+/*
+ * 1 when cmd (release or resolve) over a changed the record, by its
+ * result res: token is then the scope's, for the notification
+ * (STORE_SQL_NOTIFY) that the front end sends next, which wakes the
+ * scope's waiters. 0 otherwise.
+ */
+int records_changed(enum records_cmd cmd, const struct records_args *a, const struct pg_result *res,
+		    char token[SCOPE_TOKEN_SIZE]);
+
 /* The retention of conf's route named operation, or 0 when it has none:
  * what a resolve defaults to, from the command line and the admin API. */
 int64_t records_retention(const struct conf *conf, const char *operation);

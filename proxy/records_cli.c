@@ -249,13 +249,33 @@ out:
 }
 
 /*
+ * After a release or resolve that changed the record: wake the scope's
+ * waiters (a failure only means they wait for their own deadline).
+ */
+static void records_cli_notify(PGconn *conn, enum records_cmd cmd, const struct records_args *a,
+			       const PGresult *res)
+{
+	static const Oid types[] = {STORE_OID_TEXT_ARRAY};
+	char token[SCOPE_TOKEN_SIZE];
+	const char *tokens[] = {token};
+	const char *values[1];
+	PGresult *done;
+
+	if (!records_changed(cmd, a, res, token) || !(values[0] = store_tokens_array(tokens, 1)))
+		return;
+	done = PQexecParams(conn, STORE_SQL_NOTIFY, 1, types, values, NULL, NULL, 0);
+	PQclear(done);
+	free((char *)values[0]);
+}
+
+/*
  * Connect to conf's database, run st and render its result for cmd into
  * *doc (the caller frees it), *len and *http_status. Returns 0, or -1 with
  * a message in err.
  */
 static int records_exec(const struct conf *conf, enum records_cmd cmd,
-			const struct records_stmt *st, char **doc, size_t *len, int *http_status,
-			char *err, size_t errlen)
+			const struct records_args *a, const struct records_stmt *st, char **doc,
+			size_t *len, int *http_status, char *err, size_t errlen)
 {
 	/* Ours first: a connect_timeout or application_name in the
 	 * configured conninfo (expanded from dbname) overrides them. */
@@ -287,6 +307,7 @@ static int records_exec(const struct conf *conf, enum records_cmd cmd,
 		snprintf(err, errlen, "cannot render the result");
 		goto out;
 	}
+	records_cli_notify(conn, cmd, a, res);
 	rc = 0;
 out:
 	err[strcspn(err, "\n")] = '\0';
@@ -339,7 +360,8 @@ int records_main(int argc, char **argv)
 		rc = RECORDS_EXIT_USAGE;
 		goto out;
 	}
-	if (records_exec(conf, cli.cmd->cmd, &st, &doc, &len, &http_status, err, sizeof(err)) < 0)
+	if (records_exec(conf, cli.cmd->cmd, &a, &st, &doc, &len, &http_status, err,
+			 sizeof(err)) < 0)
 		goto out;
 	fwrite(doc, 1, len, stdout);
 	putchar('\n');

@@ -121,7 +121,7 @@
  * generation comes from nextval in an INSERT's VALUES or in a CTE that
  * only reads; a statement writes the table once, and never through a
  * data-modifying CTE; and the notification that wakes waiting duplicates
- * is a statement of its own (STORE_SQL_NOTIFY_BATCH), never a function
+ * is a statement of its own (STORE_SQL_NOTIFY), never a function
  * in a write's RETURNING.
  *
  * The claim's first step, one statement for the whole batch: insert a new
@@ -261,12 +261,11 @@ static const char store_sql_finish_row[] =
 static const char store_sql_fence_row[] = "(#, ?, ?, ?, ?)";
 
 /*
- * Wakes the duplicates waiting for the batch's scopes (LISTEN), in the
- * write's transaction, so at its commit: $1 is the array of their tokens.
- * A write that was fenced wakes them too, and they read the record again.
+ * The notification (STORE_SQL_NOTIFY) after a write batch goes in the
+ * write's transaction, so out at its commit. A write that was fenced
+ * wakes its waiters too, and they read the record again.
  */
-static const char store_sql_notify[] =
-    "SELECT pg_notify('" STORE_CHANNEL "', t) FROM unnest($1::text[]) t";
+static const char store_sql_notify[] = STORE_SQL_NOTIFY;
 
 /*
  * Sent before every statement, in the same implicit transaction, which
@@ -466,7 +465,9 @@ struct store_op {
 	int64_t sent_ms;	     /* claim, lookup: when its statement was last sent */
 	int64_t not_before_ms;	     /* forget: when it may run */
 	int recovered;		     /* forget: the claim took over an abandoned record */
-	char *owned;		     /* forget: its own copy of the scope's strings */
+	char *owned;		     /* forget: its own copy of the scope's strings;
+				      * notify: its array of tokens */
+	const char *values[1];	     /* notify: its parameter */
 
 	const unsigned char *fp;
 	int64_t lease_ms;
@@ -1784,6 +1785,36 @@ static int store_send_stmt(struct store *st, int id, const char *sql, int nparam
 }
 
 /*
+ * Append token (a scope token: hex digits, nothing to quote; "" is
+ * skipped) to the text[] literal in buf whose text is len long, without
+ * its closing brace. Returns the new length.
+ */
+static size_t store_tokens_add(char *buf, size_t len, const char *token)
+{
+	size_t n = strlen(token);
+
+	if (!n)
+		return len;
+	buf[len] = len ? ',' : '{';
+	memcpy(buf + len + 1, token, n);
+	return len + 1 + n;
+}
+
+char *store_tokens_array(const char *const *tokens, int n)
+{
+	char *buf = malloc(3 + (size_t)n * SCOPE_TOKEN_SIZE);
+	size_t len = 0;
+
+	if (!buf)
+		return NULL;
+	for (int i = 0; i < n; i++)
+		if (strlen(tokens[i]) < SCOPE_TOKEN_SIZE)
+			len = store_tokens_add(buf, len, tokens[i]);
+	memcpy(buf + len, len ? "}" : "{}", len ? 2 : 3);
+	return buf;
+}
+
+/*
  * One of the batch's statements: the kind's own (side 0) or its
  * companion, each written out only when the session has not prepared it.
  */
@@ -1815,11 +1846,7 @@ static int store_send_notify(struct store *st)
 		if (!(st->batch[i]->flags & STORE_NOTIFY))
 			continue;
 		scope_token(&st->batch[i]->sc, token);
-		if (!token[0])
-			continue;
-		st->tokens[len] = len ? ',' : '{';
-		memcpy(st->tokens + len + 1, token, strlen(token));
-		len += 1 + strlen(token);
+		len = store_tokens_add(st->tokens, len, token);
 	}
 	if (!len)
 		return 1;
@@ -2066,14 +2093,36 @@ void store_release(struct store *st, const struct scope *sc, int64_t generation,
 	store_submit(st, store_write_new(STORE_OP_RELEASE, sc, generation, flags, cb, arg));
 }
 
+/* What a caller's query names: no scope. */
+static const struct scope store_no_scope = {"", "", ""};
+
 void store_query(struct store *st, const struct store_stmt *stmt, store_query_cb cb, void *arg)
 {
-	static const struct scope none = {"", "", ""}; /* a query names no scope */
-	struct store_op *op = store_op_new(STORE_OP_QUERY, &none, 0, arg);
+	struct store_op *op = store_op_new(STORE_OP_QUERY, &store_no_scope, 0, arg);
 
 	op->solo = 1;
 	op->stmt = *stmt;
 	op->query_cb = cb;
+	store_submit(st, op);
+}
+
+void store_notify(struct store *st, const char *const *tokens, int n)
+{
+	static const Oid types[] = {STORE_OID_TEXT_ARRAY};
+	struct store_op *op;
+
+	if (n <= 0)
+		return;
+	op = store_op_new(STORE_OP_QUERY, &store_no_scope, 0, NULL);
+	op->solo = 1;
+	op->owned = store_tokens_array(tokens, n);
+	if (!op->owned) {
+		store_log(LOG_WARN, "store cannot notify: out of memory", NULL);
+		store_op_free(op);
+		return;
+	}
+	op->values[0] = op->owned;
+	op->stmt = (struct store_stmt){store_sql_notify, 1, types, op->values, NULL, NULL};
 	store_submit(st, op);
 }
 

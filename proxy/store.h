@@ -24,8 +24,12 @@
 #define STORE_CHANNEL "idemproxy_records"
 /* SQL for a new lease generation: never one a scope had before. */
 #define STORE_SQL_NEW_GENERATION "nextval('idempotency_records_generation_seq')"
-/* SQL that notifies STORE_CHANNEL, naming the record aliased r by its scope's token. */
-#define STORE_SQL_NOTIFY(r) "pg_notify('" STORE_CHANNEL "', " SCOPE_SQL_TOKEN(r) ")"
+/*
+ * SQL that notifies STORE_CHANNEL once per scope token in $1, a text[]
+ * (store_tokens_array): a statement of its own that reads no table, so a
+ * distributed engine runs it where the listeners are.
+ */
+#define STORE_SQL_NOTIFY "SELECT pg_notify('" STORE_CHANNEL "', t) FROM unnest($1::text[]) t"
 
 /* Type OIDs from pg_type, for the parameters statements send. */
 #define STORE_OID_BOOL	16
@@ -142,6 +146,17 @@ void store_query(struct store *st, const struct store_stmt *stmt, store_query_cb
  * own deadline.
  */
 void store_listen(struct store *st, store_notify_cb cb, void *arg);
+
+/*
+ * Notify STORE_CHANNEL for the n scope tokens, in a statement of its own,
+ * with no callback: for writes outside the store's batches (the sweeper,
+ * an operator's release or resolve), sent once they committed.
+ */
+void store_notify(struct store *st, const char *const *tokens, int n);
+
+/* The text[] literal of the n tokens for STORE_SQL_NOTIFY's $1 (malloc'd;
+ * tokens that are not scope tokens are left out), NULL when out of memory. */
+char *store_tokens_array(const char *const *tokens, int n);
 
 /* Pending operations, for shutdown: 0 when idle. */
 int store_pending(const struct store *st);

@@ -1,9 +1,9 @@
 /*
  * The retention sweeper: one repeating timer on the main thread's loop.
  *
- * Each tick runs one statement through the main thread's store, under a
- * transaction-scoped advisory lock so that one instance sweeps at a time
- * however many share the database (and nothing stays locked on a
+ * Each tick runs a few statements through the main thread's store, under
+ * a transaction-scoped advisory lock so that one instance sweeps at a
+ * time however many share the database (and nothing stays locked on a
  * pgbouncer server connection). It deletes up to SWEEP_BATCH completed
  * records past expires_at, and marks up to SWEEP_BATCH in_progress
  * records whose lease ran out as unknown: their owner vanished, and an
@@ -34,35 +34,48 @@
 _Static_assert(SWEEP_BATCH > 0, "a sweep must make progress");
 
 /*
- * Result: (locked, deleted, marked, expired, unknown). Rows are picked with
- * SKIP LOCKED, so a sweep never waits for an owner's write; the lock
- * subquery runs once. Marked records notify STORE_CHANNEL, so duplicates
- * waiting on them stop waiting at once. The last two count the records
- * that need an operator (each through its partial index) as they were
- * before this sweep marked any.
+ * A sweep is three statements, each its own transaction, each writing the
+ * table at most once (the forms distributed engines run): the lock
+ * probe, which also counts the records that need an operator (each
+ * through its partial index) as they were before this sweep marked any;
+ * the delete; the mark, which returns the tokens of the scopes it marked,
+ * so that their waiters are woken (store_notify) and stop waiting. The
+ * two writes take the lock again, a no-op for the instance that holds it
+ * (an advisory lock is re-entrant), and do nothing when another instance
+ * took it in between. Rows are picked with SKIP LOCKED, so a sweep never
+ * waits for an owner's write; the lock subquery runs once per statement.
  */
-static const char sweep_sql[] =
-    "WITH lock AS (SELECT pg_try_advisory_xact_lock(" SWEEP_LOCK_KEY ") AS ok),"
-    " expired AS ("
-    " DELETE FROM idempotency_records r USING ("
-    "  SELECT actor, operation, idem_key FROM idempotency_records"
-    "  WHERE state = 'completed' AND expires_at <= now() AND (SELECT ok FROM lock)"
-    "  ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) d"
-    " WHERE r.actor = d.actor AND r.operation = d.operation AND r.idem_key = d.idem_key"
-    "  AND r.state = 'completed'"
-    " RETURNING 1),"
-    " stale AS ("
-    " UPDATE idempotency_records r SET state = 'unknown' FROM ("
-    "  SELECT actor, operation, idem_key FROM idempotency_records"
-    "  WHERE state = 'in_progress' AND lease_expires_at <= now() AND (SELECT ok FROM lock)"
-    "  ORDER BY lease_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) s"
-    " WHERE r.actor = s.actor AND r.operation = s.operation AND r.idem_key = s.idem_key"
-    "  AND r.state = 'in_progress'"
-    " RETURNING " STORE_SQL_NOTIFY("r") ")"
-    " SELECT (SELECT ok FROM lock), (SELECT count(*) FROM expired), (SELECT count(*) FROM stale),"
+#define SWEEP_LOCKED "(SELECT pg_try_advisory_xact_lock(" SWEEP_LOCK_KEY "))"
+
+static const char sweep_sql_lock[] =
+    "SELECT " SWEEP_LOCKED ","
     " (SELECT count(*) FROM idempotency_records"
     "  WHERE state = 'in_progress' AND lease_expires_at <= now()),"
     " (SELECT count(*) FROM idempotency_records WHERE state = 'unknown')";
+
+static const char sweep_sql_delete[] =
+    "DELETE FROM idempotency_records r USING ("
+    " SELECT actor, operation, idem_key FROM idempotency_records"
+    " WHERE state = 'completed' AND expires_at <= now() AND " SWEEP_LOCKED
+    " ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) d"
+    " WHERE r.actor = d.actor AND r.operation = d.operation AND r.idem_key = d.idem_key"
+    " AND r.state = 'completed'";
+
+static const char sweep_sql_mark[] =
+    "UPDATE idempotency_records r SET state = 'unknown' FROM ("
+    " SELECT actor, operation, idem_key FROM idempotency_records"
+    " WHERE state = 'in_progress' AND lease_expires_at <= now() AND " SWEEP_LOCKED
+    " ORDER BY lease_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) s"
+    " WHERE r.actor = s.actor AND r.operation = s.operation AND r.idem_key = s.idem_key"
+    " AND r.state = 'in_progress'"
+    " RETURNING " SCOPE_SQL_TOKEN("r");
+
+/* The sweep's statements, in the order they run. */
+enum sweep_step {
+	SWEEP_LOCK,
+	SWEEP_DELETE,
+	SWEEP_MARK,
+};
 
 /* What the sweeper did since it started. */
 struct sweeper_stats {
@@ -81,6 +94,8 @@ struct sweeper {
 	struct event *timer;
 	int64_t interval_ms;
 	int running; /* a sweep is in flight */
+	enum sweep_step step;
+	int64_t deleted; /* by this sweep's delete */
 	const char *params[1];
 	struct sweeper_stats stats;
 };
@@ -93,49 +108,88 @@ static void sweeper_arm(struct sweeper *sw, int64_t ms)
 		evtimer_add(sw->timer, &tv);
 }
 
-static void sweeper_done(void *arg, enum store_result res, const PGresult *result)
-{
-	struct sweeper *sw = arg;
-	int64_t deleted, marked;
+static void sweeper_send(struct sweeper *sw, enum sweep_step step);
 
-	sw->running = 0;
-	if (res != STORE_OK || PQntuples(result) != 1 || PQnfields(result) != 5) {
-		sw->stats.errors += 1;
-		sweeper_arm(sw, sw->interval_ms);
-		return;
-	}
-	marked = strtoll(PQgetvalue(result, 0, 2), NULL, 10);
+/* The mark's result: tokens to notify, the sweep's figures, the next tick. */
+static void sweeper_marked(struct sweeper *sw, const PGresult *result)
+{
+	const char *tokens[SWEEP_BATCH];
+	int64_t marked = PQntuples(result);
+
+	for (int i = 0; i < marked && i < SWEEP_BATCH; i++)
+		tokens[i] = PQgetvalue(result, i, 0);
+	store_notify(sw->store, tokens, marked < SWEEP_BATCH ? (int)marked : SWEEP_BATCH);
 	/* What this sweep marked moved from one count to the other. */
-	sw->stats.expired = strtoll(PQgetvalue(result, 0, 3), NULL, 10) - marked;
-	sw->stats.unknown = strtoll(PQgetvalue(result, 0, 4), NULL, 10) + marked;
-	if (sw->stats.expired < 0)
-		sw->stats.expired = 0;
-	if (strcmp(PQgetvalue(result, 0, 0), "t") != 0) {
-		/* Another instance holds the lock: it is sweeping. */
-		sw->stats.skipped += 1;
-		sweeper_arm(sw, sw->interval_ms);
-		return;
-	}
-	deleted = strtoll(PQgetvalue(result, 0, 1), NULL, 10);
+	sw->stats.expired = sw->stats.expired > marked ? sw->stats.expired - marked : 0;
+	sw->stats.unknown += marked;
 	sw->stats.runs += 1;
-	sw->stats.deleted += deleted;
+	sw->stats.deleted += sw->deleted;
 	sw->stats.marked_unknown += marked;
 	if (marked)
 		log_warn(NULL, "sweeper: %lld in_progress records outlived their lease; now unknown",
 			 (long long)marked);
-	sweeper_arm(sw, deleted >= SWEEP_BATCH || marked >= SWEEP_BATCH ? SWEEP_AGAIN_MS
-									  : sw->interval_ms);
+	sw->running = 0;
+	sweeper_arm(sw, sw->deleted >= SWEEP_BATCH || marked >= SWEEP_BATCH ? SWEEP_AGAIN_MS
+									      : sw->interval_ms);
+}
+
+static void sweeper_done(void *arg, enum store_result res, const PGresult *result)
+{
+	struct sweeper *sw = arg;
+
+	if (res != STORE_OK || (sw->step == SWEEP_LOCK && (PQntuples(result) != 1 ||
+							    PQnfields(result) != 3))) {
+		sw->stats.errors += 1;
+		sw->running = 0;
+		sweeper_arm(sw, sw->interval_ms);
+		return;
+	}
+	switch (sw->step) {
+	case SWEEP_LOCK:
+		sw->stats.expired = strtoll(PQgetvalue(result, 0, 1), NULL, 10);
+		sw->stats.unknown = strtoll(PQgetvalue(result, 0, 2), NULL, 10);
+		if (strcmp(PQgetvalue(result, 0, 0), "t") != 0) {
+			/* Another instance holds the lock: it is sweeping. */
+			sw->stats.skipped += 1;
+			sw->running = 0;
+			sweeper_arm(sw, sw->interval_ms);
+			return;
+		}
+		sweeper_send(sw, SWEEP_DELETE);
+		break;
+	case SWEEP_DELETE:
+		sw->deleted = strtoll(PQcmdTuples((PGresult *)result), NULL, 10);
+		sweeper_send(sw, SWEEP_MARK);
+		break;
+	case SWEEP_MARK:
+		sweeper_marked(sw, result);
+		break;
+	}
+}
+
+static void sweeper_send(struct sweeper *sw, enum sweep_step step)
+{
+	static const char *const sqls[] = {
+	    [SWEEP_LOCK] = sweep_sql_lock,
+	    [SWEEP_DELETE] = sweep_sql_delete,
+	    [SWEEP_MARK] = sweep_sql_mark,
+	};
+	struct store_stmt stmt = {sqls[step], step == SWEEP_LOCK ? 0 : 1, NULL, sw->params, NULL,
+				  NULL};
+
+	sw->step = step;
+	store_query(sw->store, &stmt, sweeper_done, sw);
 }
 
 static void sweeper_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct sweeper *sw = arg;
-	struct store_stmt stmt = {sweep_sql, 1, NULL, sw->params, NULL, NULL};
 
 	if (sw->running || !sw->interval_ms)
 		return;
 	sw->running = 1;
-	store_query(sw->store, &stmt, sweeper_done, sw);
+	sw->deleted = 0;
+	sweeper_send(sw, SWEEP_LOCK);
 }
 
 struct sweeper *sweeper_new(struct event_base *base, struct store *st, int64_t interval_ms)

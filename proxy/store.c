@@ -145,20 +145,17 @@ static const char store_sql_claim_tail[] =
     " RETURNING actor, operation, idem_key, generation";
 
 /*
- * The claim's second step, for the slots the insert found taken, in two
- * statements of one transaction. The first takes over the slots it may:
- * completed records whose retention has passed and, for a route with
- * `recovery forward`, a record of the same request whose outcome is
- * unknown or whose owner's lease ran out; each gets a new generation from
- * a CTE that reads the candidates (a replay draws no sequence value). The
- * second reads every slot, one result row per ordinal: a slot taken over
- * is the one that now carries this claim's lease token; any other is
- * reported as it is, unless it could be taken over, which means a
- * concurrent writer changed it after the first statement, and no row
- * comes back: the caller claims again from the insert. The read takes no
+ * The claim's second step, for the slots the insert found taken: read the
+ * records that hold them, one result row per ordinal. The read takes no
  * row lock, no transaction id and no WAL flush for the common "record
- * exists" answer. A batch never holds two operations on one scope, which
- * keeps each join on the scope one-to-one.
+ * exists" answer. A row says whether the slot may be taken over (take): a
+ * completed record whose retention has passed and, for a route with
+ * `recovery forward`, a record of the same request whose outcome is
+ * unknown or whose owner's lease ran out; those operations go on to the
+ * takeover, a third step, and only they pay for its write. An ordinal
+ * with no row met a concurrent delete; the caller claims again from the
+ * insert. A batch never holds two operations on one scope, which keeps
+ * each join on the scope one-to-one.
  */
 static const char store_sql_lookup_head[] =
     "WITH v (ord, actor, operation, idem_key, fingerprint, lease_until, recover, lease_owner,"
@@ -167,30 +164,15 @@ static const char store_sql_lookup_head[] =
 #define STORE_SQL_SCOPE_JOIN                                                             \
 	" r.actor = v.actor AND r.operation = v.operation AND r.idem_key = v.idem_key"
 
-/* A slot the lookup takes over; NULL (never in a valid record) counts as no. */
+/* A slot the lookup may take over; NULL (never in a valid record) counts as no. */
 #define STORE_SQL_TAKEOVER                                                               \
 	"(r.state = 'completed' AND r.expires_at <= v.at"                                \
 	" OR v.recover AND r.fingerprint = v.fingerprint AND (r.state = 'unknown'"       \
 	" OR r.state = 'in_progress' AND r.lease_expires_at <= v.at))"
 
-static const char store_sql_takeover_tail[] =
-    "),"
-    " g AS (SELECT v.ord, " STORE_SQL_NEW_GENERATION " AS generation"
-    "  FROM v JOIN idempotency_records r ON" STORE_SQL_SCOPE_JOIN
-    "  WHERE " STORE_SQL_TAKEOVER ")"
-    " UPDATE idempotency_records r SET"
-    "  fingerprint = v.fingerprint, state = 'in_progress', lease_owner = v.lease_owner,"
-    "  lease_expires_at = v.lease_until, generation = g.generation, response_status = NULL,"
-    "  response_headers = NULL, response_body = NULL, response_sealed = NULL,"
-    "  body_omitted = false, created_at = v.at, completed_at = NULL, expires_at = NULL"
-    " FROM v JOIN g ON g.ord = v.ord"
-    " WHERE" STORE_SQL_SCOPE_JOIN " AND " STORE_SQL_TAKEOVER;
-
-#define STORE_SQL_TOOK "(r.state = 'in_progress' AND r.lease_owner = v.lease_owner) IS TRUE"
-
 static const char store_sql_lookup_tail[] =
     ")"
-    " SELECT v.ord, " STORE_SQL_TOOK ", r.generation, r.state, r.fingerprint,"
+    " SELECT v.ord, " STORE_SQL_TAKEOVER " IS TRUE, r.generation, r.state, r.fingerprint,"
     "  r.response_status, r.response_headers, r.response_body, r.body_omitted,"
     "  (r.state = 'in_progress' AND r.lease_expires_at <= v.at) IS TRUE,"
     "  CASE WHEN r.state = 'in_progress' THEN greatest(0, ceil(extract(epoch FROM"
@@ -198,8 +180,27 @@ static const char store_sql_lookup_tail[] =
     "  CASE WHEN r.state = 'completed' THEN coalesce(greatest(0, floor(extract(epoch FROM"
     "   r.expires_at - v.at) * 1000))::bigint, 0::bigint) ELSE 0::bigint END,"
     "  r.response_sealed"
-    " FROM v JOIN idempotency_records r ON" STORE_SQL_SCOPE_JOIN
-    " WHERE " STORE_SQL_TOOK " OR " STORE_SQL_TAKEOVER " IS NOT TRUE";
+    " FROM v JOIN idempotency_records r ON" STORE_SQL_SCOPE_JOIN;
+
+/*
+ * The takeover of the slots the lookup found takeable, if they still are
+ * (the same condition, checked again on the locked row): a new
+ * generation for each from a CTE that reads no table, and the ordinals
+ * taken over with it. One that is not returned was changed by a
+ * concurrent writer: the caller claims again from the insert. The rows
+ * go in scope order, like the insert's.
+ */
+static const char store_sql_takeover_tail[] =
+    "),"
+    " g AS (SELECT ord, " STORE_SQL_NEW_GENERATION " AS generation FROM v)"
+    " UPDATE idempotency_records r SET"
+    "  fingerprint = v.fingerprint, state = 'in_progress', lease_owner = v.lease_owner,"
+    "  lease_expires_at = v.lease_until, generation = g.generation, response_status = NULL,"
+    "  response_headers = NULL, response_body = NULL, response_sealed = NULL,"
+    "  body_omitted = false, created_at = v.at, completed_at = NULL, expires_at = NULL"
+    " FROM v JOIN g ON g.ord = v.ord"
+    " WHERE" STORE_SQL_SCOPE_JOIN " AND " STORE_SQL_TAKEOVER
+    " RETURNING v.ord, r.generation";
 
 /* Finish, mark unknown and release return the ordinals they wrote. */
 static const char store_sql_finish_head[] =
@@ -301,7 +302,7 @@ enum store_insert_col {
 /* Columns of a lookup result row, in the order the statement selects them. */
 enum store_claim_col {
 	STORE_COL_ORD,
-	STORE_COL_OWNER,
+	STORE_COL_TAKE,
 	STORE_COL_GENERATION,
 	STORE_COL_STATE,
 	STORE_COL_FINGERPRINT,
@@ -324,11 +325,12 @@ enum store_conn_state {
 
 enum store_op_kind {
 	STORE_OP_CLAIM,	 /* a claim's insert */
-	STORE_OP_LOOKUP, /* a claim whose slot was taken: read or take over the record */
+	STORE_OP_LOOKUP, /* a claim whose slot was taken: read the record */
 	STORE_OP_FINISH,
 	STORE_OP_UNKNOWN,
 	STORE_OP_RELEASE,
 	STORE_OP_FORGET, /* the store's own: remove a lost claim (store_claim) */
+	STORE_OP_TAKEOVER, /* a claim whose slot may be taken over: take it */
 	STORE_OP_QUERY, /* a caller's own statement, alone, text results */
 };
 
@@ -383,9 +385,21 @@ static const struct store_sql store_sqls[] = {
 	    store_sql_lookup_head,
 	    store_sql_lookup_row,
 	    store_sql_lookup_tail,
+	    NULL,
+	    NULL,
+	    0,
+	    STORE_LOOKUP_ROW_PARAMS,
+	    {STORE_CLAIM_ROW_TYPES, STORE_OID_BOOL, STORE_OID_TEXT},
+	    {STORE_CLAIM_ROW_FORMATS, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT},
+	},
+    [STORE_OP_TAKEOVER] =
+	{
 	    store_sql_lookup_head,
+	    store_sql_lookup_row,
 	    store_sql_takeover_tail,
-	    1,
+	    NULL,
+	    NULL,
+	    0,
 	    STORE_LOOKUP_ROW_PARAMS,
 	    {STORE_CLAIM_ROW_TYPES, STORE_OID_BOOL, STORE_OID_TEXT},
 	    {STORE_CLAIM_ROW_FORMATS, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT},
@@ -692,6 +706,7 @@ static void store_done_event(evutil_socket_t fd, short what, void *arg)
 		switch (op->kind) {
 		case STORE_OP_CLAIM:
 		case STORE_OP_LOOKUP:
+		case STORE_OP_TAKEOVER:
 			if (op->res == STORE_EXISTS)
 				op->claim_cb(op->arg, op->res, op->rec.generation, &op->rec);
 			else
@@ -934,7 +949,7 @@ static void store_lose(struct store *st, struct store_op *op)
 	memcpy(f->owned + la + lo, op->sc.key, lk);
 	f->sc = (struct scope){f->owned, f->owned + la, f->owned + la + lo};
 	f->hash = op->hash;
-	f->recovered = op->kind == STORE_OP_LOOKUP && (op->flags & STORE_RECOVER);
+	f->recovered = op->kind == STORE_OP_TAKEOVER && (op->flags & STORE_RECOVER);
 	memcpy(f->token, op->token, sizeof(f->token));
 	store_forget_later(st, f, op->sent_ms + st->timeout_ms + STORE_FORGET_MARGIN_MS);
 	store_complete(st, op, STORE_LOST);
@@ -949,7 +964,7 @@ static void store_drop(struct store *st, struct store_op *op, int sent)
 {
 	if (op->kind == STORE_OP_FORGET)
 		store_forget_later(st, op, 0);
-	else if (sent && (op->kind == STORE_OP_CLAIM || op->kind == STORE_OP_LOOKUP))
+	else if (sent && (op->kind == STORE_OP_CLAIM || op->kind == STORE_OP_TAKEOVER))
 		store_lose(st, op);
 	else
 		store_complete(st, op, STORE_UNAVAILABLE);
@@ -1050,23 +1065,20 @@ static int store_row_ord(const PGresult *res, int row, int nbatch)
 }
 
 /*
- * Read a claim result row (binary format) into op: STORE_OK with
- * op->generation, or STORE_EXISTS with op->rec pointing into res. Returns
- * -1 when the row is not what the statement produces.
+ * Read a lookup result row (binary format) into op: STORE_EXISTS with
+ * op->rec pointing into res, or 1 when the slot may be taken over.
+ * Returns -1 when the row is not what the statement produces.
  */
 static int store_parse_claim(struct store_op *op, const PGresult *res, int row)
 {
 	struct record *rec = &op->rec;
 	const char *state;
 
-	if (PQnfields(res) != STORE_CLAIM_COLUMNS || !store_has(res, row, STORE_COL_OWNER, 1) ||
+	if (PQnfields(res) != STORE_CLAIM_COLUMNS || !store_has(res, row, STORE_COL_TAKE, 1) ||
 	    !store_has(res, row, STORE_COL_GENERATION, sizeof(int64_t)))
 		return -1;
-	if (store_bool(res, row, STORE_COL_OWNER)) {
-		op->generation = store_int8(res, row, STORE_COL_GENERATION);
-		op->res = STORE_OK;
-		return 0;
-	}
+	if (store_bool(res, row, STORE_COL_TAKE))
+		return 1;
 	if (PQgetisnull(res, row, STORE_COL_STATE) ||
 	    !store_has(res, row, STORE_COL_FINGERPRINT, RECORD_FINGERPRINT_LEN) ||
 	    !store_has(res, row, STORE_COL_OMITTED, 1) ||
@@ -1225,19 +1237,33 @@ static void store_insert_rows(struct store *st, const PGresult *res)
 }
 
 /*
+ * An operation whose lookup or takeover no row answered met a concurrent
+ * change: back to the queue's front (again) to claim from the insert, a
+ * bounded number of times.
+ */
+static void store_claim_again(struct store *st, struct store_op *op, struct store_queue *again)
+{
+	if (++op->attempts < STORE_CLAIM_ATTEMPTS) {
+		op->kind = STORE_OP_CLAIM;
+		store_queue_push(again, op);
+	} else {
+		store_log(LOG_WARN, "store claim found no row", NULL);
+		store_complete(st, op, STORE_UNAVAILABLE);
+	}
+}
+
+/*
  * The rows of a lookup batch (res, which this takes over): each answered
- * operation completes with STORE_OK (it took over an expired record), or
- * STORE_EXISTS with a record that points into res (kept alive until the
- * last of those callbacks). An operation no row answered met a concurrent
- * change after the statement's snapshot and goes back to the queue's
- * front to claim again from the insert, a bounded number of times.
+ * operation completes with STORE_EXISTS with a record that points into
+ * res (kept alive until the last of those callbacks), or goes on to the
+ * takeover, at the queue's front, when its slot may be taken over.
  */
 static void store_lookup_rows(struct store *st, PGresult *res)
 {
 	struct store_queue again = {0};
 	struct store_shared *shared = NULL;
 	struct store_op *op;
-	int ord;
+	int ord, take;
 
 	for (int row = 0; row < PQntuples(res); row++) {
 		ord = store_row_ord(res, row, st->nbatch);
@@ -1247,10 +1273,13 @@ static void store_lookup_rows(struct store *st, PGresult *res)
 		}
 		op = st->batch[ord];
 		op->answered = 1;
-		if (store_parse_claim(op, res, row) < 0) {
+		take = store_parse_claim(op, res, row);
+		if (take < 0) {
 			store_log(LOG_WARN, "store claim returned an unexpected row", NULL);
 			op->res = STORE_UNAVAILABLE;
-		} else if (op->res == STORE_EXISTS) {
+		} else if (take) {
+			op->answered = 2;
+		} else {
 			if (!shared) {
 				shared = store_alloc(sizeof(*shared));
 				shared->res = res;
@@ -1261,20 +1290,51 @@ static void store_lookup_rows(struct store *st, PGresult *res)
 	}
 	for (int i = 0; i < st->nbatch; i++) {
 		op = st->batch[i];
-		if (op->answered) {
-			store_complete(st, op, op->res);
-		} else if (++op->attempts < STORE_CLAIM_ATTEMPTS) {
-			op->kind = STORE_OP_CLAIM;
+		if (op->answered == 2) {
+			op->answered = 0;
+			op->kind = STORE_OP_TAKEOVER;
 			store_queue_push(&again, op);
+		} else if (op->answered) {
+			store_complete(st, op, op->res);
 		} else {
-			store_log(LOG_WARN, "store claim found no row", NULL);
-			store_complete(st, op, STORE_UNAVAILABLE);
+			store_claim_again(st, op, &again);
 		}
 	}
 	store_queue_prepend(&st->queue, &again);
 	st->nbatch = 0;
 	if (!shared)
 		PQclear(res);
+}
+
+/*
+ * The rows of a takeover batch: the ordinals taken over complete with
+ * STORE_OK and their new generation; the others claim again.
+ */
+static void store_takeover_rows(struct store *st, const PGresult *res)
+{
+	struct store_queue again = {0};
+	struct store_op *op;
+	int ord;
+
+	for (int row = 0; row < PQntuples(res); row++) {
+		ord = store_row_ord(res, row, st->nbatch);
+		if (ord < 0 || PQnfields(res) != 2 || !store_has(res, row, 1, sizeof(int64_t))) {
+			store_log(LOG_WARN, "store takeover returned an unexpected row", NULL);
+			continue;
+		}
+		op = st->batch[ord];
+		op->answered = 1;
+		op->generation = store_int8(res, row, 1);
+	}
+	for (int i = 0; i < st->nbatch; i++) {
+		op = st->batch[i];
+		if (op->answered)
+			store_complete(st, op, STORE_OK);
+		else
+			store_claim_again(st, op, &again);
+	}
+	store_queue_prepend(&st->queue, &again);
+	st->nbatch = 0;
 }
 
 /*
@@ -1461,6 +1521,8 @@ static void store_handle_result(struct store *st)
 	} else if (st->batch[0]->kind == STORE_OP_LOOKUP) {
 		store_lookup_rows(st, res);
 		res = NULL;
+	} else if (st->batch[0]->kind == STORE_OP_TAKEOVER) {
+		store_takeover_rows(st, res);
 	} else {
 		store_fence_rows(st, res);
 	}
@@ -1651,17 +1713,20 @@ static void store_op_params(struct store_op *op, const char **values, int *lengt
 		values[4] = op->recovered ? "true" : "false";
 		return;
 	}
-	if (op->kind == STORE_OP_CLAIM || op->kind == STORE_OP_LOOKUP) {
+	if (op->kind == STORE_OP_CLAIM || op->kind == STORE_OP_LOOKUP ||
+	    op->kind == STORE_OP_TAKEOVER) {
+		int lookup = op->kind != STORE_OP_CLAIM; /* a lookup row: recover, then the token */
+
 		values[3] = (const char *)op->fp;
 		lengths[3] = RECORD_FINGERPRINT_LEN;
 		snprintf(op->nums[0], STORE_NUM_MAX, "%" PRId64, op->lease_ms);
 		values[4] = op->nums[0];
-		if (op->kind == STORE_OP_LOOKUP) {
+		if (lookup) {
 			values[5] = op->flags & STORE_RECOVER ? "true" : "false";
 			lengths[5] = 0;
 		}
-		values[op->kind == STORE_OP_LOOKUP ? 6 : 5] = op->token;
-		lengths[op->kind == STORE_OP_LOOKUP ? 6 : 5] = 0;
+		values[5 + lookup] = op->token;
+		lengths[5 + lookup] = 0;
 		return;
 	}
 	snprintf(op->nums[0], STORE_NUM_MAX, "%" PRId64, op->generation);
@@ -1878,7 +1943,7 @@ static void store_send(struct store *st)
 		return;
 	store_take_batch(st);
 	op = st->batch[0];
-	if (op->kind == STORE_OP_CLAIM)
+	if (op->kind == STORE_OP_CLAIM || op->kind == STORE_OP_TAKEOVER)
 		qsort(st->batch, (size_t)st->nbatch, sizeof(st->batch[0]), store_scope_cmp);
 	/* One pipeline, one implicit transaction: the timeout, then the
 	 * statement; SET LOCAL semantics suit pgbouncer's transaction mode. */

@@ -1002,6 +1002,28 @@ static void bench(const char *dsn, const unsigned char *fp)
 	store_free(st);
 }
 
+/* The notification's text[] literal: scope tokens only, nothing to quote. */
+static void test_tokens_array(void)
+{
+	const char *two[] = {"0123456789abcdef0123456789abcdef", "ffffffffffffffffffffffffffffffff"};
+	const char *odd[] = {"", "0123456789abcdef0123456789abcdef0", "00000000000000000000000000000000"};
+	char *s;
+
+	s = store_tokens_array(two, 2);
+	CHECK_STR(s, "{0123456789abcdef0123456789abcdef,ffffffffffffffffffffffffffffffff}");
+	free(s);
+	s = store_tokens_array(two, 1);
+	CHECK_STR(s, "{0123456789abcdef0123456789abcdef}");
+	free(s);
+	/* an empty token and one too long for a scope token are left out */
+	s = store_tokens_array(odd, 3);
+	CHECK_STR(s, "{00000000000000000000000000000000}");
+	free(s);
+	s = store_tokens_array(odd, 1);
+	CHECK_STR(s, "{}");
+	free(s);
+}
+
 static void cleanup(const char *dsn)
 {
 	PGconn *conn = PQconnectdb(dsn);
@@ -1018,6 +1040,7 @@ int main(void)
 	unsigned char fp[FINGERPRINT_LEN], fp2[FINGERPRINT_LEN];
 	struct store *st;
 
+	test_tokens_array();
 	if (!dsn)
 		UNIT_DONE("store");
 	snprintf(actor, sizeof(actor), "test-store-%ld-%ld", (long)getpid(), (long)time(NULL));

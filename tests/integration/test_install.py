@@ -50,7 +50,7 @@ ALLOWED_METRICS = {
     "idemproxy_record_writes_fenced_total", "idemproxy_claims_total", "idemproxy_replays_total",
     "idemproxy_conflicts_total", "idemproxy_upstream_connections", "idemproxy_store_connections",
     "idemproxy_requests_active", "idemproxy_waits_total", "idemproxy_sweeper_runs_total",
-    "idemproxy_sweeper_errors_total",
+    "idemproxy_sweeper_errors_total", "idemproxy_store_retries_total",
 }
 # ... and those it must show.
 REQUIRED_METRICS = ALLOWED_METRICS - {

@@ -16,6 +16,9 @@
 #   bench  `make bench`: wrk, nginx, gnuplot, openssl, curl and the JWT
 #          helper's python3-cryptography
 #   fuzz   `make fuzz`: clang with libFuzzer
+#   ha     `make ha`: Patroni (with python3-etcd, the client library its
+#          etcd and etcd3 stores need) and etcd-server for the two-node
+#          PostgreSQL cluster, psycopg2 and pytest for the test fixtures
 set -eu
 
 RUN="build-essential gcc make pkg-config libevent-dev libpq-dev libssl-dev
@@ -25,9 +28,10 @@ python3-yaml curl openssl clang libclang-rt-14-dev pgbouncer mandoc groff-base
 nodejs npm"
 BENCH="wrk nginx-light gnuplot-nox curl openssl python3-cryptography"
 FUZZ="clang libclang-rt-14-dev"
+HA="patroni python3-etcd etcd-server python3-psycopg2 python3-pytest"
 
 usage() {
-	echo "usage: $0 [run|test|bench|fuzz ...] | --list PROFILE..." >&2
+	echo "usage: $0 [run|test|bench|fuzz|ha ...] | --list PROFILE..." >&2
 	exit 2
 }
 
@@ -38,6 +42,7 @@ extra() {
 	test) echo "$TEST" ;;
 	bench) echo "$BENCH" ;;
 	fuzz) echo "$FUZZ" ;;
+	ha) echo "$HA" ;;
 	*) return 1 ;;
 	esac
 }
@@ -60,7 +65,7 @@ case "${1:-}" in -*) usage ;; esac
 [ $# -gt 0 ] || set -- test
 for profile in "$@"; do
 	extra "$profile" >/dev/null || {
-		echo "deps: unknown profile: $profile (run, test, bench or fuzz)" >&2
+		echo "deps: unknown profile: $profile (run, test, bench, fuzz or ha)" >&2
 		exit 2
 	}
 done

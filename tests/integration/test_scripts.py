@@ -181,10 +181,12 @@ def test_deps_profiles():
     test = deps_list("test")
     bench = deps_list("bench")
     fuzz = deps_list("fuzz")
+    ha = deps_list("ha")
+    assert "patroni" in ha and "etcd-server" in ha and "patroni" not in test
     assert "python3-pytest" in test and "pgbouncer" in test and "nginx-light" not in test
     assert "wrk" in bench and "nginx-light" in bench and "python3-pytest" not in bench
     assert "clang" in fuzz and "libclang-rt-14-dev" in fuzz and "wrk" not in fuzz
-    for profile in (test, bench, fuzz):
+    for profile in (test, bench, fuzz, ha):
         assert set(run) <= set(profile)
         assert len(profile) == len(set(profile))
     both = deps_list("test", "fuzz")
@@ -197,13 +199,14 @@ def test_deps_profiles():
 
 def test_make_targets_install_their_profile():
     r = subprocess.run(["make", "-n", "--no-print-directory", "deps", "run", "test", "bench",
-                        "chaos", "fuzz"], cwd=ROOT, stdin=subprocess.DEVNULL,
+                        "chaos", "fuzz", "ha"], cwd=ROOT, stdin=subprocess.DEVNULL,
                        capture_output=True, text=True, timeout=CMD_TIMEOUT)
     assert r.returncode == 0, r.stdout + r.stderr
     calls = [line.strip() for line in r.stdout.splitlines() if "scripts/deps.sh" in line]
     assert calls == ["sh scripts/deps.sh test fuzz", "sh scripts/deps.sh run",
                      "sh scripts/deps.sh test", "sh scripts/deps.sh bench",
-                     "sh scripts/deps.sh test", "sh scripts/deps.sh fuzz"], r.stdout
+                     "sh scripts/deps.sh test", "sh scripts/deps.sh fuzz",
+                     "sh scripts/deps.sh ha"], r.stdout
 
 
 class Banner:

@@ -50,7 +50,7 @@
 #include "proxy/store.h"
 
 #define STORE_BACKOFF_MIN_MS 50
-#define STORE_BACKOFF_MAX_MS 2000
+#define STORE_BACKOFF_MAX_MS 1000
 #define STORE_CLAIM_ATTEMPTS 5
 #define STORE_NUM_MAX	     32
 #define STORE_OP_NUMS	     3	     /* numbers an operation sends as text */

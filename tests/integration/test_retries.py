@@ -71,13 +71,10 @@ def check_executed_once(p, upstream, actor, key, r):
     assert upstream.count(key=key) == 1
 
 
-def test_serialization_failure_is_sent_again(proxy, upstream, pg, ids):
-    """A SERIALIZABLE claim whose insert meets a row that a concurrent
-    transaction committed after the claim's snapshot fails with 40001;
-    sent again it sees that row (expired: it takes it over) and executes."""
-    p = start(proxy, pg, "-c default_transaction_isolation=serializable")
-    assert retries(p, "40001") == 0
-    key = ids.key()
+def provoke(p, pg, ids, key, then):
+    """The test's transaction inserts the scope's record (uncommitted); a
+    keyed POST's claim then waits on it; then(tx) ends the transaction.
+    Returns the POST's answer."""
     tx = open_tx(pg)
     try:
         with tx.cursor() as cur:
@@ -85,15 +82,31 @@ def test_serialization_failure_is_sent_again(proxy, upstream, pg, ids):
         req = Background(lambda: p.post("/api/courses", key=key, actor=ids.actor,
                                         body=course()))
         wait_waiting(pg)
-        tx.commit()
+        then(tx)
         r = req.join()
     finally:
         tx.close()
     assert isinstance(r, helpers.Response), r
-    check_executed_once(p, upstream, ids.actor, key, r)
+    return r
+
+
+def check_retried(p, sqlstate):
+    """The retry was counted (the gauges follow a worker timer)."""
     m = poll_metrics(p, lambda x: x.get("idemproxy_store_retries_total", 0,
-                                        sqlstate="40001") >= 1)
-    assert m is not None, "no 40001 retry counted:\n%s" % metrics(p).text
+                                        sqlstate=sqlstate) >= 1)
+    assert m is not None, "no %s retry counted:\n%s" % (sqlstate, metrics(p).text)
+
+
+def test_serialization_failure_is_sent_again(proxy, upstream, pg, ids):
+    """A SERIALIZABLE claim whose insert meets a row that a concurrent
+    transaction committed after the claim's snapshot fails with 40001;
+    sent again it sees that row (expired: it takes it over) and executes."""
+    p = start(proxy, pg, "-c default_transaction_isolation=serializable")
+    assert retries(p, "40001") == 0
+    key = ids.key()
+    r = provoke(p, pg, ids, key, lambda tx: tx.commit())
+    check_executed_once(p, upstream, ids.actor, key, r)
+    check_retried(p, "40001")
     assert "could not serialize access" in pg.log_tail(), "PostgreSQL reported no 40001"
 
 
@@ -106,14 +119,9 @@ def test_deadlock_is_sent_again(proxy, upstream, pg, ids):
     p = start(proxy, pg, "-c deadlock_timeout=%s" % DEADLOCK_CHECK)
     assert retries(p, "40P01") == 0
     key = ids.key()
-    tx = open_tx(pg)
-    locked = threading.Event()
-    try:
-        with tx.cursor() as cur:
-            insert_expired(cur, ids.actor, key)
-        req = Background(lambda: p.post("/api/courses", key=key, actor=ids.actor,
-                                        body=course()))
-        wait_waiting(pg)
+
+    def close_the_cycle(tx):
+        locked = threading.Event()
 
         def share_lock():
             with tx.cursor() as cur:
@@ -124,12 +132,8 @@ def test_deadlock_is_sent_again(proxy, upstream, pg, ids):
         t.join(WAIT_LIMIT)
         assert locked.is_set(), "the test's lock never came: was idemproxy the deadlock's victim?"
         tx.rollback()
-        r = req.join()
-    finally:
-        tx.close()
-    assert isinstance(r, helpers.Response), r
+
+    r = provoke(p, pg, ids, key, close_the_cycle)
     check_executed_once(p, upstream, ids.actor, key, r)
-    m = poll_metrics(p, lambda x: x.get("idemproxy_store_retries_total", 0,
-                                        sqlstate="40P01") >= 1)
-    assert m is not None, "no 40P01 retry counted:\n%s" % metrics(p).text
+    check_retried(p, "40P01")
     assert "deadlock detected" in pg.log_tail(), "PostgreSQL reported no deadlock"

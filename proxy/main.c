@@ -4,6 +4,8 @@
  *   idemproxy -c FILE            run in the foreground
  *   idemproxy -t -c FILE         check the configuration
  *   idemproxy migrate -c FILE    apply pending schema migrations
+ *   idemproxy migrate --hash-partitions N -c FILE
+ *                                and partition the record table by hash
  *   idemproxy migrate status -c FILE   list them; exit 1 when one is pending
  *   idemproxy describe -c FILE [--format markdown|openapi]
  *                                print every route's idempotency contract
@@ -52,6 +54,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: idemproxy [-c FILE]          run in the foreground (default ./" DEFAULT_CONF ")\n"
 		   "       idemproxy -t [-c FILE]       check the configuration and exit\n"
 		   "       idemproxy migrate [-c FILE]  apply pending migrations and exit\n"
+		   "       idemproxy migrate --hash-partitions N [-c FILE]\n"
+		   "                                    then hash-partition the records (N: 2-1024)\n"
 		   "       idemproxy migrate status [-c FILE]\n"
 		   "                                    list migrations; exit 1 when one is pending\n"
 		   "       idemproxy describe [-c FILE] [--format markdown|openapi]\n"
@@ -373,6 +377,8 @@ struct options {
 	const char *format; /* describe --format as given, NULL: not given */
 	enum contract_format fmt;
 	int test_only, migrate, status, describe;
+	const char *partitions_arg; /* migrate --hash-partitions as given, NULL: not given */
+	int partitions;
 };
 
 /* A subcommand word at argv[1]: 1 (and argv shifted past it) or 0. */
@@ -385,6 +391,21 @@ static int take_word(int *argc, char ***argv, const char *word)
 	return 1;
 }
 
+/* A --hash-partitions count: 0 with *n, or -1 when text is not one. */
+static int parse_partitions(const char *text, int *n)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(text, &end, 10);
+	if (errno || end == text || *end || v < MIGRATE_PARTITIONS_MIN ||
+	    v > MIGRATE_PARTITIONS_MAX)
+		return -1;
+	*n = (int)v;
+	return 0;
+}
+
 /* The subcommand and options of argv into *o: 0, or 2 after saying what is wrong. */
 static int parse_options(int argc, char **argv, struct options *o)
 {
@@ -392,6 +413,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{"config", required_argument, NULL, 'c'},
 		{"test", no_argument, NULL, 't'},
 		{"format", required_argument, NULL, 'f'}, /* describe only */
+		{"hash-partitions", required_argument, NULL, 'p'}, /* migrate only */
 		{NULL, 0, NULL, 0},
 	};
 	int opt;
@@ -411,11 +433,18 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'f':
 			o->format = optarg;
 			break;
+		case 'p':
+			o->partitions_arg = optarg;
+			break;
 		default:
 			if (optopt == 'c')
 				fprintf(stderr, "idemproxy: option -c needs a file name\n");
 			else if (optopt == 'f' && !strncmp(argv[optind - 1], "--format", 8))
 				fprintf(stderr, "idemproxy: option --format needs " CONTRACT_FORMATS "\n");
+			else if (optopt == 'p' &&
+				 !strncmp(argv[optind - 1], "--hash-partitions", 17))
+				fprintf(stderr,
+					"idemproxy: option --hash-partitions needs a number\n");
 			else if (optopt)
 				fprintf(stderr, "idemproxy: unknown option -%c\n", optopt);
 			else
@@ -426,6 +455,17 @@ static int parse_options(int argc, char **argv, struct options *o)
 	}
 	if (o->format && !o->describe) {
 		fprintf(stderr, "idemproxy: --format is for describe only\n");
+		return 2;
+	}
+	if (o->partitions_arg && (!o->migrate || o->status)) {
+		fprintf(stderr,
+			"idemproxy: --hash-partitions is for migrate only (not migrate status)\n");
+		return 2;
+	}
+	if (o->partitions_arg && parse_partitions(o->partitions_arg, &o->partitions) < 0) {
+		fprintf(stderr,
+			"idemproxy: --hash-partitions needs a number from %d to %d, not \"%s\"\n",
+			MIGRATE_PARTITIONS_MIN, MIGRATE_PARTITIONS_MAX, o->partitions_arg);
 		return 2;
 	}
 	if (optind != argc || (o->describe && o->test_only)) {
@@ -471,8 +511,12 @@ int main(int argc, char **argv)
 	} else if (o.describe) {
 		rc = describe(conf, o.fmt);
 	} else if (o.migrate) {
-		rc = o.status ? migrate_status(conf->database, err, sizeof(err))
-			      : migrate_apply(conf->database, err, sizeof(err));
+		if (o.status)
+			rc = migrate_status(conf->database, err, sizeof(err));
+		else if (o.partitions_arg)
+			rc = migrate_hash_partition(conf->database, o.partitions, err, sizeof(err));
+		else
+			rc = migrate_apply(conf->database, err, sizeof(err));
 		if (rc < 0)
 			fprintf(stderr, "migrate: %s\n", err);
 		rc = rc != 0;

@@ -30,9 +30,25 @@ int migrate_pending(const struct pg_result *applied, char *names, size_t len);
  */
 int migrate_apply(const char *conninfo, char *err, size_t errlen);
 
+/* The partition counts `migrate --hash-partitions N` accepts. */
+#define MIGRATE_PARTITIONS_MIN 2
+#define MIGRATE_PARTITIONS_MAX 1024
+
+/*
+ * `migrate --hash-partitions N`: migrate_apply, then, unless it already is,
+ * turns idempotency_records into a table partitioned by hash on (actor,
+ * operation, idem_key) with partitions partitions, in one transaction that
+ * holds an ACCESS EXCLUSIVE lock on it while the rows are copied. Prints
+ * what it did, or that the table already was partitioned so. Returns 0, or
+ * -1 with a message in err (among them: partitioned with another count, as
+ * repartitioning is not supported).
+ */
+int migrate_hash_partition(const char *conninfo, int partitions, char *err, size_t errlen);
+
 /*
  * `migrate status`: prints each migration as applied (with its time),
- * pending, or unknown (recorded by a newer binary). Returns 0 when none is
+ * pending, or unknown (recorded by a newer binary), then "partitioned hash N"
+ * when idempotency_records is partitioned so. Returns 0 when none is
  * pending, 1 when some are, -1 with a message in err when the database
  * cannot be read.
  */

@@ -99,6 +99,7 @@ READY_WAIT=10             # seconds to wait for each listener
 STOP_WAIT=15              # seconds to wait for a process to exit after SIGTERM
 RUN_GRACE=30              # seconds a measured run may overrun before it is killed
 SQL_TIMEOUT=120           # seconds for one psql call (the 1M load included)
+# shellcheck disable=SC2034  # read by free_port (scripts/lib.sh)
 PORT_TRIES=200            # candidate ports tried for each listener
 
 # The targets (README.md, Performance).
@@ -201,23 +202,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'say "interrupted"; exit 130' INT
 trap 'say "terminated"; exit 143' TERM
-
-# Set FREE_PORT to a free loopback port that no earlier call returned.
-USED_PORTS=""
-FREE_PORT=""
-free_port() {
-	local i p
-	for ((i = 0; i < PORT_TRIES; i++)); do
-		p=$((20000 + (RANDOM * 7 + i) % 30000))
-		case " $USED_PORTS " in *" $p "*) continue ;; esac
-		if ! port_busy "$p"; then
-			USED_PORTS="$USED_PORTS $p"
-			FREE_PORT=$p
-			return 0
-		fi
-	done
-	die "no free loopback port found in $PORT_TRIES tries"
-}
 
 # Stop with idemproxy's log when it is no longer running.
 check_proxy() {
@@ -502,11 +486,7 @@ free_port && NGINX_TLS_PORT=$FREE_PORT
 free_port && STATIC_PORT=$FREE_PORT
 free_port && FWD_PORT=$FREE_PORT
 
-say "PostgreSQL cluster in $PGDIR (fsync on, synchronous_commit on)"
-conninfo=$(bash "$ROOT/scripts/pg.sh" start "$PGDIR" "$PGPORT") || die "could not start PostgreSQL"
-started_pg=1
-PGSOCK=$(sed -n 's/^host=\([^ ]*\) .*/\1/p' <<<"$conninfo")
-[ -n "$PGSOCK" ] || die "pg.sh printed no host: $conninfo"
+start_pg
 fsync=$(psql_q -c "SHOW fsync") || die "cannot query PostgreSQL"
 sync_commit=$(psql_q -c "SHOW synchronous_commit") || die "cannot query PostgreSQL"
 if [ "$fsync" != on ] || [ "$sync_commit" != on ]; then

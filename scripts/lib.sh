@@ -1,9 +1,28 @@
-# Shell helpers shared by scripts/run.sh and scripts/bench.sh (bash).
-# The including script defines say and die, READY_WAIT and STOP_WAIT.
+# Shell helpers shared by scripts/run.sh, scripts/bench.sh and scripts/scale.sh
+# (bash). The including script defines say and die, READY_WAIT and STOP_WAIT,
+# and PORT_TRIES when it calls free_port.
 
 # 0 when something accepts TCP connections on 127.0.0.1:$1.
 port_busy() {
 	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# Set FREE_PORT to a free loopback port that no earlier call returned.
+USED_PORTS=""
+FREE_PORT=""
+free_port() {
+	local i p
+	for ((i = 0; i < PORT_TRIES; i++)); do
+		p=$((20000 + (RANDOM * 7 + i) % 30000))
+		case " $USED_PORTS " in *" $p "*) continue ;; esac
+		if ! port_busy "$p"; then
+			USED_PORTS="$USED_PORTS $p"
+			# shellcheck disable=SC2034  # read by the including script
+			FREE_PORT=$p
+			return 0
+		fi
+	done
+	die "no free loopback port found in $PORT_TRIES tries"
 }
 
 # wait_listening PID PORT NAME [LOG]: wait (bounded by READY_WAIT) until
@@ -38,4 +57,17 @@ stop_pid() {
 		kill -KILL "$pid" 2>/dev/null || true
 	fi
 	wait "$pid" 2>/dev/null || true
+}
+
+# start_pg: a private PostgreSQL cluster (scripts/pg.sh, default
+# durability) in PGDIR on PGPORT; sets conninfo, started_pg=1 (the
+# including script's cleanup stops it) and PGSOCK, the socket's directory
+# (conninfo's host=). ROOT is the repository root.
+start_pg() {
+	say "PostgreSQL cluster in $PGDIR (fsync on, synchronous_commit on)"
+	conninfo=$(bash "$ROOT/scripts/pg.sh" start "$PGDIR" "$PGPORT") || die "could not start PostgreSQL"
+	# shellcheck disable=SC2034  # read by the including script's cleanup
+	started_pg=1
+	PGSOCK=$(sed -n 's/^host=\([^ ]*\) .*/\1/p' <<<"$conninfo")
+	[ -n "$PGSOCK" ] || die "pg.sh printed no host: $conninfo"
 }

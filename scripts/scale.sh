@@ -63,6 +63,7 @@ WRK_THREADS=2
 WARMUP_SECONDS=2
 SWEEP_BATCH=500         # the sweeper's batch (proxy/sweeper.c)
 SWEEP_LOCK_KEY=7594869612733442170
+# shellcheck disable=SC2034  # read by free_port (scripts/lib.sh)
 PORT_TRIES=200
 READY_WAIT=10
 # shellcheck disable=SC2034  # read by stop_pid (scripts/lib.sh)
@@ -129,22 +130,6 @@ trap cleanup EXIT
 trap 'say "interrupted"; exit 130' INT
 trap 'say "terminated"; exit 143' TERM
 
-USED_PORTS=""
-FREE_PORT=""
-free_port() {
-	local i p
-	for ((i = 0; i < PORT_TRIES; i++)); do
-		p=$((20000 + (RANDOM * 7 + i) % 30000))
-		case " $USED_PORTS " in *" $p "*) continue ;; esac
-		if ! port_busy "$p"; then
-			USED_PORTS="$USED_PORTS $p"
-			FREE_PORT=$p
-			return 0
-		fi
-	done
-	die "no free loopback port found in $PORT_TRIES tries"
-}
-
 psql_on() {
 	local db=$1
 	shift
@@ -204,11 +189,7 @@ CSV=$OUT/scale.csv
 echo "section,layout,rows,connections,metric,value,unit" >"$CSV"
 
 free_port && PGPORT=$FREE_PORT
-say "PostgreSQL cluster in $PGDIR (fsync on, synchronous_commit on)"
-conninfo=$(bash "$ROOT/scripts/pg.sh" start "$PGDIR" "$PGPORT") || die "could not start PostgreSQL"
-started_pg=1
-PGSOCK=$(sed -n 's/^host=\([^ ]*\) .*/\1/p' <<<"$conninfo")
-[ -n "$PGSOCK" ] || die "pg.sh printed no host: $conninfo"
+start_pg
 [ -r "$PGSOCK/data/postmaster.pid" ] || die "no postmaster.pid under $PGSOCK/data"
 
 emit meta - 0 0 cpus "$(nproc)" count

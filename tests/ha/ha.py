@@ -65,7 +65,6 @@ directory (configurations, Patroni's and PostgreSQL's logs, etcd.log,
 idemproxy stderr, ha-records.json) and prints its path; --keep keeps it
 after a successful run too.
 """
-import argparse
 import collections
 import http.client
 import json
@@ -92,11 +91,12 @@ import pytest  # noqa: E402  (Proxy.start reports a failed start with pytest.fai
 import yaml  # noqa: E402  (python3-yaml, a dependency of patroni)
 
 import helpers  # noqa: E402
-from conftest import Proxy, render_conf, base_settings, BASE_ROUTES, idemproxy_bin  # noqa: E402
-from conftest import PGBIN, PG_USER  # noqa: E402
-from checker import (ROUTE_PATH, History, make_body, send, is_2xx, is_replay,  # noqa: E402
-                     check, stuck_records, effects_by_scope, report_violations,
-                     dump_records)
+from conftest import idemproxy_bin, PGBIN, PG_USER  # noqa: E402
+from checker import (make_body, send, is_2xx, is_replay, check, stuck_records,  # noqa: E402
+                     effects_by_scope)
+import harness  # noqa: E402
+from harness import (INSTANCES, HarnessError, guarded, owner_extra,  # noqa: E402
+                     proxy_settings, start_proxy)
 
 ETCD_BIN = "/usr/bin/etcd"
 ETCD_TMPFS = "/dev/shm"
@@ -107,7 +107,6 @@ DEFAULT_CLIENTS = 6
 BUDGET_SLACK = 150          # hard stop: SIGALRM at seconds + this
 END_RESERVE = 12.0          # of --seconds, kept for the verification and checks
 TAIL_MIN = 2.0              # traffic after the last fault, whatever --seconds says
-INSTANCES = 2
 NODES = 2
 ACTOR_COUNT = 4
 SCOPE = "idemproxy-ha"
@@ -122,23 +121,7 @@ RETRY_TIMEOUT = 4
 # written while no primary was up keeps retrying it until it lands on the
 # new primary: every 2xx a client saw must then replay.
 LEASE = 30
-SETTINGS = {
-    "workers": "2",
-    "upstream_timeout": "1s",
-    "lease": "%ds" % LEASE,
-    "store_timeout": "1s",
-    "shutdown_timeout": "2s",
-    "sweep_interval": "1s",
-}
-ROUTES = """
-route chaos.op {
-    match        POST %s
-    actor        header X-Actor-Id
-    fingerprint  json
-    recovery     hold
-    in_progress  reject
-}
-""" % ROUTE_PATH
+SETTINGS = proxy_settings(LEASE)
 
 # Client behaviour.
 REQUEST_TIMEOUT = 8.0
@@ -173,18 +156,6 @@ VERIFY_TIMEOUT = LEASE + 15.0
 VERIFY_PAUSE = 0.5
 LOG_TAIL = 40
 SWEEP_TRIES = 3             # SIGKILL rounds for leftovers at cleanup
-
-
-class Abort(Exception):
-    """SIGTERM or the wall-time budget ran out."""
-
-
-class HarnessError(Exception):
-    """The harness could not set up or run (not a product violation)."""
-
-
-def on_signal(signum, frame):
-    raise Abort("signal %d" % signum)
 
 
 def child_env(home):
@@ -505,31 +476,24 @@ def sync_of(cl):
     return None
 
 
-class Run(History):
+class Run(harness.Run):
     """Shared state of one HA run. Client threads add attempts under lock;
     the main thread owns the cluster and the faults."""
 
     def __init__(self, seed, clients):
-        super().__init__()
-        self.seed = seed
-        self.clients = clients
-        self.stop = threading.Event()
-        self.workdir = tempfile.mkdtemp(prefix="idemproxy-ha.", dir="/tmp")
+        super().__init__("ha", seed, clients,
+                         tempfile.mkdtemp(prefix="idemproxy-ha.", dir="/tmp"), ACTOR_COUNT)
         shutil.chown(self.workdir, PG_USER, PG_USER)
         os.chmod(self.workdir, 0o700)
         self.etcd = None
         self.nodes = []
-        self.upstream = None
         self.records = None
         self.conninfo = None
         self.conninfo_shown = None
         self.bodies = {}          # (actor, key) -> {sha: body sent}
         self.fresh = []           # (t0, t1) of every 2xx that was not a replay
-        self.errors = []
         self.threads = []
         self.figures = collections.OrderedDict()
-        self.actors = ["ha-actor-%d" % i for i in range(ACTOR_COUNT)]
-        self.run_end = 0.0
 
     def new_scope(self, rng, prefix, client, seq):
         actor = rng.choice(self.actors)
@@ -605,13 +569,6 @@ class Run(History):
             time.sleep(STATE_POLL)
 
 
-def start_proxy(p):
-    try:
-        p.start()
-    except pytest.fail.Exception as e:
-        raise HarnessError(str(e))
-
-
 # ---- set-up ----
 
 def preflight():
@@ -624,15 +581,17 @@ def preflight():
         pwd.getpwnam(PG_USER)
     except KeyError:
         raise HarnessError("no user %s (the postgresql package creates it)" % PG_USER)
-    if not os.access(idemproxy_bin(), os.X_OK):
-        raise HarnessError("%s is not built (set IDEMPROXY_BIN)" % idemproxy_bin())
+    harness.check_binary()
+
+
+def new_run(seed, clients):
+    """The run, once preflight() found what it needs."""
+    preflight()
+    return Run(seed, clients)
 
 
 def setup(run):
-    bindir = os.path.join(run.workdir, "bin")
-    os.mkdir(bindir)
-    binary = os.path.join(bindir, os.path.basename(idemproxy_bin()))
-    shutil.copy2(idemproxy_bin(), binary)
+    binary = harness.copy_binary(run.workdir)
 
     pw = {"superuser": secrets.token_hex(12), "replication": secrets.token_hex(12),
           "app": secrets.token_hex(12)}
@@ -663,38 +622,10 @@ def setup(run):
     run.conninfo_shown = conninfo % "..."
     run.records = helpers.Records(run.conninfo)
     run.upstream = helpers.Upstream(os.path.join(ROOT, "tests", "integration", "upstream.py"))
-
-    migrate_conf = os.path.join(run.workdir, "migrate.conf")
-    with open(migrate_conf, "w") as f:
-        f.write(render_conf(base_settings(run.upstream.port, run.conninfo), BASE_ROUTES))
-    r = subprocess.run([binary, "migrate", "-c", migrate_conf], stdin=subprocess.DEVNULL,
-                       capture_output=True, text=True, timeout=60)
-    if r.returncode != 0 or helpers.sanitizer_report(binary, r.stderr):
-        raise HarnessError("migrate failed (%d):\n%s%s" % (r.returncode, r.stdout, r.stderr))
-
-    for i in range(INSTANCES):
-        s = base_settings(run.upstream.port, run.conninfo)
-        s.update(SETTINGS)
-        p = Proxy(run.workdir, render_conf(s, ROUTES), "idemproxy%d" % i)
-        p.bin = binary
-        r = subprocess.run([binary, "-t", "-c", p.conf], stdin=subprocess.DEVNULL,
-                           capture_output=True, text=True, timeout=30)
-        if r.returncode != 0:
-            raise HarnessError("idemproxy -t rejects the configuration:\n%s%s"
-                               % (r.stdout, r.stderr))
-        run.proxies.append(p)
-        start_proxy(p)
+    harness.start_instances(run, binary, run.conninfo, SETTINGS)
 
 
 # ---- clients ----
-
-def owner_extra(rng):
-    x = rng.random()
-    for p, name, value in OWNER_ACTIONS:
-        if x < p:
-            return [(name, value)]
-    return []
-
 
 def terminal(a):
     """An answer a client would not retry: anything but no response, 503
@@ -710,7 +641,7 @@ def sequence(run, rng, client, seq):
     actor, key = run.new_scope(rng, "hk", client, seq)
     body = make_body(actor, key, rng)
     inst = rng.randrange(INSTANCES)
-    a = run.post(actor, key, inst, body, "owner", owner_extra(rng))
+    a = run.post(actor, key, inst, body, "owner", owner_extra(rng, OWNER_ACTIONS))
     replay = rng.random() < REPLAY_PROB
     for _ in range(MAX_ATTEMPTS - 1):
         if run.stop.is_set():
@@ -727,33 +658,33 @@ def sequence(run, rng, client, seq):
             a = run.post(actor, key, inst, body, "retry")
 
 
-def client_main(run, client):
+def client_loop(run, client):
     rng = random.Random(run.seed * 1000 + client)
     seq = 0
-    try:
-        while not run.stop.is_set():
-            sequence(run, rng, client, seq)
-            seq += 1
-            time.sleep(rng.uniform(*SEQUENCE_PAUSE))
-    except Exception as e:  # reported by the main thread
-        run.errors.append(e)
-        run.stop.set()
+    while not run.stop.is_set():
+        sequence(run, rng, client, seq)
+        seq += 1
+        time.sleep(rng.uniform(*SEQUENCE_PAUSE))
 
 
-def probe_main(run):
+def client_main(run, client):
+    guarded(run, client_loop, run, client)
+
+
+def probe_loop(run):
     """A fresh key every PROBE_PAUSE, alternating instances: the resolution
     of the recovery times."""
     rng = random.Random(run.seed * 1000 + 999)
     seq = 0
-    try:
-        while not run.stop.is_set():
-            actor, key = run.new_scope(rng, "hp", 0, seq)
-            run.post(actor, key, seq % INSTANCES, make_body(actor, key, rng), "probe")
-            seq += 1
-            time.sleep(PROBE_PAUSE)
-    except Exception as e:  # reported by the main thread
-        run.errors.append(e)
-        run.stop.set()
+    while not run.stop.is_set():
+        actor, key = run.new_scope(rng, "hp", 0, seq)
+        run.post(actor, key, seq % INSTANCES, make_body(actor, key, rng), "probe")
+        seq += 1
+        time.sleep(PROBE_PAUSE)
+
+
+def probe_main(run):
+    guarded(run, probe_loop, run)
 
 
 # ---- faults ----
@@ -931,19 +862,6 @@ def fmt(v):
 
 
 def report(run, effects, violations, verified):
-    statuses = collections.Counter()
-    problems = collections.Counter()
-    noresp = replays = 0
-    for attempts in run.history.values():
-        for a in attempts:
-            if a["status"] is None:
-                noresp += 1
-                continue
-            statuses[a["status"]] += 1
-            if a.get("problem"):
-                problems[a["problem"]] += 1
-            if is_replay(a):
-                replays += 1
     f = run.figures
     n_effects = sum(len(v) for v in effects.values())
     f["requests"] = run.requests
@@ -954,9 +872,7 @@ def report(run, effects, violations, verified):
     print("ha: scopes=%d scopes_with_2xx=%d verified=%d" % (
         len(run.history), sum(1 for v in run.history.values() if any(is_2xx(a) for a in v)),
         verified))
-    print("ha: statuses %s" % " ".join("%d=%d" % kv for kv in sorted(statuses.items())))
-    print("ha: problems %s" % " ".join("%s=%d" % kv for kv in sorted(problems.items())))
-    print("ha: no_response=%d replays=%d" % (noresp, replays))
+    harness.print_counts(run, "ha")
     for t, text in run.events:
         print("ha: t=%6.1f %s" % (run.rel(t), text))
     print("ha: rejoin_s=%s kill_gap_s=%s first_ok_after_switchover_s=%s" % (
@@ -1023,44 +939,25 @@ def execute(run, args):
     again = [e for es in effects_by_scope(log).values() for e in es if e.n not in before]
     stuck = stuck_records(run.records)
     run.check_alive()
-    for i, p in enumerate(run.proxies):
-        code = p.stop()
-        if code != 0:
-            with run.lock:
-                run.deaths.append("idemproxy%d exited with %r after SIGTERM:\n%s"
-                                  % (i, code, p.stderr_tail()))
+    harness.stop_instances(run)
     violations, effects = check(run, log, stuck)
     violations += lost
     for e in again:
         violations.append((8, (e.headers.get("X-Actor-Id"), e.headers.get("Idempotency-Key")),
                            "upstream effect n=%d during the verification re-sends" % e.n))
-    report_violations(run, violations, effects, "ha")
-    if violations:
-        path = os.path.join(run.workdir, "ha-records.json")
-        dump_records(run, effects, path, run.seed)
-        print("ha: records in %s" % path)
+    harness.report_failures(run, violations, effects, "ha")
     report(run, effects, violations, verified)
     return len(violations)
 
 
-def cleanup(run, keep):
+def cleanup(run):
     """Stop everything the run started: clients first, then idemproxy,
     the upstream, Patroni and PostgreSQL (SIGKILL: the data is thrown
     away), etcd, then anything else still running from the work directory."""
     run.stop.set()
     for t in run.threads:
         t.join(REQUEST_TIMEOUT + 2)
-    for p in run.proxies:
-        try:
-            if p.running():
-                p.kill()
-        except OSError:
-            pass
-    if run.upstream is not None:
-        try:
-            run.upstream.stop()
-        except OSError:
-            pass
+    harness.kill_processes(run)
     for n in run.nodes:
         try:
             n.kill()
@@ -1084,54 +981,16 @@ def cleanup(run, keep):
         time.sleep(0.2)
     if run.etcd is not None:
         run.etcd.destroy()
-    if keep:
-        print("ha: kept %s" % run.workdir)
-    else:
-        shutil.rmtree(run.workdir, ignore_errors=True)
 
 
 def main():
-    ap = argparse.ArgumentParser(description="HA stage for idemproxy: Patroni failover "
-                                 "and switchover under keyed traffic")
-    ap.add_argument("--seconds", type=int, default=DEFAULT_SECONDS,
-                    help="target wall time of the whole run; hard stop %d s later"
-                    % BUDGET_SLACK)
-    ap.add_argument("--clients", type=int, default=DEFAULT_CLIENTS)
-    ap.add_argument("--seed", type=int, default=None)
+    ap = harness.arg_parser("HA stage for idemproxy: Patroni failover and switchover under "
+                            "keyed traffic", DEFAULT_SECONDS, DEFAULT_CLIENTS,
+                            "target wall time of the whole run; hard stop %d s later"
+                            % BUDGET_SLACK)
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
-    args = ap.parse_args()
-    if args.seconds < 1 or args.clients < 1:
-        ap.error("--seconds and --clients must be positive")
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
-    os.environ.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
-    os.environ.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
-
-    print("ha: seed=%d binary=%s seconds=%d clients=%d" % (
-        seed, idemproxy_bin(), args.seconds, args.clients))
-    sys.stdout.flush()
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGALRM, on_signal)
-    signal.alarm(args.seconds + BUDGET_SLACK)
-    status = 2
-    run = None
-    try:
-        preflight()
-        run = Run(seed, args.clients)
-        status = 0 if execute(run, args) == 0 else 1
-    except KeyboardInterrupt:
-        print("ha: interrupted (seed=%d)" % seed)
-        status = 130
-    except (Abort, HarnessError, AssertionError, OSError, subprocess.SubprocessError,
-            pytest.fail.Exception, psycopg2.Error) as e:
-        print("ha: harness error (seed=%d): %s" % (seed, e))
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        if run is not None:
-            cleanup(run, keep=status != 0 or args.keep)
-    return status
+    return harness.run_main("ha", ap, BUDGET_SLACK, new_run, execute, cleanup,
+                            (pytest.fail.Exception, psycopg2.Error))
 
 
 if __name__ == "__main__":

@@ -504,6 +504,20 @@ class Records:
             conn.close()
 
 
+def sql(conninfo, text, args=()):
+    """Run one statement (autocommit) on its own connection; its rows, []
+    when it returns none."""
+    import psycopg2
+    conn = psycopg2.connect(conninfo)
+    conn.autocommit = True
+    try:
+        with conn.cursor() as cur:
+            cur.execute(text, args)
+            return cur.fetchall() if cur.description else []
+    finally:
+        conn.close()
+
+
 def record_state(row):
     return str(row["state"])
 

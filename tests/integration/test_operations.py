@@ -16,7 +16,7 @@ import psycopg2
 import pytest
 
 import helpers
-from helpers import SlowOwner, assert_owner, course, problem
+from helpers import SlowOwner, assert_owner, course, problem, sql
 from test_admin import ALL_OUTCOMES, admin, admin_proxy, metrics, poll_metrics
 from test_install import DASHBOARD_METRICS
 
@@ -50,17 +50,6 @@ def fresh_db(pg):
         with admin_conn.cursor() as cur:
             cur.execute("DROP DATABASE IF EXISTS %s WITH (FORCE)" % name)
         admin_conn.close()
-
-
-def sql(conninfo, text, args=()):
-    conn = psycopg2.connect(conninfo)
-    conn.autocommit = True
-    try:
-        with conn.cursor() as cur:
-            cur.execute(text, args)
-            return cur.fetchall() if cur.description else []
-    finally:
-        conn.close()
 
 
 def write_conf(tmp_path, conninfo, extra=""):

@@ -16,7 +16,7 @@ import psycopg2
 import pytest
 
 import helpers
-from helpers import SlowOwner, assert_owner, assert_replay_of, course, problem
+from helpers import SlowOwner, assert_owner, assert_replay_of, course, problem, sql
 
 PARTITIONS = 8
 OTHER_PARTITIONS = 4
@@ -42,17 +42,6 @@ CREATE_INDEX_003 = ("CREATE INDEX CONCURRENTLY IF NOT EXISTS idempotency_records
 
 
 # ---- a database of the test's own in the session cluster ----
-
-def sql(conninfo, text, args=()):
-    conn = psycopg2.connect(conninfo)
-    conn.autocommit = True
-    try:
-        with conn.cursor() as cur:
-            cur.execute(text, args)
-            return cur.fetchall() if cur.description else []
-    finally:
-        conn.close()
-
 
 @pytest.fixture
 def part_db(pg):

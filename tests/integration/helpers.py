@@ -257,7 +257,7 @@ class SlowOwner:
     killed)."""
 
     def __init__(self, proxy, upstream, path, key, actor, delay, body=None, headers=()):
-        self.proxy, self.upstream, self.actor = proxy, upstream, actor
+        self.proxy, self.upstream, self.actor, self.key = proxy, upstream, actor, key
         self.response = None
         self._args = (path, key, actor, body if body is not None else course(),
                       [("X-Test-Delay", str(delay))] + list(headers))
@@ -273,7 +273,10 @@ class SlowOwner:
 
     def __enter__(self):
         self._thread.start()
-        assert len(self.upstream.wait_for(1, actor=self.actor)) == 1
+        # This key's request, not just this actor's: the actor may have
+        # sent others before.
+        got = self.upstream.wait_for(1, actor=self.actor, key=self.key)
+        assert len(got) == 1, "the upstream never got the slow owner's request"
         return self
 
     def __exit__(self, *exc):

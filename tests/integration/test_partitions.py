@@ -22,6 +22,7 @@ PARTITIONS = 8
 OTHER_PARTITIONS = 4
 OWNER_DELAY = 1.5           # seconds the upstream holds a SlowOwner (< upstream_timeout)
 SWEEP_INTERVAL = "200ms"
+STALE_DELAY = 6             # seconds the upstream holds the owner the sweeper marks
 OPERATION = "course.create"
 FILLER_ROWS = 4000          # generate_series rows besides the hand-made ones
 SEALED_KEY_ID = "k2026"
@@ -386,7 +387,8 @@ def test_sweeper_on_a_partitioned_table(binary, proxy, part_db, tmp_path, upstre
     outcome still lands), and leaves an unknown record alone."""
     r = partition(binary, write_conf(tmp_path, part_db), PARTITIONS)
     assert r.returncode == 0, r
-    p = proxy({"sweep_interval": SWEEP_INTERVAL, "upstream_timeout": "5s"}, routes=SHORT_ROUTE,
+    p = proxy({"sweep_interval": SWEEP_INTERVAL, "upstream_timeout": "%ds" % (STALE_DELAY + 2)},
+              routes=SHORT_ROUTE,
               database=part_db, wait_store=True)
     actor, stored = ids.actor, "h:" + ids.actor
     done_key, unknown_key, stale_key = ids.key(), ids.key(), ids.key()
@@ -394,7 +396,9 @@ def test_sweeper_on_a_partitioned_table(binary, proxy, part_db, tmp_path, upstre
     problem(p.post("/api/short", key=unknown_key, actor=actor, body=course(),
                    headers=[("X-Test-Action", "reset")]), "upstream-error", 502)
     stale_actor = actor + "-stale"
-    with SlowOwner(p, upstream, "/api/short", stale_key, stale_actor, 3.0):
+    # The stale owner is held long enough for the sweeper's ticks to have
+    # deleted and marked, even on a loaded machine, before it answers.
+    with SlowOwner(p, upstream, "/api/short", stale_key, stale_actor, STALE_DELAY):
         assert len(sql(part_db, "UPDATE idempotency_records SET lease_expires_at = now() -"
                                 " interval '1 minute' WHERE idem_key = %s AND state ="
                                 " 'in_progress' RETURNING 1", (stale_key,))) == 1

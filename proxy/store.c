@@ -339,8 +339,7 @@ enum store_op_kind {
  * operation from the row template with row_params parameters of the given
  * types and formats, tail. A kind with a companion statement (side_head
  * and side_tail around the same rows, with the same parameters) sends it
- * in the same transaction, before the statement when side_first, else
- * after it.
+ * after the statement, in the same transaction.
  */
 struct store_sql {
 	const char *head;
@@ -348,7 +347,6 @@ struct store_sql {
 	const char *tail;
 	const char *side_head;
 	const char *side_tail;
-	int side_first;
 	int row_params;
 	Oid types[STORE_ROW_PARAMS_MAX];
 	int formats[STORE_ROW_PARAMS_MAX];
@@ -375,7 +373,6 @@ static const struct store_sql store_sqls[] = {
 	    store_sql_claim_tail,
 	    NULL,
 	    NULL,
-	    0,
 	    STORE_CLAIM_ROW_PARAMS,
 	    {STORE_CLAIM_ROW_TYPES, STORE_OID_TEXT},
 	    {STORE_CLAIM_ROW_FORMATS, STORE_FORMAT_TEXT},
@@ -387,7 +384,6 @@ static const struct store_sql store_sqls[] = {
 	    store_sql_lookup_tail,
 	    NULL,
 	    NULL,
-	    0,
 	    STORE_LOOKUP_ROW_PARAMS,
 	    {STORE_CLAIM_ROW_TYPES, STORE_OID_BOOL, STORE_OID_TEXT},
 	    {STORE_CLAIM_ROW_FORMATS, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT},
@@ -399,7 +395,6 @@ static const struct store_sql store_sqls[] = {
 	    store_sql_takeover_tail,
 	    NULL,
 	    NULL,
-	    0,
 	    STORE_LOOKUP_ROW_PARAMS,
 	    {STORE_CLAIM_ROW_TYPES, STORE_OID_BOOL, STORE_OID_TEXT},
 	    {STORE_CLAIM_ROW_FORMATS, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT},
@@ -411,7 +406,6 @@ static const struct store_sql store_sqls[] = {
 	    store_sql_finish_tail,
 	    NULL,
 	    NULL,
-	    0,
 	    STORE_FINISH_ROW_PARAMS,
 	    {STORE_FENCE_ROW_TYPES, STORE_OID_INT4, STORE_OID_BYTEA, STORE_OID_BYTEA,
 	     STORE_OID_BOOL, STORE_OID_INT8, STORE_OID_TEXT},
@@ -425,7 +419,6 @@ static const struct store_sql store_sqls[] = {
 	    store_sql_fence_tail,
 	    NULL,
 	    NULL,
-	    0,
 	    STORE_FENCE_ROW_PARAMS,
 	    {STORE_FENCE_ROW_TYPES},
 	    {STORE_FENCE_ROW_FORMATS},
@@ -437,7 +430,6 @@ static const struct store_sql store_sqls[] = {
 	    store_sql_fence_tail,
 	    NULL,
 	    NULL,
-	    0,
 	    STORE_FENCE_ROW_PARAMS,
 	    {STORE_FENCE_ROW_TYPES},
 	    {STORE_FENCE_ROW_FORMATS},
@@ -449,7 +441,6 @@ static const struct store_sql store_sqls[] = {
 	    store_sql_forget_tail,
 	    store_sql_forget_held_head,
 	    store_sql_forget_held_tail,
-	    0,
 	    STORE_FORGET_ROW_PARAMS,
 	    {STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_BOOL},
 	    {STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT,
@@ -1949,8 +1940,8 @@ static void store_send(struct store *st)
 	 * statement; SET LOCAL semantics suit pgbouncer's transaction mode. */
 	st->nexpect = 0;
 	st->side_rows = 0;
-	ok = store_send_stmt(st, st->named ? STORE_ID_TIMEOUT : -1, st->timeout_sql, 0, NULL, STORE_FORMAT_TEXT,
-			     STORE_RES_TIMEOUT);
+	ok = store_send_stmt(st, st->named ? STORE_ID_TIMEOUT : -1, st->timeout_sql, 0, NULL,
+			     STORE_FORMAT_TEXT, STORE_RES_TIMEOUT);
 	if (ok && op->kind == STORE_OP_QUERY) {
 		st->expect[st->nexpect++] = STORE_RES_MAIN;
 		ok = PQsendQueryParams(st->conn, op->stmt.sql, op->stmt.nparams, op->stmt.types,
@@ -1959,10 +1950,8 @@ static void store_send(struct store *st)
 	} else if (ok) {
 		q = &store_sqls[op->kind];
 		nparams = store_build_params(st);
-		if (q->side_head && q->side_first)
-			ok = store_send_batch_stmt(st, 1, nparams);
-		ok = ok && store_send_batch_stmt(st, 0, nparams);
-		if (ok && q->side_head && !q->side_first)
+		ok = store_send_batch_stmt(st, 0, nparams);
+		if (ok && q->side_head)
 			ok = store_send_batch_stmt(st, 1, nparams);
 		ok = ok && store_send_notify(st);
 	}

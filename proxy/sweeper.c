@@ -110,6 +110,13 @@ static void sweeper_arm(struct sweeper *sw, int64_t ms)
 
 static void sweeper_send(struct sweeper *sw, enum sweep_step step);
 
+/* The sweep is over: the next tick after ms. */
+static void sweeper_end(struct sweeper *sw, int64_t ms)
+{
+	sw->running = 0;
+	sweeper_arm(sw, ms);
+}
+
 /* The mark's result: tokens to notify, the sweep's figures, the next tick. */
 static void sweeper_marked(struct sweeper *sw, const PGresult *result)
 {
@@ -128,9 +135,8 @@ static void sweeper_marked(struct sweeper *sw, const PGresult *result)
 	if (marked)
 		log_warn(NULL, "sweeper: %lld in_progress records outlived their lease; now unknown",
 			 (long long)marked);
-	sw->running = 0;
-	sweeper_arm(sw, sw->deleted >= SWEEP_BATCH || marked >= SWEEP_BATCH ? SWEEP_AGAIN_MS
-									      : sw->interval_ms);
+	sweeper_end(sw, sw->deleted >= SWEEP_BATCH || marked >= SWEEP_BATCH ? SWEEP_AGAIN_MS
+									     : sw->interval_ms);
 }
 
 static void sweeper_done(void *arg, enum store_result res, const PGresult *result)
@@ -140,8 +146,7 @@ static void sweeper_done(void *arg, enum store_result res, const PGresult *resul
 	if (res != STORE_OK || (sw->step == SWEEP_LOCK && (PQntuples(result) != 1 ||
 							    PQnfields(result) != 3))) {
 		sw->stats.errors += 1;
-		sw->running = 0;
-		sweeper_arm(sw, sw->interval_ms);
+		sweeper_end(sw, sw->interval_ms);
 		return;
 	}
 	switch (sw->step) {
@@ -151,8 +156,7 @@ static void sweeper_done(void *arg, enum store_result res, const PGresult *resul
 		if (strcmp(PQgetvalue(result, 0, 0), "t") != 0) {
 			/* Another instance holds the lock: it is sweeping. */
 			sw->stats.skipped += 1;
-			sw->running = 0;
-			sweeper_arm(sw, sw->interval_ms);
+			sweeper_end(sw, sw->interval_ms);
 			return;
 		}
 		sweeper_send(sw, SWEEP_DELETE);

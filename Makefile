@@ -165,9 +165,11 @@ fuzz:
 		echo "$${f##*/}: $$(grep -o 'Done [0-9]* runs' build/fuzz/$${f##*/}.log | tail -n 1), no crash"; \
 	done
 
-build/fuzz/fuzz_http: tests/fuzz/fuzz_http.c proxy/http.c proxy/http.h proxy/path.c
+build/fuzz/fuzz_http: tests/fuzz/fuzz_http.c proxy/http.c proxy/http.h proxy/path.c \
+		proxy/upgrade.c proxy/upgrade.h proxy/base64.c proxy/digest.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_http.c proxy/http.c proxy/path.c -levent
+	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_http.c proxy/http.c proxy/path.c \
+		proxy/upgrade.c proxy/base64.c proxy/digest.c -levent -lcrypto
 
 build/fuzz/fuzz_fingerprint: tests/fuzz/fuzz_fingerprint.c proxy/fingerprint.c proxy/fingerprint.h proxy/digest.c
 	@mkdir -p $(dir $@)

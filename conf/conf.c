@@ -32,6 +32,7 @@
 #define CONF_DIRECTIVES_MAX	  64
 #define CONF_ARGS_ANY		  (-1)
 #define CONF_OPERATION_MAX	  128
+#define CONF_PROTOCOL_MAX	  64 /* an Upgrade protocol's name */
 #define CONF_WORKERS_MAX	  256
 #define CONF_CONNECTIONS_MAX	  1000000
 #define CONF_PORT_MAX		  65535
@@ -331,6 +332,20 @@ static int conf_is_token(const char *s)
 			return 0;
 	}
 	return 1;
+}
+
+/* Whether S is an Upgrade protocol (RFC 9110 7.8): a token, optionally "/" and a token. */
+static int conf_is_protocol(const char *s)
+{
+	const char *slash = strchr(s, '/');
+	char name[CONF_PROTOCOL_MAX + 1];
+	size_t n = slash ? (size_t)(slash - s) : strlen(s);
+
+	if (n == 0 || n > CONF_PROTOCOL_MAX)
+		return 0;
+	memcpy(name, s, n);
+	name[n] = '\0';
+	return conf_is_token(name) && (!slash || conf_is_token(slash + 1));
 }
 
 /*
@@ -936,6 +951,38 @@ static int conf_set_store_headers(struct conf_parser *p, struct route *r, int ar
 	return 0;
 }
 
+/*
+ * tunnel_upgrades PROTOCOL...: the protocols a pass-through upgrade may
+ * switch to (names compared case-insensitively, a "/version" kept). h2c is
+ * never one: HTTP/2 by upgrade is gone from HTTP/2 (RFC 9113), and a
+ * tunnelled h2c connection would carry requests past enforcement.
+ */
+static int conf_set_tunnel_upgrades(struct conf_parser *p, struct route *r, int argc, char **argv)
+{
+	struct conf *c = p->conf;
+	char **list = calloc(argc, sizeof(*list));
+	int i;
+
+	if (!list)
+		return conf_error(p, "out of memory");
+	conf_free_names(c->tunnel_upgrades, c->ntunnel_upgrades);
+	c->tunnel_upgrades = list;
+	c->ntunnel_upgrades = 0;
+	for (i = 0; i < argc; i++) {
+		if (!conf_is_protocol(argv[i]))
+			return conf_error(p, "invalid protocol \"%s\" (a token, optionally /VERSION)",
+					  argv[i]);
+		if (strncasecmp(argv[i], "h2c", 3) == 0 && (!argv[i][3] || argv[i][3] == '/'))
+			return conf_error(p, "protocol \"%s\" is never tunnelled (HTTP/2 by upgrade "
+					     "would carry requests past enforcement)",
+					  argv[i]);
+		if (conf_set_str(p, &list[i], argv[i]))
+			return -1;
+		c->ntunnel_upgrades++;
+	}
+	return 0;
+}
+
 /* key_from header NAME | json PATH | query NAME */
 static int conf_set_key_from(struct conf_parser *p, struct route *r, int argc, char **argv)
 {
@@ -1133,6 +1180,7 @@ static const struct conf_directive conf_directives[] = {
     CONF_ROW("replay_cache", CONF_TOP, 1, 1, CT_SIZE, TOP(replay_cache), NULL, "4m", CF_RESTART),
     CONF_ROW("relay_buffer", CONF_TOP, 1, 1, CT_SIZE, TOP(relay_buffer), NULL, "256k", CF_NONZERO),
     CONF_ROW("tunnel_timeout", CONF_TOP, 1, 1, CT_DURATION, TOP(tunnel_timeout_ms), NULL, "1h", 0),
+    CONF_ROW("tunnel_upgrades", CONF_TOP, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_tunnel_upgrades, "websocket", 0),
     CONF_ROW("max_connections", CONF_TOP, 1, 1, CT_INT, TOP(max_connections), conf_set_max_connections, "10000", 0),
     CONF_ROW("trusted_proxies", CONF_TOP, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_trusted_proxies, NULL, 0),
     CONF_ENUM_ROW("store_unavailable", CONF_TOP, TOP(store_unavailable), "fail-closed", conf_store_modes, NULL, 0),
@@ -1664,6 +1712,7 @@ void conf_free(struct conf *conf)
 	free(conf->admin_token.path);
 	free(conf->body_encryption.path);
 	free(conf->trusted_proxies);
+	conf_free_names(conf->tunnel_upgrades, conf->ntunnel_upgrades);
 	free(conf->database);
 	free(conf->admin.host);
 	free(conf->key_header);

@@ -213,6 +213,8 @@ struct conf {
 	size_t max_stored_body;
 	size_t relay_buffer;           /* unsent bytes per direction of a relayed exchange */
 	int64_t tunnel_timeout_ms;     /* idle limit of an upgraded connection */
+	char **tunnel_upgrades;        /* protocols a pass-through upgrade may switch to */
+	int ntunnel_upgrades;
 	size_t replay_cache;           /* bytes per worker; 0 = off */
 
 	enum store_unavailable_mode store_unavailable;

@@ -10,6 +10,7 @@
 #include <openssl/evp.h>
 
 #define DIGEST_SHA256_LEN 32
+#define DIGEST_SHA1_LEN 20
 
 /* SHA-256 and MD5 for EVP_DigestInit_ex; never NULL. */
 const EVP_MD *digest_sha256(void);
@@ -17,5 +18,11 @@ const EVP_MD *digest_md5(void);
 
 /* out = SHA-256 of the len bytes at data; 0, or -1 when OpenSSL failed. */
 int digest_sha256_of(const void *data, size_t len, unsigned char out[DIGEST_SHA256_LEN]);
+
+/*
+ * out = SHA-1 of the len bytes at data (the WebSocket handshake's, and
+ * nothing that needs collision resistance); 0, or -1 when OpenSSL failed.
+ */
+int digest_sha1_of(const void *data, size_t len, unsigned char out[DIGEST_SHA1_LEN]);
 
 #endif

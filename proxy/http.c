@@ -474,6 +474,7 @@ enum http_name http_name_of(const char *name, size_t len)
 	    {"Connection", HTTP_N_CONNECTION},
 	    {"Keep-Alive", HTTP_N_KEEP_ALIVE},
 	    {"Content-Length", HTTP_N_CONTENT_LENGTH},
+	    {"HTTP2-Settings", HTTP_N_HTTP2_SETTINGS},
 	    {"X-Forwarded-For", HTTP_N_X_FORWARDED_FOR},
 	    {"Proxy-Connection", HTTP_N_PROXY_CONNECTION},
 	    {"X-Forwarded-Host", HTTP_N_X_FORWARDED_HOST},
@@ -484,7 +485,7 @@ enum http_name http_name_of(const char *name, size_t len)
 	};
 	/* where each length starts in names[] (sorted by length), lengths 0-20 */
 	static const unsigned char from[] = {0, 0, 0, 1, 2, 3, 3, 4, 6, 6, 8, 10, 10, 10, 10,
-					     11, 12, 14, 16, 17, 18};
+					     12, 13, 15, 17, 18, 19};
 
 	if (len < 2 || len > 19)
 		return HTTP_N_OTHER;

@@ -40,6 +40,7 @@ enum http_name {
 	HTTP_N_TE,
 	HTTP_N_TRAILER,
 	HTTP_N_TRANSFER_ENCODING,
+	HTTP_N_HTTP2_SETTINGS, /* only ever meant for the hop an h2c upgrade would replace */
 	HTTP_N_UPGRADE,
 	/* framing and routing */
 	HTTP_N_CONTENT_LENGTH,
@@ -211,7 +212,7 @@ enum http_name http_name_of(const char *name, size_t len);
 /*
  * 1 when m's own header h is hop-by-hop for m: Connection, Keep-Alive,
  * Proxy-Connection, Proxy-Authenticate, Proxy-Authorization, TE, Trailer,
- * Transfer-Encoding, Upgrade (by its class), or a name listed in a
+ * Transfer-Encoding, HTTP2-Settings, Upgrade (by its class), or a name listed in a
  * Connection header.
  */
 int http_header_is_hop(const struct http_msg *m, const struct http_header *h);

@@ -273,6 +273,8 @@ void log_access(const struct log_tag *tag, const struct log_access *a)
 	line_str(&l, "method", a->method);
 	line_str_n(&l, "path", a->path, a->path_len, LOG_FIELD_MAX);
 	line_num(&l, "status", a->status);
+	if (a->upgrade)
+		line_str_n(&l, "upgrade", a->upgrade, strlen(a->upgrade), LOG_FIELD_MAX);
 	line_str(&l, "outcome", a->outcome);
 	line_num(&l, "duration_us", (long long)a->duration_us);
 	line_num(&l, "upstream_us", (long long)a->upstream_us);

@@ -42,6 +42,7 @@ struct log_access {
 	const char *path;           /* as the client sent it, without the query */
 	size_t path_len;
 	int status;                 /* what the client was sent (0: nothing) */
+	const char *upgrade;        /* a tunnel's protocol (status 101), else NULL */
 	const char *outcome;        /* outcome_name() */
 	int64_t duration_us;        /* whole request */
 	int64_t upstream_us;        /* waiting for the upstream */

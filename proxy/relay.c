@@ -34,6 +34,7 @@
 #include "proxy/io.h"
 #include "proxy/log.h"
 #include "proxy/respond.h"
+#include "proxy/upgrade.h"
 
 static const char relay_last_chunk[] = "0\r\n\r\n";
 
@@ -60,6 +61,26 @@ struct relay {
 };
 
 static void relay_interim(void *arg, const struct http_msg *m);
+/*
+ * A 101 to the upgrade the client asked for: relay_upgraded writes it and
+ * opens the tunnel, if it switched to what was asked. Any other 101 ends
+ * the exchange as a malformed response (502, the connection closed): no
+ * tunnel opens to a protocol idemproxy did not agree to.
+ */
+static void relay_switch(struct relay *r)
+{
+	const char *why = upgrade_switch_refused(r->req, r->resp, r->p.upgrade);
+
+	r->framing = RESPOND_SWITCH;
+	if (!why)
+		return;
+	log_warn(NULL, "upstream answered the %s upgrade with a 101 that is refused: %s",
+		 r->p.upgrade, why);
+	upstream_cancel(r->up);
+	r->up = NULL;
+	r->cb(r->arg, UPSTREAM_ERROR, NULL, 0);
+}
+
 static void relay_head(void *arg, struct http_msg *resp);
 static void relay_body(void *arg, struct evbuffer *data);
 static void relay_done(void *arg, enum upstream_result res);
@@ -300,7 +321,7 @@ static void relay_head(void *arg, struct http_msg *resp)
 
 	r->resp = resp;
 	if (resp->status == 101) {
-		r->framing = RESPOND_SWITCH; /* relay_upgraded writes it */
+		relay_switch(r);
 		return;
 	}
 	r->framing = respond_framing(resp, r->flags, r->req->version_minor);
@@ -487,6 +508,11 @@ int relay_unsent(const struct relay *r)
 int relay_answered(const struct relay *r)
 {
 	return r->streaming;
+}
+
+int relay_status(const struct relay *r)
+{
+	return r->streaming && r->resp ? r->resp->status : 0;
 }
 
 void relay_free(struct relay *r)

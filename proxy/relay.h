@@ -34,7 +34,8 @@ struct relay_params {
 				     * when the client goes */
 	int unenforced;             /* answered with Idempotency-Enforced: false */
 	int retry_safe;             /* safe to send twice (see UPSTREAM_RETRY_SAFE) */
-	int upgrade;                /* the client asked to upgrade: a 101 makes a tunnel */
+	const char *upgrade;        /* the protocol the client may switch to (upgrade.h):
+				     * a 101 that switches to it makes a tunnel */
 	int idle_timeout;           /* upstream_timeout bounds silence, not the exchange */
 	int64_t upstream_timeout_ms;
 	int64_t client_timeout_ms;  /* silence of a client sending a streamed body */
@@ -93,6 +94,9 @@ int relay_unsent(const struct relay *r);
 
 /* 1 once the relay has written a response head to the client. */
 int relay_answered(const struct relay *r);
+
+/* The status of the response head the relay wrote to the client, 0 before one. */
+int relay_status(const struct relay *r);
 
 /* Stop whatever is left (a response under way is cut short) and free r. NULL is accepted. */
 void relay_free(struct relay *r);

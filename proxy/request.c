@@ -52,6 +52,7 @@
 #include "proxy/secrets.h"
 #include "proxy/stats.h"
 #include "proxy/store.h"
+#include "proxy/upgrade.h"
 #include "proxy/upstream.h"
 
 #define RECORD_RETRY_MIN_MS 100
@@ -156,6 +157,7 @@ struct request {
 	char token[SCOPE_TOKEN_SIZE]; /* the scope in store notifications */
 	uint64_t wakes_seen;        /* ctx->wakes when the last claim was sent */
 
+	const char *upgrade;        /* the protocol it may switch to (its msg's), or NULL */
 	struct relay *relay;        /* the exchange with the upstream, once forwarded */
 	int forwarding;             /* ... and still under way */
 	int streamed;               /* the relay wrote the response (its body is not kept) */
@@ -628,7 +630,9 @@ static void request_forward(struct request *req, int streamed)
 		.owner = owner,
 		.unenforced = req->outcome == OUT_UNENFORCED,
 		.retry_safe = !owner && http_method_is_safe(req->msg->method),
-		.upgrade = req->outcome == OUT_PASS && http_msg_wants_upgrade(req->msg),
+		.upgrade = req->outcome == OUT_PASS ? upgrade_wanted(req->msg, conf->tunnel_upgrades,
+								     conf->ntunnel_upgrades)
+						    : NULL,
 		.idle_timeout = !owner,
 		.upstream_timeout_ms = conf->upstream_timeout_ms,
 		.client_timeout_ms = conf->client_timeout_ms,
@@ -642,6 +646,7 @@ static void request_forward(struct request *req, int streamed)
 		    },
 	};
 
+	req->upgrade = p.upgrade;
 	request_set_state(req, REQ_FORWARDING);
 	req->upstream_us = clock_now_us();
 	req->relay = relay_start(req->ctx->base, req->ctx->pool, req->conn, req->msg, streamed, &p,
@@ -1008,6 +1013,7 @@ static void request_done(struct request *req)
 			    .path = req->msg->target,
 			    .path_len = req->msg->raw_path_len,
 			    .status = req->status,
+			    .upgrade = req->status == 101 ? req->upgrade : NULL,
 			    .duration_us = duration_us,
 			    .upstream_us = req->upstream_us,
 			    .store_us = req->store_us,
@@ -1044,6 +1050,8 @@ void request_conn_gone(struct request *req)
 	if (req->forwarding && relay_conn_gone(req->relay)) {
 		/* A pass-through exchange or a tunnel ends with its client. */
 		request_forwarded(req);
+		request_upstream_over(req);
+		req->status = relay_status(req->relay);
 		request_done(req);
 		return;
 	}
@@ -1165,9 +1173,11 @@ void request_input(struct request *req, enum request_input what)
 	log_warn(&req->tag, "the client's streamed body %s; exchange abandoned",
 		 what == REQUEST_BODY_BAD ? "was malformed" : "stalled for client_timeout");
 	req->streamed = relay_answered(req->relay);
+	req->status = relay_status(req->relay);
 	relay_free(req->relay);
 	req->relay = NULL;
 	request_forwarded(req);
+	request_upstream_over(req);
 	if (!req->streamed && req->conn)
 		req->status = respond_problem(req->conn, req->conf, req->route,
 					      what == REQUEST_BODY_BAD ? PROBLEM_BAD_REQUEST

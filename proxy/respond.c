@@ -35,7 +35,10 @@ int respond_flags(const struct http_msg *msg)
 {
 	int flags = strcmp(msg->method, "HEAD") ? 0 : RESPOND_HEAD;
 
-	if (!msg->keep_alive)
+	/* Bytes a client sends after asking to switch protocols may already
+	 * speak the new one: whatever the answer, they are never read as a
+	 * next request (a relayed 101 makes a tunnel instead). */
+	if (!msg->keep_alive || http_msg_known(msg, HTTP_N_UPGRADE))
 		return flags | RESPOND_CLOSE;
 	return flags | (msg->version_minor == 0 ? RESPOND_KEEP_ALIVE : 0);
 }

@@ -7,16 +7,19 @@
  * the head taken first and the body streamed (HTTP_OPT_HEAD, interim
  * responses as messages). Every way of feeding must produce the same
  * transcript of messages and final status: an incremental parser must not
- * depend on how its input was cut, nor on whether its bodies stream. Build:
- *   clang -fsanitize=fuzzer,address,undefined -I. tests/fuzz/fuzz_http.c \
- *         proxy/http.c -levent
+ * depend on how its input was cut, nor on whether its bodies stream. Each
+ * request is also asked which protocol it may upgrade to (upgrade.h),
+ * which must be one of the allowed ones when there is one. Built by the
+ * Makefile (`make fuzz`).
  */
 #include "proxy/http.h"
+#include "proxy/upgrade.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <event2/buffer.h>
 
@@ -29,6 +32,25 @@ static void fuzz_fail(const char *what)
 {
 	fprintf(stderr, "fuzz_http: %s\n", what);
 	abort();
+}
+
+/* The protocols fuzz_upgrade allows, as tunnel_upgrades would. */
+static char *const fuzz_upgrades[] = {"websocket", "x-raw/2"};
+
+/* Which protocol request m may switch to: NULL, or one of fuzz_upgrades by name. */
+static void fuzz_upgrade(struct evbuffer *log, const struct http_msg *m)
+{
+	const char *to = upgrade_wanted(m, fuzz_upgrades, 2);
+	size_t n;
+
+	if (!to)
+		return;
+	n = strcspn(to, "/");
+	if (!((n == 9 && !strncasecmp(to, "websocket", 9)) || (n == 5 && !strncasecmp(to, "x-raw", 5))))
+		fuzz_fail("upgrade to a protocol not allowed");
+	if (strpbrk(to, ", \t") || m->version_minor != 1)
+		fuzz_fail("upgrade to a list of protocols, or from HTTP/1.0");
+	evbuffer_add_printf(log, "UPGRADE %s\n", to);
 }
 
 /* Check the invariants of a finished message and append it to the log. */
@@ -51,6 +73,7 @@ static void fuzz_record(struct evbuffer *log, const struct http_msg *m)
 		    evbuffer_get_length(m->body) != (size_t)m->content_length)
 			fuzz_fail("body length differs from content-length");
 		evbuffer_add_printf(log, "REQ %s %s %d\n", m->method, m->target, m->version_minor);
+		fuzz_upgrade(log, m);
 	} else {
 		if (m->status < 200 || m->status > 599 || !m->reason)
 			fuzz_fail("bad status");

@@ -45,6 +45,14 @@ Each request chooses its own response with headers:
                                     response on the same connection
                  ws-echo            WebSocket handshake, then echo every
                                     message; "close-now" makes it close first
+                 switch:MODE        a 101 to whatever the request asked, then
+                                    HTTP again on the same connection (a
+                                    server that takes anything for an
+                                    upgrade): MODE "asked" names the
+                                    request's Upgrade with the right
+                                    Sec-WebSocket-Accept, "no-accept" and
+                                    "bad-accept" leave it out or get it
+                                    wrong, "other" names h2c instead
 The default body is {"n", "method", "path", "body_sha"}: n is the global
 request counter, so every real execution answers differently.
 """
@@ -411,9 +419,25 @@ class Handler(BaseHTTPRequestHandler):
                     b"Upgrade: websocket\r\n\r\nraw bytes")
         elif kind == "ws-echo":
             self.websocket_echo()
+        elif kind == "switch":
+            self.switch(arg)
         else:
             return False
         return True
+
+    def switch(self, mode):
+        """A 101 to anything (see the module's text), then the next request."""
+        key = self.headers.get("Sec-WebSocket-Key", "")
+        accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
+        headers = [("Connection", "upgrade"),
+                   ("Upgrade", "h2c" if mode == "other"
+                    else self.headers.get("Upgrade") or "websocket")]
+        if mode in ("asked", "other"):
+            headers.append(("Sec-WebSocket-Accept", accept))
+        elif mode == "bad-accept":
+            headers.append(("Sec-WebSocket-Accept", base64.b64encode(b"x" * 20).decode()))
+        self.send_raw(101, headers, b"")
+        self.close_connection = False
 
     def websocket_echo(self):
         """RFC 6455 handshake, then echo each message until a close."""

@@ -709,14 +709,14 @@ static void test_hop_headers(void)
 			"Connection: ,x-other ,\r\nkeep-alive: 1\r\nPROXY-CONNECTION: 1\r\n"
 			"Proxy-Authenticate: 1\r\nproxy-authorization: 1\r\nte: 1\r\n"
 			"Trailer: 1\r\nUpgrade: 1\r\nx-secret: 1\r\nX-OTHER: 1\r\nX-Secre: 0\r\n"
-			"Content-Type: 0\r\nTrailers: 0\r\ntransfer-encoding: chunked\r\n\r\n"
-			"0\r\n\r\n";
+			"Content-Type: 0\r\nTrailers: 0\r\nhttp2-settings: 1\r\n"
+			"transfer-encoding: chunked\r\n\r\n0\r\n\r\n";
 	struct http_msg *m;
 
 	CHECK(parse_whole(HTTP_REQUEST, 0, s, strlen(s), &m) == HTTP_DONE);
 	if (!m)
 		return;
-	CHECK(m->nheaders == 16);
+	CHECK(m->nheaders == 17);
 	for (int i = 0; i < m->nheaders; i++) {
 		const struct http_header *h = &m->headers[i];
 		int hop = h->known == HTTP_N_CONNECTION || h->known == HTTP_N_TRANSFER_ENCODING ||
@@ -756,6 +756,7 @@ static void test_name_classes(void)
 	    {"Trailer", HTTP_N_TRAILER},
 	    {"Transfer-Encoding", HTTP_N_TRANSFER_ENCODING},
 	    {"Upgrade", HTTP_N_UPGRADE},
+	    {"HTTP2-Settings", HTTP_N_HTTP2_SETTINGS},
 	    {"Content-Length", HTTP_N_CONTENT_LENGTH},
 	    {"Host", HTTP_N_HOST},
 	    {"Expect", HTTP_N_EXPECT},
@@ -770,6 +771,7 @@ static void test_name_classes(void)
 	    "", "T", "TEE", "Hosts", "Hos", "Content-Type", "Content-Lengths", "Trailers",
 	    "X-Forwarded-Fo", "X-Forwarded-Port", "Proxy-Authorizatio", "Proxy-Authorizations",
 	    "Upgrade-Insecure-Requests", "Connectio", "Keep-Alive2", "Via:",
+	    "HTTP2-Setting", "HTTP2-Settings-", "HTTP2_Settings",
 	};
 	char lower[32], upper[32];
 

@@ -12,7 +12,8 @@
 #          for the requests the banner suggests)
 #   test   `make test` and `make chaos`: the pytest suite and its tools
 #          (openssl, curl, pgbouncer, clang for the sanitizer build, node
-#          and npm for the SDK tests in tests/sdk)
+#          and npm for the SDK tests in tests/sdk, hypercorn and node as
+#          upstreams of test_spellings.py)
 #   bench  `make bench`: wrk, nginx, gnuplot, openssl, curl and the JWT
 #          helper's python3-cryptography
 #   fuzz   `make fuzz`: clang with libFuzzer
@@ -24,8 +25,8 @@ set -eu
 RUN="build-essential gcc make pkg-config libevent-dev libpq-dev libssl-dev
 libyajl-dev postgresql python3 curl"
 TEST="python3-pytest python3-psycopg2 python3-cryptography python3-websocket
-python3-yaml curl openssl clang libclang-rt-14-dev pgbouncer mandoc groff-base
-nodejs npm"
+python3-yaml python3-hypercorn curl openssl clang libclang-rt-14-dev pgbouncer
+mandoc groff-base nodejs npm"
 BENCH="wrk nginx-light gnuplot-nox curl openssl python3-cryptography"
 FUZZ="clang libclang-rt-14-dev"
 HA="patroni python3-etcd etcd-server python3-psycopg2 python3-pytest"

@@ -329,6 +329,7 @@ static enum http_status http_parse_request_line(struct http_msg *m, char *line, 
 	q = memchr(target, '?', t);
 	m->path_len = q ? (size_t)(q - target) : t;
 	m->raw_path_len = m->path_len;
+	m->slash_alias = path_slash_alias(target, m->raw_path_len);
 	if (strcmp(target, "*") == 0) {
 		if (strcmp(line, "OPTIONS") != 0)
 			return HTTP_ERR_BAD;

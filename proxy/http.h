@@ -70,6 +70,7 @@ struct http_msg {
 	char *method;     /* as received: upper-case letters, '-' and '_' */
 	char *target;     /* request-target as received (what goes upstream) */
 	size_t raw_path_len; /* target's bytes before its '?' */
+	int slash_alias;     /* those bytes hold a backslash, %2F or %5C (path_slash_alias) */
 	char *path;       /* the target's path normalised (path.h), NUL-terminated copy;
 			   * an absolute-form target's path, "*" for OPTIONS * */
 	size_t path_len;

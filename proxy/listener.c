@@ -283,6 +283,27 @@ static void listener_continue(struct client_conn *c)
 	}
 }
 
+/*
+ * An unsafe method's target holding a backslash, %2F or %5C
+ * (http_msg.slash_alias) is refused as soon as its head is in, matched by
+ * a route or not: routes do not read those as "/", servers behind may (WSGI
+ * and ASGI decode %2F, WHATWG URL parsers read a backslash as "/") and so
+ * run a handler whose route the request did not match. Safe methods go on,
+ * as enforcement never applies to them. Returns 1 when refused (answered,
+ * logged and counted, nothing claimed or forwarded), else 0.
+ */
+static int listener_refuse_slash_alias(struct client_conn *c)
+{
+	const struct http_msg *head = http_parser_msg(c->parser);
+
+	if (!head->slash_alias || http_method_is_safe(head->method))
+		return 0;
+	listener_refuse(c, PROBLEM_BAD_REQUEST,
+			"an unsafe request's path may not hold a backslash, %2F or %5C, "
+			"which servers may read as \"/\"");
+	return 1;
+}
+
 /* A request is handed over: the next one's head gets a fresh start. */
 static void listener_handed(struct client_conn *c)
 {
@@ -309,6 +330,8 @@ static void listener_process(struct client_conn *c)
 				listener_continue(c);
 			return;
 		case HTTP_HEAD:
+			if (listener_refuse_slash_alias(c))
+				return;
 			c->expect_continue = http_parser_msg(c->parser)->expect_continue;
 			if (request_streams(conf, http_parser_msg(c->parser))) {
 				msg = http_parser_take_head(c->parser);
@@ -328,6 +351,8 @@ static void listener_process(struct client_conn *c)
 			}
 			continue;
 		case HTTP_DONE:
+			if (listener_refuse_slash_alias(c))
+				return;
 			msg = http_parser_take(c->parser);
 			listener_handed(c);
 			request_start(c->l->reqs, c, msg, 0);

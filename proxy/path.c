@@ -9,6 +9,11 @@
  * ";parameters" (cut before dot segments are looked at, so "..;x" is
  * "..", as Tomcat reads it). One pass, in place: every step writes no more
  * bytes than it reads.
+ *
+ * What stays encoded here a server behind may still decode: "%2F" is no
+ * separator to the routes but is "/" to a WSGI application, and "\" is "/"
+ * to a WHATWG URL parser. path_slash_alias finds those, so that a caller
+ * can refuse such a path instead of guessing where the upstream routes it.
  */
 #include "proxy/path.h"
 
@@ -28,6 +33,24 @@ static int path_unreserved(unsigned char c)
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
 	       c == '-' || c == '.' || c == '_' || c == '~';
+}
+
+int path_slash_alias(const char *s, size_t len)
+{
+	size_t i;
+	int hi, lo, c;
+
+	for (i = 0; i < len; i++) {
+		if (s[i] == '\\')
+			return 1;
+		if (s[i] != '%' || len - i < 3 || (hi = path_hex((unsigned char)s[i + 1])) < 0 ||
+		    (lo = path_hex((unsigned char)s[i + 2])) < 0)
+			continue;
+		c = hi * 16 + lo;
+		if (c == '/' || c == '\\')
+			return 1;
+	}
+	return 0;
 }
 
 static int path_fail(const char **why, const char *reason)

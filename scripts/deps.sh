@@ -11,9 +11,10 @@
 #          upstream, which needs only python3's standard library, and curl
 #          for the requests the banner suggests)
 #   test   `make test` and `make chaos`: the pytest suite and its tools
-#          (openssl, curl, pgbouncer, nghttp and hypercorn for the upgrade
-#          tests, clang for the sanitizer build, node
-#          and npm for the SDK tests in tests/sdk)
+#          (openssl, curl, pgbouncer, clang for the sanitizer build, node
+#          and npm for the SDK tests in tests/sdk, nghttp for the upgrade
+#          tests, hypercorn and node as upstreams of the upgrade and
+#          spelling tests)
 #   bench  `make bench`: wrk, nginx, gnuplot, openssl, curl and the JWT
 #          helper's python3-cryptography
 #   fuzz   `make fuzz`: clang with libFuzzer
@@ -25,9 +26,8 @@ set -eu
 RUN="build-essential gcc make pkg-config libevent-dev libpq-dev libssl-dev
 libyajl-dev postgresql python3 curl"
 TEST="python3-pytest python3-psycopg2 python3-cryptography python3-websocket
-python3-yaml curl openssl clang libclang-rt-14-dev pgbouncer mandoc groff-base
-nghttp2-client python3-hypercorn
-nodejs npm"
+python3-yaml python3-hypercorn curl openssl clang libclang-rt-14-dev pgbouncer
+mandoc groff-base nghttp2-client nodejs npm"
 BENCH="wrk nginx-light gnuplot-nox curl openssl python3-cryptography"
 FUZZ="clang libclang-rt-14-dev"
 HA="patroni python3-etcd etcd-server python3-psycopg2 python3-pytest"

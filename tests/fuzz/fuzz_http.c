@@ -7,10 +7,11 @@
  * the head taken first and the body streamed (HTTP_OPT_HEAD, interim
  * responses as messages). Every way of feeding must produce the same
  * transcript of messages and final status: an incremental parser must not
- * depend on how its input was cut, nor on whether its bodies stream. Each
- * request is also asked which protocol it may upgrade to (upgrade.h),
- * which must be one of the allowed ones when there is one. Built by the
- * Makefile (`make fuzz`).
+ * depend on how its input was cut, nor on whether its bodies stream. A
+ * request's slash_alias must say whether its target before the query holds
+ * a backslash, %2F or %5C, and a request is asked which protocol it may
+ * upgrade to (upgrade.h), which must be one of the allowed ones when there
+ * is one. Built by the Makefile (`make fuzz`).
  */
 #include "proxy/http.h"
 #include "proxy/upgrade.h"
@@ -53,6 +54,19 @@ static void fuzz_upgrade(struct evbuffer *log, const struct http_msg *m)
 	evbuffer_add_printf(log, "UPGRADE %s\n", to);
 }
 
+/* 1 when the n bytes at t hold a backslash, %2F or %5C in either case. */
+static int fuzz_slash_alias(const char *t, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (t[i] == '\\' || (n - i >= 3 && (strncasecmp(t + i, "%2F", 3) == 0 ||
+						    strncasecmp(t + i, "%5C", 3) == 0)))
+			return 1;
+	}
+	return 0;
+}
+
 /* Check the invariants of a finished message and append it to the log. */
 static void fuzz_record(struct evbuffer *log, const struct http_msg *m)
 {
@@ -69,10 +83,14 @@ static void fuzz_record(struct evbuffer *log, const struct http_msg *m)
 			fuzz_fail("bad request line");
 		if (m->query && strlen(m->query) != m->query_len)
 			fuzz_fail("bad query");
+		if (m->raw_path_len != strcspn(m->target, "?") ||
+		    m->slash_alias != fuzz_slash_alias(m->target, m->raw_path_len))
+			fuzz_fail("bad slash_alias");
 		if (m->content_length >= 0 &&
 		    evbuffer_get_length(m->body) != (size_t)m->content_length)
 			fuzz_fail("body length differs from content-length");
-		evbuffer_add_printf(log, "REQ %s %s %d\n", m->method, m->target, m->version_minor);
+		evbuffer_add_printf(log, "REQ %s %s %d alias=%d\n", m->method, m->target,
+				    m->version_minor, m->slash_alias);
 		fuzz_upgrade(log, m);
 	} else {
 		if (m->status < 200 || m->status > 599 || !m->reason)

@@ -5,9 +5,13 @@
  * no empty, "." or ".." segment and no trailing '/' (but "/"), no ';', no
  * encoded unreserved character, no lower-case hex and no %00; it is no
  * longer than the input, and normalising it again changes nothing.
+ * path_slash_alias must agree with a reading of its own (a backslash, or a
+ * percent-encoding that decodes to "/" or "\\"), and normalising never
+ * makes such a byte where the input had none.
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -I. tests/fuzz/fuzz_path.c \
  *         proxy/path.c -o fuzz_path
  */
+#include <ctype.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +29,25 @@ static int unreserved(int c)
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
 	       c == '-' || c == '.' || c == '_' || c == '~';
+}
+
+/* 1 when p (n bytes) holds a backslash or %XX decoding to "/" or "\\". */
+static int slash_alias(const char *p, size_t n)
+{
+	size_t i;
+	int hi, lo;
+
+	for (i = 0; i < n; i++) {
+		if (p[i] == '\\')
+			return 1;
+		if (p[i] != '%' || i + 2 >= n)
+			continue;
+		hi = hex((char)toupper((unsigned char)p[i + 1]));
+		lo = hex((char)toupper((unsigned char)p[i + 2]));
+		if ((hi == 2 && lo == 15) || (hi == 5 && lo == 12))
+			return 1;
+	}
+	return 0;
 }
 
 /* Aborts unless p (n bytes, NUL after them) is a normal path. */
@@ -66,6 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char *path = malloc(size + 2), *again;
 	size_t len = 0, len2;
 	const char *why = NULL;
+	int alias;
 
 	if (!path)
 		return 0;
@@ -74,6 +98,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(path + len, data, size);
 	len += size;
 	path[len] = '\0';
+	alias = slash_alias(path, len);
+	if (path_slash_alias(path, len) != alias)
+		abort();
 	if (path_normalise(path, &len, &why) < 0) {
 		if (!why)
 			abort();
@@ -83,6 +110,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (len > size + 1)
 		abort();
 	check_normal(path, len);
+	if (!alias && path_slash_alias(path, len))
+		abort();
 	again = malloc(len + 1);
 	if (!again)
 		abort();

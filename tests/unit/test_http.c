@@ -535,6 +535,56 @@ static void test_targets(void)
 	}
 }
 
+/*
+ * What the target before its query holds that servers may read as "/":
+ * a backslash, %2F or %5C in either case, wherever it is (a ;parameter, an
+ * absolute-form target's authority), but never what the query holds.
+ */
+static void test_slash_alias(void)
+{
+	static const struct {
+		const char *line;
+		int alias;
+	} cases[] = {
+	    {"POST /api/courses HTTP/1.1", 0},
+	    {"POST /api%2Fcourses HTTP/1.1", 1},
+	    {"POST /api%2fcourses HTTP/1.1", 1},
+	    {"POST /api%5Ccourses HTTP/1.1", 1},
+	    {"POST /api%5ccourses HTTP/1.1", 1},
+	    {"POST /api\\courses HTTP/1.1", 1},
+	    {"POST /api/courses%2F HTTP/1.1", 1},
+	    {"POST /x;\\..\\api HTTP/1.1", 1},
+	    {"POST /a;p=%2f/b HTTP/1.1", 1},
+	    {"POST http://h\\api/courses HTTP/1.1", 1},
+	    {"POST http://h/api%2Fcourses?x HTTP/1.1", 1},
+	    {"GET /files/a%2Fb HTTP/1.1", 1},
+	    {"POST /api/courses?next=%2F%5C\\ HTTP/1.1", 0},
+	    {"POST /a%252Fb HTTP/1.1", 0},
+	    {"POST /a%2e%2Ab%20 HTTP/1.1", 0},
+	    {"POST /a%2 HTTP/1.1", -1}, /* malformed: refused before it matters */
+	    {"OPTIONS * HTTP/1.1", 0},
+	};
+	char text[256];
+	struct http_msg *m;
+	enum http_status st;
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(text, sizeof(text), "%s\r\nHost: h\r\n\r\n", cases[i].line);
+		st = parse_whole(HTTP_REQUEST, TEST_BODY_LIMIT, text, strlen(text), &m);
+		if (cases[i].alias < 0) {
+			CHECK(st == HTTP_ERR_TARGET);
+		} else {
+			CHECK(st == HTTP_DONE);
+			if (st == HTTP_DONE && m->slash_alias != cases[i].alias)
+				fprintf(stderr, "case %zu: %s: slash_alias %d\n", i, cases[i].line,
+					m->slash_alias);
+			CHECK(st == HTTP_DONE && m->slash_alias == cases[i].alias);
+		}
+		http_msg_free(m);
+	}
+}
+
 static void test_empty_lines_limit(void)
 {
 	char s[128] = "";
@@ -1280,6 +1330,7 @@ int main(void)
 	test_nul();
 	test_accepted();
 	test_targets();
+	test_slash_alias();
 	test_empty_lines_limit();
 	test_head_limits();
 	test_body_limits();

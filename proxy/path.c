@@ -12,7 +12,8 @@
  *
  * What stays encoded here a server behind may still decode: "%2F" is no
  * separator to the routes but is "/" to a WSGI application, and "\" is "/"
- * to a WHATWG URL parser. path_slash_alias finds those, so that a caller
+ * to a WHATWG URL parser, as is a leading "//" the start of a host name.
+ * path_slash_alias finds those, so that a caller
  * can refuse such a path instead of guessing where the upstream routes it.
  */
 #include "proxy/path.h"
@@ -40,6 +41,10 @@ int path_slash_alias(const char *s, size_t len)
 	size_t i;
 	int hi, lo, c;
 
+	/* "//x/api" is a network-path reference (RFC 3986 4.2): a WHATWG URL
+	 * parser takes x for a host and routes "/api". */
+	if (len >= 2 && s[0] == '/' && s[1] == '/')
+		return 1;
 	for (i = 0; i < len; i++) {
 		if (s[i] == '\\')
 			return 1;

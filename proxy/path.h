@@ -21,7 +21,9 @@ int path_normalise(char *path, size_t *len, const char **why);
  * 1 when the len bytes at s hold what a server behind idemproxy may read as
  * "/" although no segment ends there: "\" (WHATWG URL parsers read it as
  * "/") or "%2F" or "%5C" in either case (WSGI and ASGI servers decode the
- * path before routing); else 0. s need not be normalised, nor valid.
+ * path before routing), or begin with "//" (a WHATWG URL parser reads what
+ * follows as a host, so "//x/api" routes as "/api"); else 0. s need not be
+ * normalised, nor valid.
  */
 int path_slash_alias(const char *s, size_t len);
 

@@ -54,11 +54,13 @@ static void fuzz_upgrade(struct evbuffer *log, const struct http_msg *m)
 	evbuffer_add_printf(log, "UPGRADE %s\n", to);
 }
 
-/* 1 when the n bytes at t hold a backslash, %2F or %5C in either case. */
+/* 1 when the n bytes at t start "//" or hold a backslash, %2F or %5C in either case. */
 static int fuzz_slash_alias(const char *t, size_t n)
 {
 	size_t i;
 
+	if (n >= 2 && t[0] == '/' && t[1] == '/')
+		return 1;
 	for (i = 0; i < n; i++) {
 		if (t[i] == '\\' || (n - i >= 3 && (strncasecmp(t + i, "%2F", 3) == 0 ||
 						    strncasecmp(t + i, "%5C", 3) == 0)))

@@ -31,12 +31,14 @@ static int unreserved(int c)
 	       c == '-' || c == '.' || c == '_' || c == '~';
 }
 
-/* 1 when p (n bytes) holds a backslash or %XX decoding to "/" or "\\". */
+/* 1 when p (n bytes) starts "//" or holds a backslash or %XX decoding to "/" or "\\". */
 static int slash_alias(const char *p, size_t n)
 {
 	size_t i;
 	int hi, lo;
 
+	if (n >= 2 && !strncmp(p, "//", 2))
+		return 1;
 	for (i = 0; i < n; i++) {
 		if (p[i] == '\\')
 			return 1;

@@ -16,7 +16,7 @@ from helpers import problem, course, assert_owner, assert_replay_of
 # Spellings of POST /api/courses that frameworks route to one handler.
 BYPASS_VARIANTS = [
     "/api/courses/",
-    "//api//courses",
+    "/api//courses",
     "/api/%63ourses",
     "/api/%63%6F%75rses",
     "/api/courses;x=1",
@@ -87,7 +87,7 @@ def test_match_case_sensitive(proxy, upstream, ids):
     assert_owner(r)
     assert upstream.count(actor=ids.actor) == 1
     # Slashes, dots and encodings still normalise.
-    r = p.post("//api/%45xact/./1/", actor=ids.actor, body=course())
+    r = p.post("/api//%45xact/./1/", actor=ids.actor, body=course())
     problem(r, "idempotency-key-missing", 400)
     assert upstream.count(actor=ids.actor) == 1
 

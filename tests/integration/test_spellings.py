@@ -34,6 +34,8 @@ SPELLINGS = [
     "/x;\\..\\api\\courses",       # the backslash hides in a ;parameter
     "http://test/api%2Fcourses",   # absolute-form
     "http://test\\api/courses",    # a backslash before the path
+    "//x/api/courses",             # a host to a WHATWG URL parser
+    "//api//courses",
 ]
 
 # The spellings each server, asked directly, routes to the protected
@@ -41,7 +43,7 @@ SPELLINGS = [
 ROUTED_DIRECTLY = {
     "wsgi": {"/api%2Fcourses", "/api%2fcourses", "/api/courses%2F", "/api/%2Fcourses"},
     "asgi": {"/api%2Fcourses", "/api%2fcourses", "/api/courses%2F", "/api/%2Fcourses"},
-    "node": {"/api\\courses", "/api/courses\\", "/x;\\..\\api\\courses"},
+    "node": {"/api\\courses", "/api/courses\\", "/x;\\..\\api\\courses", "//x/api/courses"},
 }
 APPS = sorted(ROUTED_DIRECTLY)
 

@@ -8,7 +8,6 @@ connection, so bytes a client sent after its upgrade request never become a
 request. Each test counts the upstream's effects: the requests an upstream
 that takes anything for an upgrade would run after its 101 (`switch:MODE`)."""
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -18,8 +17,7 @@ import pytest
 import websocket
 
 import helpers
-import streams
-from helpers import problem
+from test_spellings import App
 
 # RFC 6455's sample key and the accept it calls for.
 WS_KEY = "dGhlIHNhbXBsZSBub25jZQ=="
@@ -226,63 +224,29 @@ def test_tunnel_log_line(proxy, upstream, ids, closer):
     assert upstream.count(actor=ids.actor) == 1
 
 
-ASGI_APP = '''
-import os
-COUNT = os.environ["PROTECTED_COUNT"]
-
-async def app(scope, receive, send):
-    if scope["type"] != "http":
-        return
-    body = b""
-    while True:
-        msg = await receive()
-        body += msg.get("body", b"")
-        if not msg.get("more_body"):
-            break
-    if scope["method"] == "POST" and scope["path"] == "/api/courses":
-        with open(COUNT, "a") as f:
-            f.write("ran\\n")
-        status, out = 201, b'{"created":true}'
-    else:
-        status, out = 200, b'{}'
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(out)).encode())]})
-    await send({"type": "http.response.body", "body": out})
-'''
-
-
 @pytest.mark.skipif(not shutil.which("nghttp"), reason="nghttp2-client is not installed")
 def test_nghttp_upgrade_in_front_of_hypercorn(proxy, ids, tmp_path):
     """The audit's reproduction with the real tools: `nghttp -u` upgrades an
     HTTP/1.1 connection to h2c (OPTIONS *) and sends a keyless POST to a
     `key required` route over it, to hypercorn, which speaks h2c. The POST
     must never run."""
-    (tmp_path / "app.py").write_text(ASGI_APP)
-    count = tmp_path / "count"
-    port = helpers.free_port()
-    env = dict(os.environ, PROTECTED_COUNT=str(count), PYTHONPATH=str(tmp_path))
-    app = subprocess.Popen(["/usr/bin/python3", "-m", "hypercorn", "--bind",
-                            "127.0.0.1:%d" % port, "app:app"], cwd=str(tmp_path), env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    app = App("asgi")
     try:
-        helpers.wait_port(port, app)
-        # The upstream itself runs the protected handler over the upgrade.
         body = tmp_path / "body.json"
         body.write_text(json.dumps(helpers.course()))
+        # The upstream itself runs the protected handler over the upgrade.
         direct = subprocess.run(["nghttp", "-u", "-d", str(body), "-H", "x-actor-id: a",
-                                 "http://127.0.0.1:%d/api/courses" % port],
+                                 "http://127.0.0.1:%d/api/courses" % app.port],
                                 capture_output=True, text=True, timeout=30)
-        assert direct.returncode == 0 and count.read_text().count("ran") == 1, direct
-        p = proxy(upstream_port=port)
+        assert direct.returncode == 0 and app.count() == 1, direct
+        p = proxy(upstream_port=app.port)
         r = subprocess.run(["nghttp", "-u", "-d", str(body), "-H", "x-actor-id: %s" % ids.actor,
                             "http://127.0.0.1:%d/api/courses" % p.port],
                            capture_output=True, text=True, timeout=30)
-        assert count.read_text().count("ran") == 1, (r.stdout, r.stderr)
-        assert '"created"' not in r.stdout
+        assert app.count() == 1, (r.stdout, r.stderr)
         # The upgrade request was answered and logged as what it was.
         assert helpers.poll(lambda: tunnel_line(p, "*") is not None, 5), p.stderr_tail()
         line = tunnel_line(p, "*")
         assert line["status"] != 0 and "upgrade" not in line, line
     finally:
-        helpers.terminate(app)
+        app.stop()

@@ -132,6 +132,11 @@ int route_template_parse(const char *tmpl, struct path_seg **segs, int *nsegs, c
 	}
 	if (route_check_normal(tmpl, err, errlen))
 		goto out;
+	if (path_slash_alias(tmpl, strlen(tmpl))) {
+		snprintf(err, errlen, "holds %%2F, %%5C or \"\\\": unsafe requests with such a path "
+				      "are refused, so it would never match");
+		goto out;
+	}
 	for (s = tmpl + 1; *s; s++)
 		count += *s == '/';
 	out = calloc(count, sizeof(*out));

@@ -326,8 +326,9 @@ static void request_intercept(struct request *req)
 				   : "the request names no actor");
 		return;
 	case ACTOR_INVALID:
-		if (r->actor == ACTOR_JWT) {
-			snprintf(detail, sizeof(detail), "the bearer token is not valid: %s", why);
+		if (r->actor == ACTOR_JWT || r->actor == ACTOR_AUTHORIZATION) {
+			snprintf(detail, sizeof(detail), "the %s is not valid: %s",
+				 r->actor == ACTOR_JWT ? "bearer token" : "credential", why);
 			request_reject(req, PROBLEM_ACTOR_INVALID, detail);
 		} else {
 			request_reject(req, PROBLEM_ACTOR_INVALID,

@@ -223,6 +223,7 @@ struct conf {
 	int max_connections;           /* client connections, all workers together */
 	struct conf_cidr *trusted_proxies; /* peers whose forwarding headers are kept */
 	int ntrusted_proxies;
+	int underscores_in_headers;    /* header names holding '_' go upstream */
 
 	struct route *routes;          /* file order; the first match wins */
 	int nroutes;

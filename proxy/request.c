@@ -640,9 +640,18 @@ static void request_forward(struct request *req, int streamed)
 			.trusted = req->conn && conf_trusted_proxy(conf, (const struct sockaddr *)&req->conn->peer_addr),
 			.proto = req->conn && req->conn->tls ? "https" : "http",
 			.default_host = conf->upstream_hostport,
+			.underscores = conf->underscores_in_headers,
 		    },
 	};
+	int dropped = forward_dropped_names(req->msg, &p.view);
 
+	if (dropped) {
+		STATS_ADD(req->ctx->stats->dropped_underscore, dropped);
+		log_debug(&req->tag,
+			  "%d header(s) with \"_\" in the name not forwarded "
+			  "(underscores_in_headers off)",
+			  dropped);
+	}
 	request_set_state(req, REQ_FORWARDING);
 	req->upstream_us = clock_now_us();
 	req->relay = relay_start(req->ctx->base, req->ctx->pool, req->conn, req->msg, streamed, &p,

@@ -7,7 +7,8 @@
  * the head taken first and the body streamed (HTTP_OPT_HEAD, interim
  * responses as messages). Every way of feeding must produce the same
  * transcript of messages and final status: an incremental parser must not
- * depend on how its input was cut, nor on whether its bodies stream. Build:
+ * depend on how its input was cut, nor on whether its bodies stream. No
+ * CONNECT request is ever handed out (HTTP_ERR_CONNECT). Build:
  *   clang -fsanitize=fuzzer,address,undefined -I. tests/fuzz/fuzz_http.c \
  *         proxy/http.c -levent
  */
@@ -45,6 +46,8 @@ static void fuzz_record(struct evbuffer *log, const struct http_msg *m)
 	if (m->kind == HTTP_REQUEST) {
 		if (!m->method[0] || !m->target[0] || strlen(m->path) != m->path_len)
 			fuzz_fail("bad request line");
+		if (strcmp(m->method, "CONNECT") == 0)
+			fuzz_fail("a CONNECT request parsed");
 		if (m->query && strlen(m->query) != m->query_len)
 			fuzz_fail("bad query");
 		if (m->content_length >= 0 &&

@@ -117,8 +117,15 @@ static void test_defaults(void)
 	CHECK_STR(c->problem_base, "https://idemproxy.dev/problems/");
 	CHECK(c->max_connections == 10000);
 	CHECK(c->ntrusted_proxies == 0);
+	CHECK(c->underscores_in_headers == 0);
 	CHECK(c->nroutes == 0);
 	conf_free(c);
+
+	c = parse(UPSTREAM "underscores_in_headers on\n");
+	CHECK(c && c->underscores_in_headers == 1);
+	conf_free(c);
+	BAD(UPSTREAM "underscores_in_headers yes\n",
+	    "t.conf:2: invalid underscores_in_headers \"yes\" (off or on)");
 
 	/* an implicit lease follows upstream_timeout */
 	c = parse(UPSTREAM "upstream_timeout 2m\n");

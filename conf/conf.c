@@ -719,24 +719,26 @@ static int conf_set_match(struct conf_parser *p, struct route *r, int argc, char
 
 /*
  * The options of "actor jwt KEYFILE [issuer=ISS] [audience=AUD] [claim=NAME]
- * [leeway=DUR] [header=NAME]", each at most once.
+ * [leeway=DUR] [header=NAME] [require=exp]", each at most once.
  */
 static int conf_set_jwt_options(struct conf_parser *p, struct route *r, int argc, char **argv)
 {
-	static const char *const names[] = {"issuer", "audience", "claim", "leeway", "header"};
-	int seen[5] = {0}, i, k;
+	static const char *const names[] = {"issuer", "audience", "claim",
+					    "leeway", "header",	  "require"};
+	enum { NAMES = sizeof(names) / sizeof(names[0]) };
+	int seen[NAMES] = {0}, i, k;
 
 	for (i = 2; i < argc; i++) {
 		const char *eq = strchr(argv[i], '='), *v = eq ? eq + 1 : NULL;
 
-		for (k = 0; k < 5; k++) {
+		for (k = 0; k < NAMES; k++) {
 			if (eq && (size_t)(eq - argv[i]) == strlen(names[k]) &&
 			    strncmp(argv[i], names[k], eq - argv[i]) == 0)
 				break;
 		}
-		if (k == 5)
+		if (k == NAMES)
 			return conf_error(p, "unknown \"actor jwt\" option \"%s\" (issuer=, audience=, "
-					     "claim=, leeway= or header=)", argv[i]);
+					     "claim=, leeway=, header= or require=)", argv[i]);
 		if (seen[k]++)
 			return conf_error(p, "\"actor jwt\" option \"%s\" given twice", names[k]);
 		if (*v == '\0')
@@ -757,6 +759,12 @@ static int conf_set_jwt_options(struct conf_parser *p, struct route *r, int argc
 		case 3:
 			if (conf_duration_arg(p, v, &r->jwt_leeway_ms))
 				return -1;
+			break;
+		case 5:
+			if (strcmp(v, "exp") != 0)
+				return conf_error(p, "\"actor jwt\" option require= takes \"exp\", not "
+						     "\"%s\"", v);
+			r->jwt_require_exp = 1;
 			break;
 		default:
 			if (!conf_is_token(v))
@@ -1132,6 +1140,7 @@ static const struct conf_choice conf_recovery_modes[] = {
     {"hold", RECOVERY_HOLD}, {"forward", RECOVERY_FORWARD}, {NULL, 0}};
 static const struct conf_choice conf_errors_modes[] = {
     {"problem", ERRORS_PROBLEM}, {"stripe", ERRORS_STRIPE}, {NULL, 0}};
+static const struct conf_choice conf_on_off[] = {{"off", 0}, {"on", 1}, {NULL, 0}};
 static const struct conf_choice conf_match_cases[] = {
     {"insensitive", MATCH_CASE_INSENSITIVE}, {"sensitive", MATCH_CASE_SENSITIVE}, {NULL, 0}};
 
@@ -1183,6 +1192,7 @@ static const struct conf_directive conf_directives[] = {
     CONF_ROW("tunnel_upgrades", CONF_TOP, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_tunnel_upgrades, "websocket", 0),
     CONF_ROW("max_connections", CONF_TOP, 1, 1, CT_INT, TOP(max_connections), conf_set_max_connections, "10000", 0),
     CONF_ROW("trusted_proxies", CONF_TOP, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_trusted_proxies, NULL, 0),
+    CONF_ENUM_ROW("underscores_in_headers", CONF_TOP, TOP(underscores_in_headers), "off", conf_on_off, NULL, 0),
     CONF_ENUM_ROW("store_unavailable", CONF_TOP, TOP(store_unavailable), "fail-closed", conf_store_modes, NULL, 0),
     CONF_ROW("problem_base", CONF_TOP, 1, 1, CT_STRING, TOP(problem_base), conf_set_problem_base, CONF_PROBLEM_BASE_DEFAULT, 0),
     CONF_ROW("route", CONF_TOP, 1, 1, CT_CUSTOM, 0, conf_open_route, NULL, CF_BLOCK | CF_REPEAT),
@@ -1479,6 +1489,7 @@ static int conf_route_inherit(struct conf_parser *p, struct route *dst, const st
 		dst->actor = src->actor;
 		dst->jwt_keys.line = src->jwt_keys.line;
 		dst->jwt_leeway_ms = src->jwt_leeway_ms;
+		dst->jwt_require_exp = src->jwt_require_exp;
 		if (conf_set_str(p, &dst->actor_header, src->actor_header) ||
 		    conf_set_str(p, &dst->jwt_keys.path, src->jwt_keys.path) ||
 		    conf_set_str(p, &dst->jwt_issuer, src->jwt_issuer) ||
@@ -1771,6 +1782,38 @@ const char *conf_restart_only_change(const struct conf *old, const struct conf *
 			return d->name;
 	}
 	return NULL;
+}
+
+/* 1 when route r takes tokens meant for any service: actor jwt without audience=. */
+static int conf_jwt_any_audience(const struct route *r)
+{
+	return r->actor == ACTOR_JWT && !r->jwt_audience;
+}
+
+void conf_warnings(const struct conf *conf, conf_warning_fn say, void *arg)
+{
+	char line[CONF_ERR_MAX];
+	const struct route *r;
+	int i, j;
+
+	for (i = 0; i < conf->nroutes; i++) {
+		r = &conf->routes[i];
+		if (!conf_jwt_any_audience(r))
+			continue;
+		/* Routes that inherit one "actor jwt" share its line: said once. */
+		for (j = 0; j < i; j++) {
+			if (conf_jwt_any_audience(&conf->routes[j]) &&
+			    conf->routes[j].jwt_keys.line == r->jwt_keys.line)
+				break;
+		}
+		if (j < i)
+			continue;
+		snprintf(line, sizeof(line),
+			 "%s:%d: warning: \"actor jwt\" without audience= takes tokens its issuer "
+			 "made for any other service too",
+			 conf->file, r->jwt_keys.line);
+		say(line, arg);
+	}
 }
 
 const struct route *conf_find_route(const struct conf *conf, const char *method, const char *path,

@@ -139,6 +139,7 @@ struct route {
 	char *jwt_audience;            /* ACTOR_JWT: audience=, NULL: not checked */
 	char *jwt_claim;               /* ACTOR_JWT: claim= [sub] */
 	int64_t jwt_leeway_ms;         /* ACTOR_JWT: leeway= [30s] */
+	int jwt_require_exp;           /* ACTOR_JWT: require=exp, tokens without exp refused */
 
 	enum key_mode key;
 	enum fp_mode fingerprint;
@@ -224,6 +225,7 @@ struct conf {
 	int max_connections;           /* client connections, all workers together */
 	struct conf_cidr *trusted_proxies; /* peers whose forwarding headers are kept */
 	int ntrusted_proxies;
+	int underscores_in_headers;    /* header names holding '_' go upstream */
 
 	struct route *routes;          /* file order; the first match wins */
 	int nroutes;
@@ -251,6 +253,15 @@ void conf_free(struct conf *conf);
  * or NULL when a reload may apply new.
  */
 const char *conf_restart_only_change(const struct conf *old, const struct conf *new);
+
+/*
+ * What conf accepts but is likely a mistake, each handed to say as one line
+ * "FILE:LINE: warning: ..." (FILE as given): an "actor jwt" without
+ * audience=, which takes a token its issuer made for another service.
+ * A directive that several routes inherit is said once.
+ */
+typedef void (*conf_warning_fn)(const char *line, void *arg);
+void conf_warnings(const struct conf *conf, conf_warning_fn say, void *arg);
 
 /*
  * The first route whose match accepts METHOD and PATH (normalised, no

@@ -18,6 +18,10 @@
 #define ACTOR_AUTHORIZATION_PREFIX "a:"
 #define ACTOR_ANONYMOUS_ID	   "anonymous"
 
+/* What follows a JWT actor's issuer: its claim is a string, or an integer. */
+#define ACTOR_JWT_STRING  ':'
+#define ACTOR_JWT_INTEGER '#'
+
 int actor_value_ok(const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)s;
@@ -38,19 +42,71 @@ int actor_value_ok(const char *s, size_t n)
 	return 1;
 }
 
-/* "a:" and the hex SHA-256 of the whole Authorization value. */
-static enum actor_result actor_authorization(const struct http_msg *m, char **actor)
+#define ACTOR_BLANK(c) ((c) == ' ' || (c) == '\t')
+
+/*
+ * The canonical form of the Authorization value v in a new *out (*len
+ * bytes): its scheme in lower case, one blank, its credential as sent, so
+ * that "bearer K" and "Bearer  K" are one actor while the credential's own
+ * case counts. Returns ACTOR_INVALID when no credential follows the scheme.
+ */
+static enum actor_result actor_canonical_authorization(const char *v, char **out, size_t *len)
+{
+	const char *scheme, *cred, *end;
+	size_t slen, clen, i;
+
+	while (ACTOR_BLANK(*v))
+		v++;
+	for (scheme = v; *v && !ACTOR_BLANK(*v); v++)
+		;
+	slen = (size_t)(v - scheme);
+	while (ACTOR_BLANK(*v))
+		v++;
+	cred = v;
+	for (end = cred + strlen(cred); end > cred && ACTOR_BLANK(end[-1]); end--)
+		;
+	clen = (size_t)(end - cred);
+	if (slen == 0 || clen == 0)
+		return ACTOR_INVALID;
+	*len = slen + 1 + clen;
+	*out = malloc(*len + 1);
+	if (!*out)
+		return ACTOR_NOMEM;
+	for (i = 0; i < slen; i++)
+		(*out)[i] = scheme[i] >= 'A' && scheme[i] <= 'Z' ? (char)(scheme[i] - 'A' + 'a')
+								 : scheme[i];
+	(*out)[slen] = ' ';
+	memcpy(*out + slen + 1, cred, clen);
+	(*out)[*len] = '\0';
+	return ACTOR_OK;
+}
+
+/* "a:" and the hex SHA-256 of the Authorization value's canonical form. */
+static enum actor_result actor_authorization(const struct http_msg *m, char **actor,
+					     const char **why)
 {
 	static const char hex[] = "0123456789abcdef";
 	unsigned char md[DIGEST_SHA256_LEN];
 	const char *value = http_msg_header(m, "Authorization");
-	char *out;
+	char *canon = NULL, *out;
+	enum actor_result res;
+	size_t len = 0;
+	int failed;
 
 	if (!value)
 		return ACTOR_ABSENT;
-	if (http_msg_header_count(m, "Authorization") > 1 || *value == '\0')
+	if (http_msg_header_count(m, "Authorization") > 1) {
+		*why = "credential given twice";
 		return ACTOR_INVALID;
-	if (digest_sha256_of(value, strlen(value), md) < 0)
+	}
+	res = actor_canonical_authorization(value, &canon, &len);
+	if (res == ACTOR_INVALID)
+		*why = "no credential after the Authorization scheme";
+	if (res != ACTOR_OK)
+		return res;
+	failed = digest_sha256_of(canon, len, md) < 0;
+	free(canon);
+	if (failed)
 		return ACTOR_NOMEM;
 	out = malloc(strlen(ACTOR_AUTHORIZATION_PREFIX) + 2 * sizeof(md) + 1);
 	if (!out)
@@ -92,7 +148,7 @@ static const char *actor_token(const struct route *r, const struct http_msg *m, 
 	return *len ? v : NULL;
 }
 
-/* "j:" LEN ":" ISSUER ":" CLAIM from a verified token. */
+/* "j:" LEN ":" ISSUER ":" CLAIM, or "#" INTEGER for an integer claim, from a verified token. */
 static enum actor_result actor_jwt(const struct route *r, const struct actor_ctx *ax,
 				   const struct http_msg *m, char **actor, const char **why)
 {
@@ -101,6 +157,7 @@ static enum actor_result actor_jwt(const struct route *r, const struct actor_ctx
 	    .audience = r->jwt_audience,
 	    .claim = r->jwt_claim,
 	    .leeway_s = r->jwt_leeway_ms / 1000,
+	    .require_exp = r->jwt_require_exp,
 	};
 	struct jwt_claims claims = {0};
 	enum jwt_result res;
@@ -123,7 +180,8 @@ static enum actor_result actor_jwt(const struct route *r, const struct actor_ctx
 		return ACTOR_INVALID;
 	}
 	iss = claims.issuer ? claims.issuer : "";
-	n = asprintf(actor, ACTOR_JWT_PREFIX "%zu:%s:%s", strlen(iss), iss, claims.actor);
+	n = asprintf(actor, ACTOR_JWT_PREFIX "%zu:%s%c%s", strlen(iss), iss,
+		     claims.actor_integer ? ACTOR_JWT_INTEGER : ACTOR_JWT_STRING, claims.actor);
 	jwt_claims_clear(&claims);
 	if (n < 0)
 		return ACTOR_NOMEM;
@@ -150,7 +208,7 @@ enum actor_result actor_from_request(const struct route *r, const struct actor_c
 		*actor = strdup(ACTOR_ANONYMOUS_ID);
 		return *actor ? ACTOR_OK : ACTOR_NOMEM;
 	case ACTOR_AUTHORIZATION:
-		return actor_authorization(m, actor);
+		return actor_authorization(m, actor, why);
 	case ACTOR_JWT:
 		return actor_jwt(r, ax, m, actor, why);
 	case ACTOR_HEADER:

@@ -15,7 +15,8 @@ enum actor_result {
 	ACTOR_OK,
 	ACTOR_ABSENT,  /* the source is missing (no header, no bearer token) */
 	ACTOR_INVALID, /* empty, given twice, not an actor value (actor_value_ok),
-			* or a token that does not verify */
+			* an Authorization scheme without a credential, or a
+			* token that does not verify */
 	ACTOR_NOMEM,
 };
 
@@ -37,9 +38,13 @@ struct actor_ctx {
 /*
  * The actor of request m on route r as the scope stores it:
  *   actor header     "h:" and the header's value
- *   actor jwt        "j:" LEN ":" ISSUER ":" CLAIM (LEN the issuer's length, so
- *                    two issuers' subjects never meet)
- *   actor authorization  "a:" and the hex SHA-256 of the Authorization value
+ *   actor jwt        "j:" LEN ":" ISSUER ":" CLAIM for a string claim,
+ *                    "j:" LEN ":" ISSUER "#" DIGITS for an integer one (LEN
+ *                    the issuer's length, so two issuers' subjects never
+ *                    meet, nor 123 and "123")
+ *   actor authorization  "a:" and the hex SHA-256 of the Authorization
+ *                    value's canonical form: the scheme in lower case, one
+ *                    blank, the credential as sent (none: ACTOR_INVALID)
  *   actor anonymous  "anonymous"
  * On ACTOR_OK *actor is a new string the caller frees. On ACTOR_INVALID
  * *why (when why is not NULL) says what was wrong, for the log: never the

@@ -353,15 +353,19 @@ static void fact_actor(FILE *f, const struct conf *conf, const struct route *r)
 			fputs(" for audience ", f);
 			contract_code(f, r->jwt_audience);
 		}
-		fputs(", claim ", f);
+		fputs(r->jwt_require_exp ? ", carrying `exp`, claim " : ", claim ", f);
 		contract_code(f, r->jwt_claim ? r->jwt_claim : "sub");
 		fputs(r->actor_header ? ", as the whole value of the " : ", in the ", f);
 		contract_code(f, contract_actor_header(r));
 		fputs(r->actor_header ? " header" : " header (`Bearer TOKEN`)", f);
+		fputs("; a claim that is an integer and one that is a string of the same digits "
+		      "are two actors",
+		      f);
 		break;
 	case ACTOR_AUTHORIZATION:
 		fputs("the `Authorization` header's value (hashed: the credential itself is "
-		      "never stored)",
+		      "never stored), its scheme in any case: `Bearer K` and `bearer  K` are one "
+		      "actor, `Bearer K` and `Bearer k` two",
 		      f);
 		break;
 	default:
@@ -529,6 +533,8 @@ static void contract_actor_fault(FILE *f, const struct route *r, int invalid)
 		fputs("the token does not verify (signature, algorithm, expiry, issuer, audience "
 		      "or claim), is malformed or is given twice",
 		      f);
+		if (r->jwt_require_exp)
+			fputs(", or has no `exp`", f);
 	} else {
 		contract_code(f, contract_actor_header(r));
 		if (r->actor == ACTOR_HEADER)
@@ -537,7 +543,8 @@ static void contract_actor_fault(FILE *f, const struct route *r, int invalid)
 				"control characters",
 				ACTOR_MAX);
 		else
-			fputs(" is empty or given twice", f);
+			fputs(" is empty, has no credential after its scheme, or is given twice",
+			      f);
 	}
 }
 
@@ -1262,6 +1269,7 @@ static void oa_x_key_actor(struct oa *o, const struct route *r)
 		if (r->jwt_audience)
 			oa_kstr(o, "audience", r->jwt_audience);
 		oa_kstr(o, "claim", r->jwt_claim ? r->jwt_claim : "sub");
+		oa_kbool(o, "require_exp", r->jwt_require_exp);
 	}
 	oa_end_map(o);
 }

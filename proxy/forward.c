@@ -91,9 +91,27 @@ static void forward_forwarded(struct evbuffer *out, const struct http_msg *m,
 	evbuffer_add(out, ours, n + 2);
 }
 
-/* Headers of the client's request that idemproxy replaces or drops. */
-static int forward_drops(const struct http_msg *m, const struct http_header *h)
+/* A header name that v does not forward as it is (forward_dropped_names()). */
+static int forward_drops_name(const struct forward_view *v, const struct http_header *h)
 {
+	return !v->underscores && strchr(h->name, '_') != NULL;
+}
+
+int forward_dropped_names(const struct http_msg *m, const struct forward_view *v)
+{
+	int n = 0;
+
+	for (int i = 0; i < m->nheaders; i++)
+		n += forward_drops_name(v, &m->headers[i]);
+	return n;
+}
+
+/* Headers of the client's request that idemproxy replaces or drops. */
+static int forward_drops(const struct http_msg *m, const struct forward_view *v,
+			 const struct http_header *h)
+{
+	if (forward_drops_name(v, h))
+		return 1;
 	switch (h->known) {
 	case HTTP_N_CONTENT_LENGTH:
 	case HTTP_N_EXPECT:
@@ -121,7 +139,7 @@ void forward_build(struct evbuffer *out, struct http_msg *m, const struct forwar
 	http_add_lit(out, " HTTP/1.1\r\n");
 	for (int i = 0; i < m->nheaders; i++) {
 		const struct http_header *h = &m->headers[i];
-		if (!forward_drops(m, h))
+		if (!forward_drops(m, v, h))
 			http_add_field(out, h);
 	}
 	if (!host || !*host) {

@@ -19,11 +19,21 @@ struct forward_view {
 	int trusted;              /* peer is in trusted_proxies: its forwarding headers are kept */
 	const char *proto;        /* "http", or "https" on a TLS listener */
 	const char *default_host; /* Host when the client sent none */
+	int underscores;          /* header names holding '_' go along (underscores_in_headers on) */
 };
 
 /*
+ * How many of m's headers forward_build() leaves out under v for their
+ * name alone: names holding '_', unless v keeps them. CGI, WSGI and PHP
+ * read "X_Actor_Id" and "X-Actor-Id" as one variable (HTTP_X_ACTOR_ID), so
+ * such a name could stand in for a header the upstream trusts.
+ */
+int forward_dropped_names(const struct http_msg *m, const struct forward_view *v);
+
+/*
  * Append request m, as it goes upstream, to out: hop-by-hop headers,
- * Expect and idemproxy's own markers removed, Host added when m has none.
+ * Expect, idemproxy's own markers and the names forward_dropped_names()
+ * counts removed, Host added when m has none.
  * X-Forwarded-For, X-Forwarded-Proto, X-Forwarded-Host, Forwarded and
  * X-Real-IP say what idemproxy saw (v); from a trusted peer its own values
  * are kept, the peer appended to the two lists (X-Forwarded-For,

@@ -297,7 +297,7 @@ static long http_absolute_path(const char *target, size_t t)
  * Parse the request-line (len bytes, NUL-terminated at len) in place into
  * m; the path (normalised, path.h) and the query are copied into area,
  * which has room for len + 2 bytes. Returns HTTP_DONE, HTTP_ERR_BAD,
- * HTTP_ERR_METHOD or HTTP_ERR_TARGET.
+ * HTTP_ERR_METHOD, HTTP_ERR_CONNECT or HTTP_ERR_TARGET.
  */
 static enum http_status http_parse_request_line(struct http_msg *m, char *line, size_t len,
 						char *area)
@@ -324,6 +324,8 @@ static enum http_status http_parse_request_line(struct http_msg *m, char *line, 
 		return HTTP_ERR_BAD;
 	if (!http_method_ok(line))
 		return HTTP_ERR_METHOD;
+	if (strcmp(line, "CONNECT") == 0)
+		return HTTP_ERR_CONNECT;
 	m->method = line;
 	m->target = target;
 	q = memchr(target, '?', t);
@@ -575,8 +577,8 @@ static int http_check_fields(struct http_msg *m, const struct http_fields *f)
  * Allocate the message for a head of head_len bytes at the start of in
  * (found by the scan), move the head into it and parse it into p->msg,
  * which owns it. Returns HTTP_DONE, or an error: HTTP_ERR_BAD when the
- * head is malformed or memory ran out, HTTP_ERR_METHOD or HTTP_ERR_TARGET
- * for a request line that is well-formed but not acceptable.
+ * head is malformed or memory ran out, HTTP_ERR_METHOD, HTTP_ERR_CONNECT or
+ * HTTP_ERR_TARGET for a request line that is well-formed but not acceptable.
  */
 static enum http_status http_parse_head(struct http_parser *p, struct evbuffer *in)
 {

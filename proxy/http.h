@@ -100,6 +100,7 @@ enum http_status {
 	HTTP_HEAD,              /* HTTP_OPT_HEAD: a head is complete and a body follows */
 	HTTP_ERR_BAD,           /* malformed or ambiguous framing */
 	HTTP_ERR_METHOD,        /* a request method other than A-Z, '-' and '_' */
+	HTTP_ERR_CONNECT,       /* CONNECT, whatever its target: idemproxy opens no tunnel to it */
 	HTTP_ERR_TARGET,        /* a request path that cannot be normalised (path.h) */
 	HTTP_ERR_HEAD_TOO_LARGE,
 	HTTP_ERR_TARGET_TOO_LONG, /* a request line alone over HTTP_MAX_HEAD */

@@ -361,7 +361,9 @@ int jwks_parse(const char *text, size_t len, struct jwks **out, char *err, size_
 		goto out;
 	}
 	if (json_tree_safe(text, len) < 0) {
-		jwk_err(err, errlen, "not JSON, or JSON with NUL, comments or deep nesting");
+		jwk_err(err, errlen,
+			"not JSON, or JSON with NUL, comments, an unpaired surrogate escape or "
+			"deep nesting");
 		goto out;
 	}
 	copy = malloc(len + 1);

@@ -36,6 +36,7 @@ static const char *const jwt_result_names[] = {
 	[JWT_BAD_ISSUER] = "bad-issuer",
 	[JWT_BAD_AUDIENCE] = "bad-audience",
 	[JWT_NO_CLAIM] = "no-claim",
+	[JWT_NO_EXP] = "no-exp",
 	[JWT_NOMEM] = "out-of-memory",
 };
 _Static_assert(sizeof(jwt_result_names) / sizeof(jwt_result_names[0]) == JWT_NOMEM + 1,
@@ -155,8 +156,8 @@ static int jwt_audience_has(yajl_val aud, const char *want)
 	return 0;
 }
 
-/* The actor claim's value as text in a new *out. */
-static enum jwt_result jwt_actor(yajl_val v, char **out)
+/* The actor claim's value as text in a new c->actor, and whether it is an integer. */
+static enum jwt_result jwt_actor(yajl_val v, struct jwt_claims *c)
 {
 	char num[24];
 	size_t len;
@@ -165,14 +166,15 @@ static enum jwt_result jwt_actor(yajl_val v, char **out)
 		len = strlen(v->u.string);
 		if (len == 0 || len > JWT_ACTOR_MAX)
 			return JWT_NO_CLAIM;
-		*out = strdup(v->u.string);
+		c->actor = strdup(v->u.string);
 	} else if (YAJL_IS_INTEGER(v)) {
 		snprintf(num, sizeof(num), "%lld", YAJL_GET_INTEGER(v));
-		*out = strdup(num);
+		c->actor = strdup(num);
+		c->actor_integer = 1;
 	} else {
 		return JWT_NO_CLAIM;
 	}
-	return *out ? JWT_OK : JWT_NOMEM;
+	return c->actor ? JWT_OK : JWT_NOMEM;
 }
 
 /*
@@ -196,6 +198,8 @@ static enum jwt_result jwt_claims_check(yajl_val p, const struct jwt_rules *rule
 	    jwt_time(exp, &texp) < 0 || jwt_time(nbf, &tnbf) < 0 || jwt_time(iat, &tiat) < 0 ||
 	    (iss && !YAJL_IS_STRING(iss)))
 		return JWT_MALFORMED;
+	if (!exp && rules->require_exp)
+		return JWT_NO_EXP;
 	if (exp && texp + leeway <= now)
 		return JWT_EXPIRED;
 	if ((nbf && tnbf - leeway > now) || (iat && tiat - leeway > now))
@@ -204,7 +208,7 @@ static enum jwt_result jwt_claims_check(yajl_val p, const struct jwt_rules *rule
 		return JWT_BAD_ISSUER;
 	if (rules->audience && !jwt_audience_has(aud, rules->audience))
 		return JWT_BAD_AUDIENCE;
-	r = jwt_actor(actor, &out->actor);
+	r = jwt_actor(actor, out);
 	if (r != JWT_OK)
 		return r;
 	if (iss && !(out->issuer = strdup(iss->u.string)))
@@ -333,6 +337,7 @@ static int jwt_cache_key(struct jwt_cache *c, const struct jwt_rules *rules, con
 	if (EVP_DigestInit_ex(md, digest_sha256(), NULL) && jwt_digest_string(md, rules->issuer) &&
 	    jwt_digest_string(md, rules->audience) && jwt_digest_string(md, rules->claim) &&
 	    EVP_DigestUpdate(md, &rules->leeway_s, sizeof(rules->leeway_s)) &&
+	    EVP_DigestUpdate(md, &rules->require_exp, sizeof(rules->require_exp)) &&
 	    EVP_DigestUpdate(md, token, n) && EVP_DigestFinal_ex(md, out, NULL))
 		return 0;
 	return -1;
@@ -343,6 +348,7 @@ static enum jwt_result jwt_claims_copy(const struct jwt_claims *src, struct jwt_
 {
 	dst->issuer = src->issuer ? strdup(src->issuer) : NULL;
 	dst->actor = strdup(src->actor);
+	dst->actor_integer = src->actor_integer;
 	dst->exp = src->exp;
 	if (!dst->actor || (src->issuer && !dst->issuer)) {
 		jwt_claims_clear(dst);

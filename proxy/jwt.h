@@ -19,6 +19,7 @@ struct jwt_rules {
 	const char *audience; /* NULL: not checked; else aud (string or array of strings) must contain it */
 	const char *claim;    /* the actor claim, e.g. "sub" (never NULL) */
 	int64_t leeway_s;     /* clock skew allowed for exp/nbf/iat, >= 0 */
+	int require_exp;      /* 1: a token without exp is JWT_NO_EXP */
 };
 
 enum jwt_result {
@@ -32,6 +33,7 @@ enum jwt_result {
 	JWT_BAD_ISSUER,
 	JWT_BAD_AUDIENCE,
 	JWT_NO_CLAIM, /* claim absent, not a string or integer, or a string not 1..JWT_ACTOR_MAX bytes */
+	JWT_NO_EXP,   /* rules->require_exp and the token has no exp */
 	JWT_NOMEM,
 };
 
@@ -42,6 +44,7 @@ const char *jwt_result_name(enum jwt_result r);
 struct jwt_claims {
 	char *issuer; /* iss, NULL when absent (malloc'd) */
 	char *actor;  /* the claim's value as text: a string as is, an integer in decimal (malloc'd) */
+	int actor_integer; /* 1 when the claim is an integer: 123 and "123" are two actors */
 	int64_t exp;  /* seconds, 0 when absent */
 };
 
@@ -53,9 +56,11 @@ void jwt_claims_clear(struct jwt_claims *c); /* frees the members and zeroes c *
  * RS256/384/512 and PS256 (RSA), ES256 (P-256), ES384 (P-384), EdDSA
  * (Ed25519). The key is the one named by the header's kid, or without kid
  * the only key that fits the alg. exp, nbf and iat may be integers or reals
- * (fractions of a second are dropped); a member read here appears once.
- * On JWT_OK *out holds the claims (the caller clears them); on anything
- * else *out is zeroed. Several threads may verify against one key set.
+ * (fractions of a second are dropped); a member read here appears once,
+ * and neither part's JSON may hold what yajl would repair (json.h): a
+ * subject "a\ud800" is malformed, never "a?". On JWT_OK *out holds the
+ * claims (the caller clears them); on anything else *out is zeroed.
+ * Several threads may verify against one key set.
  */
 enum jwt_result jwt_verify(const struct jwks *keys, const struct jwt_rules *rules, const char *token,
 			   size_t n, int64_t now_s, struct jwt_claims *out)

@@ -373,6 +373,10 @@ static void listener_process(struct client_conn *c)
 			listener_refuse(c, PROBLEM_BAD_REQUEST,
 					"a method is upper-case letters, \"-\" and \"_\"");
 			return;
+		case HTTP_ERR_CONNECT:
+			listener_refuse(c, PROBLEM_BAD_REQUEST,
+					"CONNECT is not relayed: idemproxy opens no tunnels");
+			return;
 		case HTTP_ERR_TARGET:
 			listener_refuse(c, PROBLEM_BAD_REQUEST,
 					"the request path cannot be normalised (a malformed "

@@ -328,8 +328,9 @@ static void request_intercept(struct request *req)
 				   : "the request names no actor");
 		return;
 	case ACTOR_INVALID:
-		if (r->actor == ACTOR_JWT) {
-			snprintf(detail, sizeof(detail), "the bearer token is not valid: %s", why);
+		if (r->actor == ACTOR_JWT || r->actor == ACTOR_AUTHORIZATION) {
+			snprintf(detail, sizeof(detail), "the %s is not valid: %s",
+				 r->actor == ACTOR_JWT ? "bearer token" : "credential", why);
 			request_reject(req, PROBLEM_ACTOR_INVALID, detail);
 		} else {
 			request_reject(req, PROBLEM_ACTOR_INVALID,
@@ -643,10 +644,19 @@ static void request_forward(struct request *req, int streamed)
 			.trusted = req->conn && conf_trusted_proxy(conf, (const struct sockaddr *)&req->conn->peer_addr),
 			.proto = req->conn && req->conn->tls ? "https" : "http",
 			.default_host = conf->upstream_hostport,
+			.underscores = conf->underscores_in_headers,
 		    },
 	};
+	int dropped = forward_dropped_names(req->msg, &p.view);
 
 	req->upgrade = p.upgrade;
+	if (dropped) {
+		STATS_ADD(req->ctx->stats->dropped_underscore, dropped);
+		log_debug(&req->tag,
+			  "%d header(s) with \"_\" in the name not forwarded "
+			  "(underscores_in_headers off)",
+			  dropped);
+	}
 	request_set_state(req, REQ_FORWARDING);
 	req->upstream_us = clock_now_us();
 	req->relay = relay_start(req->ctx->base, req->ctx->pool, req->conn, req->msg, streamed, &p,

@@ -204,6 +204,10 @@ static const struct stats_simple {
 		     "Outcome writes refused because the record was taken over.", fenced),
 	STATS_SIMPLE("idemproxy_waits_total", NULL, "counter",
 		     "Duplicates that waited for a running owner (in_progress wait).", waits),
+	STATS_SIMPLE("idemproxy_headers_dropped_total", "reason=\"underscore\"", "counter",
+		     "Client request headers not forwarded upstream, by reason: a name holding an "
+		     "underscore (underscores_in_headers off).",
+		     dropped_underscore),
 	STATS_SIMPLE("idemproxy_client_connections", NULL, "gauge", "Open client connections.",
 		     client_conns),
 	STATS_SIMPLE("idemproxy_requests_active", NULL, "gauge", "Requests being handled.",

@@ -50,6 +50,7 @@ struct stats {
 	_Atomic int64_t conflicts;     /* same key, another request */
 	_Atomic int64_t fenced;	       /* outcome writes refused by fencing */
 	_Atomic int64_t waits;	       /* duplicates that waited (in_progress wait) */
+	_Atomic int64_t dropped_underscore; /* request headers not forwarded: a name holding '_' */
 	/* Gauges, refreshed by the worker's timer. */
 	_Atomic int64_t client_conns;
 	_Atomic int64_t requests_active;

@@ -9,9 +9,10 @@
  * transcript of messages and final status: an incremental parser must not
  * depend on how its input was cut, nor on whether its bodies stream. A
  * request's slash_alias must say whether its target before the query holds
- * a backslash, %2F or %5C, and a request is asked which protocol it may
+ * a backslash, %2F or %5C, a request is asked which protocol it may
  * upgrade to (upgrade.h), which must be one of the allowed ones when there
- * is one. Built by the Makefile (`make fuzz`).
+ * is one, and no CONNECT request is ever handed out (HTTP_ERR_CONNECT).
+ * Built by the Makefile (`make fuzz`).
  */
 #include "proxy/http.h"
 #include "proxy/upgrade.h"
@@ -83,6 +84,8 @@ static void fuzz_record(struct evbuffer *log, const struct http_msg *m)
 	if (m->kind == HTTP_REQUEST) {
 		if (!m->method[0] || !m->target[0] || strlen(m->path) != m->path_len)
 			fuzz_fail("bad request line");
+		if (strcmp(m->method, "CONNECT") == 0)
+			fuzz_fail("a CONNECT request parsed");
 		if (m->query && strlen(m->query) != m->query_len)
 			fuzz_fail("bad query");
 		if (m->raw_path_len != strcspn(m->target, "?") ||

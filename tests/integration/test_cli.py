@@ -35,6 +35,32 @@ def test_check_good_config(binary, tmp_path):
     assert r.returncode == 0, r.stderr
 
 
+def test_check_warns_of_a_jwt_route_without_audience(binary, tmp_path):
+    """A token its issuer made for another service would be taken: -t says
+    so as FILE:LINE: warning: and still exits 0; once per directive line."""
+    keys = tmp_path / "keys.json"
+    keys.write_text('{"keys": [{"kty": "oct", "kid": "h", "k": "%s"}]}' % ("A" * 43))
+    text = ("upstream http://127.0.0.1:1\nactor jwt %s\n"
+            "route a.op {\n    match POST /a\n}\n"
+            "route b.op {\n    match POST /b\n}\n"
+            "route c.op {\n    match POST /c\n    actor jwt %s audience=api\n}\n"
+            "route d.op {\n    match POST /d\n    actor jwt %s leeway=5s\n}\n"
+            % (keys, keys, keys))
+    conf = write_conf(tmp_path, text)
+    r = run(binary, "-t", "-c", conf)
+    assert r.returncode == 0, r.stderr
+    warnings = [l for l in r.stderr.splitlines() if ": warning: " in l]
+    assert [l.split(": warning: ")[0] for l in warnings] == ["%s:2" % conf, "%s:15" % conf], \
+        r.stderr
+    assert all("audience=" in l for l in warnings), warnings
+    assert "configuration ok" in r.stdout
+    quiet = write_conf(tmp_path, text.replace("actor jwt %s\n" % keys,
+                                              "actor jwt %s audience=api\n" % keys, 1)
+                       .replace("leeway=5s", "audience=api leeway=5s"), "quiet.conf")
+    r = run(binary, "-t", "-c", quiet)
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+
+
 def test_check_unknown_directive_names_file_and_line(binary, tmp_path):
     text = "listen 127.0.0.1:8080\n# a comment\nfrobnicate yes\n" + \
         "actor header X-Actor-Id\n" + conftest.BASE_ROUTES

@@ -12,6 +12,7 @@ import pytest
 import helpers
 from conftest import Cluster
 from helpers import problem, course, assert_owner, assert_replay_of
+from test_admin import admin_proxy, poll_metrics
 
 # Spellings of POST /api/courses that frameworks route to one handler.
 BYPASS_VARIANTS = [
@@ -118,6 +119,82 @@ def test_extension_methods_pass_through(proxy, upstream, ids):
         assert r.status == 200, r
         assert r.json()["method"] == method
     assert upstream.count(actor=ids.actor) == 3
+
+
+def test_connect_is_refused(proxy, upstream, ids):
+    """CONNECT never reaches the upstream, whatever its target (an origin-form
+    path included): 400 bad-request, the connection closed, logged and
+    counted like any refusal at the HTTP layer."""
+    p = admin_proxy(proxy)
+    targets = ["/api/courses", "/anything?x=1", "127.0.0.1:%d" % upstream.port, "*",
+               "http://test/api/courses"]
+    for target in targets:
+        for key in (None, ids.key()):
+            extra = "\r\nIdempotency-Key: %s" % key if key else ""
+            r, closed = raw_request(p.port, "CONNECT %s HTTP/1.1%s" % (target, extra), ids.actor)
+            body = problem(r, "bad-request", 400)
+            assert "CONNECT" in body["detail"], body
+            assert closed
+    assert upstream.count(actor=ids.actor) == 0
+    assert upstream.count(method="CONNECT") == 0
+    refused = 2 * len(targets)
+    assert poll_metrics(p, lambda m: m.get("idemproxy_http_refusals_total", status="400")
+                        == refused), "not counted"
+    lines = helpers.poll(lambda: [d for d in p.log_lines() if d.get("status") == 400 and
+                                  d.get("outcome") == "rejected"][refused - 1:])
+    assert lines, p.stderr_tail()
+    # Still an ordinary proxy for everything else.
+    assert p.request("GET", "/api/courses", [("X-Actor-Id", ids.actor)]).status == 200
+    assert upstream.count(actor=ids.actor) == 1
+
+
+UNDERSCORED = [("X_Actor_Id", "mallory"), ("x_other", "1"), ("X-Fine_", "2")]
+
+
+def underscored_names(entry):
+    return [k for k, _ in entry.headers.pairs if "_" in k]
+
+
+def test_underscore_header_names_never_reach_the_upstream(proxy, upstream, ids):
+    """CGI, WSGI and PHP read X_Actor_Id as X-Actor-Id: such names are
+    dropped on the way upstream (intercepted and relayed alike), counted;
+    idemproxy itself compares names exactly, so X_Actor_Id is no actor."""
+    p = admin_proxy(proxy)
+    key = ids.key()
+    owner = p.post("/api/courses", key=key, actor=ids.actor, body=course(), headers=UNDERSCORED)
+    assert_owner(owner)
+    assert_replay_of(p.post("/api/courses", key=key, actor=ids.actor, body=course(),
+                            headers=UNDERSCORED), owner)
+    r = p.request("GET", "/api/courses", [("X-Actor-Id", ids.actor)] + UNDERSCORED)
+    assert r.status == 200
+    sent = upstream.requests(actor=ids.actor)
+    assert [e.method for e in sent] == ["POST", "GET"]
+    for e in sent:
+        assert underscored_names(e) == [], e.headers
+        assert e.headers.get_all("X-Actor-Id") == [ids.actor]
+    # X_Actor_Id does not stand in for the actor header.
+    other = ids.key()
+    problem(p.post("/api/courses", key=other, body=course(), headers=UNDERSCORED),
+            "actor-missing", 401)
+    assert upstream.count(key=other) == 0
+    assert upstream.count(key=key) == 1
+    # The replay went nowhere: two forwarded requests dropped three each.
+    assert poll_metrics(p, lambda m: m.get("idemproxy_headers_dropped_total",
+                                           reason="underscore") == 6), "not counted"
+
+
+def test_underscores_in_headers_on_keeps_them(proxy, upstream, ids):
+    p = admin_proxy(proxy, {"underscores_in_headers": "on"})
+    key = ids.key()
+    assert_owner(p.post("/api/courses", key=key, actor=ids.actor, body=course(),
+                        headers=UNDERSCORED))
+    sent = upstream.requests(key=key)
+    assert len(sent) == 1
+    assert underscored_names(sent[0]) == [k for k, _ in UNDERSCORED]
+    assert sent[0].headers.get("X_Actor_Id") == "mallory"
+    m = poll_metrics(p, lambda m: m.get("idemproxy_headers_dropped_total",
+                                        reason="underscore") is not None)
+    assert m.get("idemproxy_headers_dropped_total", reason="underscore") == 0
 
 
 UNNORMALISABLE = ["/api/%zz", "/api/%4", "/api/courses%", "/api/%00", "/api/a%00b",

@@ -170,7 +170,7 @@ def test_claim_header_and_issuer_options(proxy, upstream, pg, ids, tmp_path):
     assert_refused(post(p, tok, key), "actor-missing", False)
     owner = post(p, tok, key, header="X-Token", scheme="")
     assert_owner(owner)
-    assert stored_actors(pg, key) == ["j:%d:%s:4711" % (len(ISSUER), ISSUER)]
+    assert stored_actors(pg, key) == ["j:%d:%s#4711" % (len(ISSUER), ISSUER)]
     # A token past its exp by more than the leeway is refused; within, taken.
     now = int(time.time())
     late = jwtkit.token(k, {"iss": ISSUER, "uid": 4711, "exp": now - 2})
@@ -226,6 +226,13 @@ def test_check_reports_a_bad_key_set(binary, tmp_path):
         conf, tmp_path / "nowhere.json")), r.stderr
 
 
+def canonical(authorization):
+    """An Authorization value as actor authorization hashes it: the scheme
+    in lower case, one blank, the credential as sent."""
+    scheme, cred = authorization.strip().split(None, 1)
+    return scheme.lower() + " " + cred.strip()
+
+
 def test_authorization_actor_is_a_hash(proxy, upstream, pg, ids):
     routes = """
 route authz.op {
@@ -249,8 +256,112 @@ route authz.op {
     assert_replay_of(call(secret_a), a)
     assert upstream.count(key=key) == 2
     assert sorted(stored_actors(pg, key)) == sorted(
-        "a:" + hashlib.sha256(s.encode()).hexdigest() for s in (secret_a, secret_b))
+        "a:" + hashlib.sha256(canonical(s).encode()).hexdigest() for s in (secret_a, secret_b))
     assert_refused(call(None), "actor-missing", False)
     assert upstream.count(key=key) == 2
     for s in (secret_a, secret_b):
         assert s.split()[1] not in p.stderr_text()
+
+
+def authz_proxy(proxy):
+    return proxy(routes="""
+route authz.op {
+    match        POST /api/authz
+    actor        authorization
+}
+""")
+
+
+def authz_post(p, key, auth, body=None):
+    h = [("Idempotency-Key", key), ("Content-Type", "application/json")]
+    if auth is not None:
+        h.append(("Authorization", auth))
+    return p.request("POST", "/api/authz", h, body or course())
+
+
+def test_authorization_scheme_spelling_is_one_actor(proxy, upstream, pg, ids):
+    """A client library that re-spells the scheme between retries is still
+    one actor; the credential's own case is not the scheme's."""
+    p = authz_proxy(proxy)
+    key, cred = ids.key(), "sk_live_" + ids.key()
+    owner = authz_post(p, key, "bearer " + cred)
+    assert_owner(owner)
+    for spelling in ("Bearer  " + cred, "BEARER\t" + cred, " Bearer " + cred + " "):
+        assert_replay_of(authz_post(p, key, spelling), owner)
+    assert upstream.count(key=key) == 1
+    # Another credential case is another credential: a second actor.
+    assert_owner(authz_post(p, key, "Bearer " + cred.upper(), course(title="Other")))
+    assert upstream.count(key=key) == 2
+    assert sorted(stored_actors(pg, key)) == sorted(
+        "a:" + hashlib.sha256(("bearer " + c).encode()).hexdigest() for c in (cred, cred.upper()))
+    # A scheme with no credential is no actor.
+    for bare in ("Bearer", "Bearer   ", "Basic"):
+        refused = ids.key()
+        assert_refused(authz_post(p, refused, bare), "actor-invalid", True)
+        assert upstream.count(key=refused) == 0
+    assert cred not in p.stderr_text()
+
+
+def test_integer_and_string_subjects_are_two_scopes(proxy, upstream, pg, ids, tmp_path):
+    k = jwtkit.Key("ES256", kid="one")
+    p = jwt_proxy(proxy, tmp_path, [k], "audience=api")
+    key = ids.key()
+    number = post(p, jwtkit.token(k, {"sub": 123, "aud": "api"}), key)
+    text = post(p, jwtkit.token(k, {"sub": "123", "aud": "api"}), key)
+    assert_owner(number)
+    assert_owner(text)
+    assert upstream.count(key=key) == 2
+    assert_replay_of(post(p, jwtkit.token(k, {"sub": 123, "aud": "api"}), key), number)
+    assert_replay_of(post(p, jwtkit.token(k, {"sub": "123", "aud": "api"}), key), text)
+    assert upstream.count(key=key) == 2
+    # A string subject keeps the form records made before had.
+    assert sorted(stored_actors(pg, key)) == ["j:0:#123", "j:0::123"]
+
+
+def test_subject_the_parser_would_repair_is_refused(proxy, upstream, pg, ids, tmp_path):
+    """yajl reads a lone surrogate "a\\ud800" as "a?": such a subject is
+    refused, never one actor with "a?"."""
+    k = jwtkit.Key("ES256", kid="one")
+    p = jwt_proxy(proxy, tmp_path, [k], "audience=api")
+    key = ids.key()
+    for sub in ("a\ud800", "a\udc00", "a\ud800\u0041"):
+        tok = jwtkit.token(k, {"sub": sub, "aud": "api"})
+        assert "\\u" in jwtkit.base64.urlsafe_b64decode(tok.split(".")[1] + "==").decode()
+        assert_refused(post(p, tok, key), "actor-invalid", True)
+    assert upstream.count(key=key) == 0
+    assert stored_actors(pg, key) == []
+    owner = post(p, jwtkit.token(k, {"sub": "a?", "aud": "api"}), key)
+    assert_owner(owner)
+    assert_replay_of(post(p, jwtkit.token(k, {"sub": "a?", "aud": "api"}), key), owner)
+    assert_refused(post(p, jwtkit.token(k, {"sub": "a\ud800", "aud": "api"}), key),
+                   "actor-invalid", True)
+    assert upstream.count(key=key) == 1
+    assert stored_actors(pg, key) == ["j:0::a?"]
+
+
+def test_require_exp(proxy, upstream, ids, tmp_path):
+    k = jwtkit.Key("EdDSA", kid="ed")
+    p = jwt_proxy(proxy, tmp_path, [k], "audience=api require=exp")
+    key = ids.key()
+    resp = post(p, jwtkit.token(k, {"exp": None, "aud": "api"}), key)
+    assert_refused(resp, "actor-invalid", True)
+    assert "no-exp" in resp.json()["detail"], resp.json()
+    assert upstream.count(key=key) == 0
+    assert_owner(post(p, jwtkit.token(k, {"aud": "api"}), key))
+    assert upstream.count(key=key) == 1
+
+
+def test_start_up_warns_of_a_jwt_route_without_audience(proxy, upstream, ids, tmp_path):
+    p = jwt_proxy(proxy, tmp_path, [jwtkit.Key("ES256", kid="one")])
+    line = 1 + open(p.conf).read().split("\n").index("    actor        jwt %s " % p.keyfile)
+
+    def warned(proc):
+        return [d for d in proc.log_lines() if d["level"] == "warn" and
+                "without audience=" in d.get("msg", "")]
+    got = helpers.poll(lambda: warned(p))
+    assert len(got) == 1, p.stderr_tail()
+    assert got[0]["msg"].startswith("%s:%d: warning: " % (p.conf, line)), got
+    quiet = jwt_proxy(proxy, tmp_path, [jwtkit.Key("ES256", kid="two")], "audience=api",
+                      name="other.json")
+    # Warnings are written before the workers start, whose lines came in.
+    assert warned(quiet) == []

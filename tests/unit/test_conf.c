@@ -117,8 +117,15 @@ static void test_defaults(void)
 	CHECK_STR(c->problem_base, "https://idemproxy.dev/problems/");
 	CHECK(c->max_connections == 10000);
 	CHECK(c->ntrusted_proxies == 0);
+	CHECK(c->underscores_in_headers == 0);
 	CHECK(c->nroutes == 0);
 	conf_free(c);
+
+	c = parse(UPSTREAM "underscores_in_headers on\n");
+	CHECK(c && c->underscores_in_headers == 1);
+	conf_free(c);
+	BAD(UPSTREAM "underscores_in_headers yes\n",
+	    "t.conf:2: invalid underscores_in_headers \"yes\" (off or on)");
 
 	/* an implicit lease follows upstream_timeout */
 	c = parse(UPSTREAM "upstream_timeout 2m\n");
@@ -439,7 +446,7 @@ static void test_errors(void)
 	BAD(UPSTREAM "actor jwt\n", "t.conf:2: \"actor jwt\" needs a key file (a JWKS document)");
 	BAD(UPSTREAM "actor jwt k.json iss=x\n",
 	    "t.conf:2: unknown \"actor jwt\" option \"iss=x\" (issuer=, audience=, claim=, "
-	    "leeway= or header=)");
+	    "leeway=, header= or require=)");
 	BAD(UPSTREAM "actor jwt k.json claim=a claim=b\n",
 	    "t.conf:2: \"actor jwt\" option \"claim\" given twice");
 	BAD(UPSTREAM "actor jwt k.json audience=\n",
@@ -447,6 +454,10 @@ static void test_errors(void)
 	BAD(UPSTREAM "actor jwt k.json leeway=30\n",
 	    "t.conf:2: invalid duration \"30\"");
 	BAD(UPSTREAM "actor jwt k.json \"header=X Y\"\n", "t.conf:2: invalid header name \"X Y\"");
+	BAD(UPSTREAM "actor jwt k.json require=nbf\n",
+	    "t.conf:2: \"actor jwt\" option require= takes \"exp\", not \"nbf\"");
+	BAD(UPSTREAM "actor jwt k.json require=exp require=exp\n",
+	    "t.conf:2: \"actor jwt\" option \"require\" given twice");
 	BAD(UPSTREAM "actor authorization x\n",
 	    "t.conf:2: \"actor authorization\" takes no arguments");
 	BAD(UPSTREAM "actor cookie\n",
@@ -814,8 +825,17 @@ static void test_identity(void)
 		CHECK_STR(a->jwt_claim, "uid");
 		CHECK_STR(a->actor_header, "X-Token");
 		CHECK(a->jwt_leeway_ms == 5000);
+		CHECK(a->jwt_require_exp == 0);
 		CHECK(b->actor == ACTOR_AUTHORIZATION);
 	}
+	conf_free(c);
+
+	/* require=exp, inherited like the other options. */
+	c = parse(UPSTREAM "actor jwt k.json require=exp\nroute a {\nmatch POST /a\n}\n"
+			   "route b {\nmatch POST /b\nactor jwt k.json\n}\n");
+	CHECK(c && c->nroutes == 2);
+	if (c && c->nroutes == 2)
+		CHECK(c->routes[0].jwt_require_exp == 1 && c->routes[1].jwt_require_exp == 0);
 	conf_free(c);
 
 	/* Defaults, and paths taken from the configuration file's directory. */
@@ -834,6 +854,46 @@ static void test_identity(void)
 	conf_free(c);
 }
 
+static void collect_warning(const char *line, void *arg)
+{
+	char *all = arg;
+	size_t n = strlen(all);
+
+	snprintf(all + n, CONF_ERR_MAX * 4 - n, "%s\n", line);
+}
+
+/* conf_warnings(): an actor jwt without audience=, once per directive line. */
+static void test_warnings(void)
+{
+	static char said[CONF_ERR_MAX * 4];
+	struct conf *c;
+
+	c = parse(UPSTREAM "actor jwt k.json\n"
+			   "route a {\nmatch POST /a\n}\n"
+			   "route b {\nmatch POST /b\n}\n"
+			   "route c {\nmatch POST /c\nactor jwt k.json audience=api\n}\n"
+			   "route d {\nmatch POST /d\nactor jwt k.json require=exp\n}\n"
+			   "route e {\nmatch POST /e\nactor authorization\n}\n");
+	CHECK(c != NULL);
+	if (!c)
+		return;
+	said[0] = '\0';
+	conf_warnings(c, collect_warning, said);
+	CHECK_STR(said, "t.conf:2: warning: \"actor jwt\" without audience= takes tokens its "
+			"issuer made for any other service too\n"
+			"t.conf:15: warning: \"actor jwt\" without audience= takes tokens its "
+			"issuer made for any other service too\n");
+	conf_free(c);
+
+	c = parse(UPSTREAM "actor jwt k.json audience=api\nroute a {\nmatch POST /a\n}\n");
+	CHECK(c != NULL);
+	said[0] = '\0';
+	if (c)
+		conf_warnings(c, collect_warning, said);
+	CHECK_STR(said, "");
+	conf_free(c);
+}
+
 int main(void)
 {
 	test_durations();
@@ -847,6 +907,7 @@ int main(void)
 	test_find();
 	test_trusted_proxies();
 	test_identity();
+	test_warnings();
 	test_load();
 	test_restart_only();
 	UNIT_DONE("conf");

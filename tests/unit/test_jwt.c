@@ -248,18 +248,18 @@ static struct jwks *set_of(const char *json)
 	return keys;
 }
 
-static struct jwt_rules rules = {NULL, NULL, "sub", 30};
+static struct jwt_rules rules = {NULL, NULL, "sub", 30, 0};
 
 /* jwt_verify() at NOW with rules r; the actor, if any, into actor (200 + 1 bytes). */
 static enum jwt_result verify_with(const struct jwks *keys, const struct jwt_rules *r,
 				   const char *token, int64_t now, char *actor)
 {
-	struct jwt_claims c = {NULL, NULL, 0};
+	struct jwt_claims c = {NULL, NULL, 0, 0};
 	enum jwt_result res = jwt_verify(keys, r, token, strlen(token), now, &c);
 
 	if (actor)
 		snprintf(actor, JWT_ACTOR_MAX + 1, "%s", c.actor ? c.actor : "");
-	if (res != JWT_OK && (c.actor || c.issuer || c.exp))
+	if (res != JWT_OK && (c.actor || c.issuer || c.exp || c.actor_integer))
 		res = JWT_NOMEM; /* a failure must leave the claims zeroed */
 	jwt_claims_clear(&c);
 	return res;
@@ -496,6 +496,23 @@ static void test_times(void)
 	jwt_claims_clear(&c);
 }
 
+/* require_exp: a token without exp is refused; one with exp is judged by it as before. */
+static void test_require_exp(void)
+{
+	struct jwt_rules r = rules;
+
+	r.require_exp = 1;
+	CHECK(claims_with(&r, "{\"sub\":\"a\"}", NULL) == JWT_NO_EXP);
+	CHECK(claims_with(&r, "{\"sub\":\"a\",\"iat\":1}", NULL) == JWT_NO_EXP);
+	CHECK(claims_with(&r, fmt("{\"sub\":\"a\",\"exp\":%lld}", (long long)NOW + 60), NULL) ==
+	      JWT_OK);
+	CHECK(claims_with(&r, fmt("{\"sub\":\"a\",\"exp\":%lld}", (long long)NOW - 60), NULL) ==
+	      JWT_EXPIRED);
+	CHECK(claims_with(&r, "{\"sub\":\"a\",\"exp\":null}", NULL) == JWT_MALFORMED);
+	CHECK(claims("{\"sub\":\"a\"}") == JWT_OK);
+	CHECK_STR(jwt_result_name(JWT_NO_EXP), "no-exp");
+}
+
 static void test_issuer_audience(void)
 {
 	struct jwt_rules r = rules;
@@ -529,6 +546,20 @@ static void test_issuer_audience(void)
 	CHECK(claims("{\"sub\":\"a\",\"aud\":7}") == JWT_OK);
 }
 
+/* Whether the actor of the HS256 token of payload is an integer (-1: it does not verify). */
+static int actor_integer(const char *payload)
+{
+	const char *t = tok(&s_hs256, payload);
+	struct jwt_claims c;
+	int integer;
+
+	if (jwt_verify(all, &rules, t, strlen(t), NOW, &c) != JWT_OK)
+		return -1;
+	integer = c.actor_integer;
+	jwt_claims_clear(&c);
+	return integer;
+}
+
 static void test_actor(void)
 {
 	struct jwt_rules r = rules;
@@ -536,6 +567,8 @@ static void test_actor(void)
 
 	CHECK(claims_with(&rules, "{\"sub\":12345}", actor) == JWT_OK);
 	CHECK_STR(actor, "12345");
+	CHECK(actor_integer("{\"sub\":12345}") == 1);
+	CHECK(actor_integer("{\"sub\":\"12345\"}") == 0);
 	CHECK(claims_with(&rules, "{\"sub\":-7}", actor) == JWT_OK);
 	CHECK_STR(actor, "-7");
 	CHECK(claims_with(&rules, "{\"sub\":\"caf\\u00e9\"}", actor) == JWT_OK);
@@ -549,6 +582,20 @@ static void test_actor(void)
 	CHECK(claims("{\"sub\":null}") == JWT_NO_CLAIM);
 	CHECK(claims("{\"sub\":\"a\",\"sub\":\"b\"}") == JWT_MALFORMED);
 	CHECK(claims("{\"sub\":\"a\\u0000b\"}") == JWT_MALFORMED);
+	/* What yajl would repair never becomes an actor: "a\ud800" is not "a?". */
+	CHECK(claims("{\"sub\":\"a\\ud800\"}") == JWT_MALFORMED);
+	CHECK(claims("{\"sub\":\"a\\ud800b\"}") == JWT_MALFORMED);
+	CHECK(claims("{\"sub\":\"a\\uDBFF\\u0041\"}") == JWT_MALFORMED);
+	CHECK(claims("{\"sub\":\"a\\udc00\"}") == JWT_MALFORMED);
+	CHECK(claims("{\"sub\":\"\\udc00\\ud800\"}") == JWT_MALFORMED);
+	CHECK(claims("{\"sub\":\"a\",\"name\":\"\\ud800\"}") == JWT_MALFORMED);
+	CHECK(claims("{\"sub\":\"a\",\"\\ud800\":1}") == JWT_MALFORMED);
+	CHECK(claims_with(&rules, "{\"sub\":\"a?\"}", actor) == JWT_OK);
+	CHECK_STR(actor, "a?");
+	CHECK(claims_with(&rules, "{\"sub\":\"a\\ud83d\\ude00\"}", actor) == JWT_OK);
+	CHECK_STR(actor, "a\xf0\x9f\x98\x80");
+	CHECK(claims_with(&rules, "{\"sub\":\"\\\\ud800\"}", actor) == JWT_OK);
+	CHECK_STR(actor, "\\ud800");
 	memset(long_sub, 'x', JWT_ACTOR_MAX);
 	long_sub[JWT_ACTOR_MAX] = '\0';
 	CHECK(claims(fmt("{\"sub\":\"%s\"}", long_sub)) == JWT_OK);
@@ -750,7 +797,7 @@ static enum jwt_result cached(struct jwt_cache *c, const struct jwks *keys,
 
 static void test_cache(void)
 {
-	struct jwt_rules r = {NULL, NULL, "sub", 0}, same = {NULL, NULL, NULL, 0}, iss = r;
+	struct jwt_rules r = {NULL, NULL, "sub", 0, 0}, same = {NULL, NULL, NULL, 0, 0}, iss = r;
 	struct jwt_cache *c = jwt_cache_new(16), *small = jwt_cache_new(4);
 	struct jwt_claims a, b;
 	struct jwks *k1, *k2, *k3;
@@ -775,6 +822,13 @@ static void test_cache(void)
 
 	/* Rules are compared by content. */
 	CHECK(cached(c, all, &r, t, NOW, NULL) == JWT_OK);
+	iss.require_exp = 1;
+	CHECK(cached(c, all, &iss, tok(&s_hs256, "{\"sub\":\"bob\"}"), NOW, NULL) == JWT_NO_EXP);
+	iss.require_exp = 0;
+	CHECK(cached(c, all, &iss, tok(&s_hs256, "{\"sub\":\"bob\"}"), NOW, NULL) == JWT_OK);
+	iss.require_exp = 1;
+	CHECK(cached(c, all, &iss, tok(&s_hs256, "{\"sub\":\"bob\"}"), NOW, NULL) == JWT_NO_EXP);
+	iss.require_exp = 0;
 	iss.issuer = "other";
 	CHECK(cached(c, all, &iss, t, NOW, NULL) == JWT_BAD_ISSUER);
 	same.claim = claim;
@@ -794,6 +848,15 @@ static void test_cache(void)
 	CHECK(cached(c, k3, &r, t, NOW, NULL) == JWT_BAD_SIGNATURE);
 	jwks_free(k2);
 	jwks_free(k3);
+
+	/* An integer subject is one on a hit too. */
+	t = tok(&s_hs256, "{\"sub\":42}");
+	for (i = 0; i < 2; i++) {
+		CHECK(jwt_cache_verify(c, all, &r, t, strlen(t), NOW, &a) == JWT_OK);
+		CHECK(a.actor_integer == 1);
+		CHECK_STR(a.actor, "42");
+		jwt_claims_clear(&a);
+	}
 
 	/* A token without exp, and a failure, which is never cached. */
 	t = tok(&s_hs256, "{\"sub\":\"carol\"}");
@@ -880,6 +943,7 @@ int main(void)
 	test_bad_alg();
 	test_key_selection();
 	test_times();
+	test_require_exp();
 	test_issuer_audience();
 	test_actor();
 	test_malformed();

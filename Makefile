@@ -195,11 +195,11 @@ build/fuzz/fuzz_idemkey: tests/fuzz/fuzz_idemkey.c proxy/idemkey.c proxy/idemkey
 	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_idemkey.c proxy/idemkey.c
 
 build/fuzz/fuzz_records: tests/fuzz/fuzz_records.c proxy/records.c proxy/records.h $(CONF_SRC) \
-		proxy/scope.c proxy/digest.c
+		proxy/scope.c proxy/digest.c proxy/record.c proxy/seal.c proxy/http.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -I/usr/include/postgresql -o $@ tests/fuzz/fuzz_records.c \
 		proxy/records.c proxy/base64.c proxy/utf8.c proxy/scope.c proxy/digest.c \
-		$(CONF_SRC) -levent -lyajl -lpq -lcrypto
+		proxy/record.c proxy/seal.c proxy/http.c $(CONF_SRC) -levent -lyajl -lpq -lcrypto
 
 build/fuzz/fuzz_jwt: tests/fuzz/fuzz_jwt.c proxy/jwt.c proxy/jwt.h proxy/jwks.c proxy/jwks.h \
 		proxy/json.c proxy/json.h proxy/digest.c
@@ -207,9 +207,11 @@ build/fuzz/fuzz_jwt: tests/fuzz/fuzz_jwt.c proxy/jwt.c proxy/jwt.h proxy/jwks.c 
 	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_jwt.c proxy/jwt.c proxy/jwks.c proxy/json.c \
 		proxy/base64.c proxy/digest.c -lyajl -lcrypto
 
-build/fuzz/fuzz_seal: tests/fuzz/fuzz_seal.c proxy/seal.c proxy/seal.h proxy/base64.c
+build/fuzz/fuzz_seal: tests/fuzz/fuzz_seal.c proxy/seal.c proxy/seal.h proxy/base64.c \
+		proxy/record.c proxy/record.h proxy/http.c proxy/path.c proxy/marker.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_seal.c proxy/seal.c proxy/base64.c -lcrypto
+	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_seal.c proxy/seal.c proxy/base64.c \
+		proxy/record.c proxy/http.c proxy/path.c proxy/marker.c -levent -lcrypto
 
 format:
 	clang-format -i proxy/*.c proxy/*.h conf/*.c conf/*.h tests/unit/*.c tests/unit/*.h

@@ -206,8 +206,32 @@ static int admin_call_args(struct admin *a, struct admin_call *call, const char 
 	return 0;
 }
 
+/* A resolve's new generation arrived: complete its statement and send it. */
+static void admin_resolve_generation(void *arg, enum store_result res, const PGresult *result)
+{
+	struct admin_call *call = arg;
+	char err[ADMIN_ERR_MAX];
+	int64_t generation;
+
+	if (res != STORE_OK || records_generation(result, &generation) < 0) {
+		admin_error(call->req, 503, "the store is unavailable");
+		admin_call_free(call);
+		return;
+	}
+	if (records_stmt_resolve(&call->stmt, &call->args, call->a->secrets->seal, generation, err,
+				 sizeof(err)) < 0) {
+		admin_error(call->req, 500, err);
+		admin_call_free(call);
+		return;
+	}
+	store_query(call->a->store, &call->stmt.query, admin_records_done, call);
+}
+
 static void admin_records(struct admin *a, struct evhttp_request *req, enum records_cmd cmd)
 {
+	static const struct store_stmt generation = {
+	    RECORDS_SQL_GENERATION, 0, NULL, NULL, NULL, NULL};
+
 	struct admin_call *call = admin_call_new(a, req);
 	const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
 	char err[ADMIN_ERR_MAX];
@@ -222,7 +246,11 @@ static void admin_records(struct admin *a, struct evhttp_request *req, enum reco
 		admin_error(req, 400, err);
 		goto fail;
 	}
-	store_query(a->store, &call->stmt.query, admin_records_done, call);
+	/* A resolve seals what it stores for the record's new generation. */
+	if (cmd == RECORDS_RESOLVE)
+		store_query(a->store, &generation, admin_resolve_generation, call);
+	else
+		store_query(a->store, &call->stmt.query, admin_records_done, call);
 	return;
 fail:
 	admin_call_free(call);

@@ -75,10 +75,19 @@ static const char *const contract_fact_labels[FACT_COUNT] = {
 
 /* The problems an intercepted request may get, in the order of DESIGN 5.1. */
 static const enum problem_kind contract_kinds[] = {
-    PROBLEM_KEY_MISSING,	  PROBLEM_KEY_INVALID,	   PROBLEM_ACTOR_MISSING,
-    PROBLEM_ACTOR_INVALID,	  PROBLEM_TOO_LARGE,	   PROBLEM_CONFLICT,
-    PROBLEM_IN_PROGRESS,	  PROBLEM_OUTCOME_UNKNOWN, PROBLEM_STORE_UNAVAILABLE,
-    PROBLEM_UPSTREAM_UNAVAILABLE, PROBLEM_UPSTREAM_ERROR,  PROBLEM_UPSTREAM_TIMEOUT,
+    PROBLEM_KEY_MISSING,
+    PROBLEM_KEY_INVALID,
+    PROBLEM_ACTOR_MISSING,
+    PROBLEM_ACTOR_INVALID,
+    PROBLEM_TOO_LARGE,
+    PROBLEM_CONFLICT,
+    PROBLEM_IN_PROGRESS,
+    PROBLEM_OUTCOME_UNKNOWN,
+    PROBLEM_STORE_UNAVAILABLE,
+    PROBLEM_KEY_UNAVAILABLE,
+    PROBLEM_UPSTREAM_UNAVAILABLE,
+    PROBLEM_UPSTREAM_ERROR,
+    PROBLEM_UPSTREAM_TIMEOUT,
 };
 #define CONTRACT_NKINDS ((int)(sizeof(contract_kinds) / sizeof(contract_kinds[0])))
 
@@ -505,9 +514,18 @@ static void (*const contract_fact_writers[FACT_COUNT])(FILE *, const struct conf
     [FACT_ERRORS] = fact_errors,
 };
 
-/* 1 when a request of route r can get kind at all. */
-static int contract_row_applies(const struct route *r, enum problem_kind kind)
+/* 1 when conf can answer kind at all: key-unavailable only with body_encryption. */
+static int contract_kind_configured(const struct conf *conf, enum problem_kind kind)
 {
+	return kind != PROBLEM_KEY_UNAVAILABLE || conf->body_encryption.path != NULL;
+}
+
+/* 1 when a request of route r can get kind at all. */
+static int contract_row_applies(const struct conf *conf, const struct route *r,
+				enum problem_kind kind)
+{
+	if (!contract_kind_configured(conf, kind))
+		return 0;
 	switch (kind) {
 	case PROBLEM_KEY_MISSING:
 		return r->key != KEY_OPTIONAL;
@@ -588,6 +606,12 @@ static void contract_when(FILE *f, const struct conf *conf, const struct route *
 			      "forwarded without idempotency)",
 			      f);
 		break;
+	case PROBLEM_KEY_UNAVAILABLE:
+		fputs("the first request's stored response is sealed with a key this instance "
+		      "does not have yet (a key rotation reaching every instance): nothing was "
+		      "sent to the API",
+		      f);
+		break;
 	case PROBLEM_UPSTREAM_UNAVAILABLE:
 		fputs("the API could not be reached: nothing was sent, and the key is free again",
 		      f);
@@ -615,7 +639,7 @@ static int contract_rows(struct contract_route *cr, const struct conf *conf)
 	int i, j;
 
 	for (i = 0; i < CONTRACT_NKINDS; i++) {
-		if (!contract_row_applies(cr->r, contract_kinds[i]))
+		if (!contract_row_applies(conf, cr->r, contract_kinds[i]))
 			continue;
 		if (!contract_text_begin(&t))
 			return -1;
@@ -769,12 +793,13 @@ static int contract_add_op(struct contract *c, const struct contract_route *cr,
 /* ---- the contract ---- */
 
 /* The kinds a client may retry as they are, for the X-Should-Retry line. */
-static void contract_retry_kinds(FILE *f)
+static void contract_retry_kinds(FILE *f, const struct conf *conf)
 {
 	int n = 0;
 
 	for (int i = 0; i < CONTRACT_NKINDS; i++) {
-		if (!problem_should_retry(contract_kinds[i]))
+		if (!problem_should_retry(contract_kinds[i]) ||
+		    !contract_kind_configured(conf, contract_kinds[i]))
 			continue;
 		fputs(n++ ? ", " : "", f);
 		contract_code(f, problem_name(contract_kinds[i]));
@@ -814,7 +839,7 @@ static int contract_intro(FILE *f, const struct contract *c)
 	fputs("- `X-Should-Retry` on every error: `true` when the same request may succeed "
 	      "later (",
 	      f);
-	contract_retry_kinds(f);
+	contract_retry_kinds(f, conf);
 	fputs("), `false` otherwise.\n", f);
 	if (conf->contract_url) {
 		if (asprintf(&link, "Link: <%s>; rel=\"describedby\"", conf->contract_url) < 0)

@@ -156,6 +156,7 @@ static void reload(struct supervisor *sv)
 		secrets_free(secrets);
 		return;
 	}
+	secrets_follow(secrets, sv->gen->secrets);
 	register_routes(conf);
 	gen = conf_gen_new(conf, secrets);
 	if (!gen) {

@@ -48,6 +48,9 @@ static const struct problem_def problem_table[] = {
     [PROBLEM_HEADERS_TOO_LARGE] = {"headers-too-large", "Request headers are too large", 431, 0, STRIPE_INVALID},
     [PROBLEM_URI_TOO_LONG] = {"uri-too-long", "Request target is too long", 414, 0, STRIPE_INVALID},
     [PROBLEM_SHUTTING_DOWN] = {"shutting-down", "idemproxy is shutting down", 503, 0, STRIPE_API},
+    [PROBLEM_KEY_UNAVAILABLE] = {"key-unavailable",
+				 "Stored outcome is sealed with a key this instance does not have yet",
+				 503, 1, STRIPE_API},
 };
 
 _Static_assert(sizeof(problem_table) / sizeof(problem_table[0]) == PROBLEM_KIND_COUNT,

@@ -22,6 +22,7 @@ enum problem_kind {
 	PROBLEM_HEADERS_TOO_LARGE,     /* 431 headers-too-large */
 	PROBLEM_URI_TOO_LONG,          /* 414 uri-too-long */
 	PROBLEM_SHUTTING_DOWN,         /* 503 shutting-down */
+	PROBLEM_KEY_UNAVAILABLE,      /* 503 key-unavailable */
 	PROBLEM_KIND_COUNT
 };
 

@@ -23,15 +23,29 @@ static const char *const record_never_names[] = {
 	"WWW-Authenticate", "Proxy-Authenticate", "Content-Length",
 };
 
-static int record_name_in(const char *name, const char *const *names, size_t n)
+/* 1 when the len bytes at name are one of the n names (case-insensitive). */
+static int record_name_in(const char *name, size_t len, const char *const *names, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		if (strcasecmp(name, names[i]) == 0)
+		if (strlen(names[i]) == len && strncasecmp(name, names[i], len) == 0)
 			return 1;
 	return 0;
 }
 
-#define RECORD_NAME_IN(name, arr) record_name_in(name, arr, sizeof(arr) / sizeof(arr[0]))
+#define RECORD_NAME_IN(name, len, arr) record_name_in(name, len, arr, sizeof(arr) / sizeof(arr[0]))
+
+/*
+ * 1 when a record keeps a header named by the len bytes at name: a kept
+ * name or one of extra's (which conf checked are never credentials,
+ * hop-by-hop or markers), never a credential or a cookie.
+ */
+static int record_keeps(const char *name, size_t len, char *const *extra, int nextra)
+{
+	if (RECORD_NAME_IN(name, len, record_never_names))
+		return 0;
+	return RECORD_NAME_IN(name, len, record_kept_names) ||
+	       record_name_in(name, len, (const char *const *)extra, (size_t)nextra);
+}
 
 char *record_headers(const struct http_msg *resp, char *const *extra, int nextra, size_t *len)
 {
@@ -43,11 +57,8 @@ char *record_headers(const struct http_msg *resp, char *const *extra, int nextra
 		return NULL;
 	for (int i = 0; i < resp->nheaders; i++) {
 		const struct http_header *h = &resp->headers[i];
-		if (RECORD_NAME_IN(h->name, record_never_names) ||
-		    http_header_is_hop(resp, h) || marker_header(h->name))
-			continue;
-		if (!RECORD_NAME_IN(h->name, record_kept_names) &&
-		    !record_name_in(h->name, (const char *const *)extra, (size_t)nextra))
+		if (http_header_is_hop(resp, h) || marker_header(h->name) ||
+		    !record_keeps(h->name, strlen(h->name), extra, nextra))
 			continue;
 		http_add_header(b, h->name, h->value);
 	}
@@ -62,25 +73,97 @@ char *record_headers(const struct http_msg *resp, char *const *extra, int nextra
 	return lines;
 }
 
-/* The associated data of sc's blobs: actor, operation and key, NUL-separated. */
-static char *record_aad(const struct scope *sc, size_t *len)
+/* tchar (RFC 9110 5.6.2). */
+static int record_tchar(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+/* A field-value byte: HTAB, SP, VCHAR or obs-text; never CR, LF, NUL or another control. */
+static int record_value_byte(unsigned char c)
+{
+	return c == '\t' || (c >= ' ' && c != 0x7f);
+}
+
+int record_headers_valid(const char *lines, size_t n, char *const *extra, int nextra,
+			 const char **why)
+{
+	const unsigned char *p = (const unsigned char *)lines, *end = p + n, *name;
+	size_t name_len;
+
+	while (p < end) {
+		for (name = p; p < end && record_tchar(*p); p++)
+			;
+		name_len = (size_t)(p - name);
+		if (name_len == 0 || end - p < 2 || p[0] != ':' || p[1] != ' ') {
+			*why = "a header line is not \"Name: value\"";
+			return 0;
+		}
+		if (!record_keeps((const char *)name, name_len, extra, nextra)) {
+			*why = "it holds a header a record never keeps";
+			return 0;
+		}
+		for (p += 2; p < end && record_value_byte(*p); p++)
+			;
+		if (end - p < 2 || p[0] != '\r' || p[1] != '\n') {
+			*why = "a header value holds CR, LF, NUL or another control byte";
+			return 0;
+		}
+		p += 2;
+	}
+	return 1;
+}
+
+/*
+ * The bytes that go before the scope in an IPS2 blob's associated data:
+ * which blob (1 byte), whether the body was omitted (1), the status (4)
+ * and the generation (8), big-endian. An IPS1 blob's is the scope alone.
+ */
+#define RECORD_AAD_HEAD 14
+
+enum record_blob {
+	RECORD_BLOB_HEADERS = 'h',
+	RECORD_BLOB_BODY = 'b',
+};
+
+/*
+ * The associated data of sc's blobs, malloc'ed: RECORD_AAD_HEAD bytes
+ * (which blob is set by record_aad_blob) then actor, operation and key,
+ * NUL-separated; the scope alone, an IPS1 blob's, is its tail from
+ * RECORD_AAD_HEAD.
+ */
+static unsigned char *record_aad(const struct scope *sc, int omitted, int status,
+				 int64_t generation, size_t *len)
 {
 	size_t a = strlen(sc->actor) + 1, o = strlen(sc->operation) + 1, k = strlen(sc->key);
-	char *aad = malloc(a + o + k + 1);
+	unsigned char *aad = malloc(RECORD_AAD_HEAD + a + o + k + 1), *p;
+	uint64_t g = (uint64_t)generation;
+	uint32_t st = (uint32_t)status;
+	int i;
 
 	if (!aad)
 		return NULL;
-	memcpy(aad, sc->actor, a);
-	memcpy(aad + a, sc->operation, o);
-	memcpy(aad + a + o, sc->key, k + 1);
-	*len = a + o + k;
+	aad[0] = 0;
+	aad[1] = omitted ? 1 : 0;
+	for (i = 0; i < 4; i++)
+		aad[2 + i] = (unsigned char)(st >> (24 - 8 * i));
+	for (i = 0; i < 8; i++)
+		aad[6 + i] = (unsigned char)(g >> (56 - 8 * i));
+	p = aad + RECORD_AAD_HEAD;
+	memcpy(p, sc->actor, a);
+	memcpy(p + a, sc->operation, o);
+	memcpy(p + a + o, sc->key, k + 1);
+	*len = RECORD_AAD_HEAD + a + o + k;
 	return aad;
 }
 
 /* One blob of n bytes at plain into *blob (*blob_len). 0 or -1. */
-static int record_seal_one(const struct seal_keys *k, const char *aad, size_t aad_len,
-			   const void *plain, size_t n, unsigned char **blob, size_t *blob_len)
+static int record_seal_one(const struct seal_keys *k, unsigned char *aad, size_t aad_len,
+			   enum record_blob which, const void *plain, size_t n,
+			   unsigned char **blob, size_t *blob_len)
 {
+	aad[0] = (unsigned char)which;
 	*blob_len = seal_len(k, n);
 	*blob = malloc(*blob_len);
 	if (*blob && seal_data(k, aad, aad_len, plain, n, *blob) == 0)
@@ -90,17 +173,19 @@ static int record_seal_one(const struct seal_keys *k, const char *aad, size_t aa
 	return -1;
 }
 
-int record_seal(const struct seal_keys *k, const struct scope *sc, const char *headers,
-		size_t hlen, const unsigned char *body, size_t blen, struct record_sealed *out)
+int record_seal(const struct seal_keys *k, const struct scope *sc, int status, int64_t generation,
+		const char *headers, size_t hlen, const unsigned char *body, size_t blen,
+		struct record_sealed *out)
 {
 	size_t aad_len;
-	char *aad = record_aad(sc, &aad_len);
+	unsigned char *aad = record_aad(sc, !body, status, generation, &aad_len);
 	int rc = -1;
 
 	memset(out, 0, sizeof(*out));
-	if (aad && record_seal_one(k, aad, aad_len, headers, hlen, &out->headers,
-				   &out->headers_len) == 0 &&
-	    (!body || record_seal_one(k, aad, aad_len, body, blen, &out->body,
+	if (aad &&
+	    record_seal_one(k, aad, aad_len, RECORD_BLOB_HEADERS, headers, hlen, &out->headers,
+			    &out->headers_len) == 0 &&
+	    (!body || record_seal_one(k, aad, aad_len, RECORD_BLOB_BODY, body, blen, &out->body,
 				      &out->body_len) == 0))
 		rc = 0;
 	free(aad);
@@ -116,44 +201,76 @@ void record_sealed_free(struct record_sealed *s)
 	memset(s, 0, sizeof(*s));
 }
 
-int record_open(const struct seal_keys *k, const struct scope *sc, const struct record *in,
-		struct record *out, void **mem, const char **why)
+/* Open one blob (n bytes at data) with the associated data of its version. */
+static enum seal_result record_open_one(const struct seal_keys *k, unsigned char *aad,
+					size_t aad_len, enum record_blob which, const void *data,
+					size_t n, unsigned char **plain, size_t *plain_len)
+{
+	aad[0] = (unsigned char)which;
+	if (seal_version(data, n) == 1)
+		return seal_open(k, aad + RECORD_AAD_HEAD, aad_len - RECORD_AAD_HEAD, data, n,
+				 plain, plain_len, NULL);
+	return seal_open(k, aad, aad_len, data, n, plain, plain_len, NULL);
+}
+
+/* A blob's key id is not in rd's key set: a newer key, or a removed one. */
+static enum record_read record_unknown_key(const struct record_reader *rd, const struct record *in,
+					   const char **why)
+{
+	if (in->completed_ms_ago < rd->keys_ms) {
+		*why = "unknown key id, newer than this instance's keys: a key rotation is in "
+		       "progress (this instance needs the key)";
+		return RECORD_READ_LATER;
+	}
+	*why = "unknown key id, older than this instance's keys: the key was removed";
+	return RECORD_READ_REFUSED;
+}
+
+/* Open in's two blobs into *out and *mem (one allocation holds both). */
+static enum record_read record_read_sealed(const struct record_reader *rd, const struct scope *sc,
+					   const struct record *in, struct record *out, void **mem,
+					   const char **why)
 {
 	static const char *const whys[] = {
 	    [SEAL_OK] = "",
 	    [SEAL_NOT_SEALED] = "the record is marked sealed but is not",
-	    [SEAL_UNKNOWN_KEY] = "it was sealed with a key body_encryption no longer has",
-	    [SEAL_BAD] = "its authentication tag does not match (damaged, or moved from another "
-			 "scope)",
+	    [SEAL_UNKNOWN_KEY] = "",
+	    [SEAL_BAD] = "its authentication tag does not match: tampered with or the wrong key "
+			 "(a blob moved from the other column or another record, or the status or "
+			 "generation changed)",
 	    [SEAL_NOMEM] = "out of memory",
 	};
-	unsigned char *h = NULL, *b = NULL, *both;
+	unsigned char *h = NULL, *b = NULL, *both, *aad;
 	size_t hlen = 0, blen = 0, aad_len;
 	enum seal_result res;
-	char *aad;
 
-	if (!k) {
-		*why = "it is sealed and body_encryption is off";
-		return -1;
+	if (!in->body != !!in->body_omitted) {
+		*why = "its body column does not match body_omitted";
+		return RECORD_READ_REFUSED;
 	}
-	aad = record_aad(sc, &aad_len);
+	if (!rd->seal)
+		return record_unknown_key(rd, in, why);
+	aad = record_aad(sc, in->body_omitted, in->status, in->generation, &aad_len);
 	if (!aad) {
 		*why = whys[SEAL_NOMEM];
-		return -1;
+		return RECORD_READ_REFUSED;
 	}
-	res = seal_open(k, aad, aad_len, in->headers, in->headers_len, &h, &hlen, NULL);
+	res = record_open_one(rd->seal, aad, aad_len, RECORD_BLOB_HEADERS, in->headers,
+			      in->headers_len, &h, &hlen);
 	if (res == SEAL_OK && in->body)
-		res = seal_open(k, aad, aad_len, in->body, in->body_len, &b, &blen, NULL);
+		res = record_open_one(rd->seal, aad, aad_len, RECORD_BLOB_BODY, in->body,
+				      in->body_len, &b, &blen);
 	free(aad);
-	/* One allocation holds both, so the caller frees one pointer. */
 	both = res == SEAL_OK ? malloc(hlen + 1 + blen + 1) : NULL;
 	if (res == SEAL_OK && !both)
 		res = SEAL_NOMEM;
 	if (res != SEAL_OK) {
 		free(h);
 		free(b);
+		if (res == SEAL_UNKNOWN_KEY)
+			return record_unknown_key(rd, in, why);
 		*why = whys[res];
-		return -1;
+		return RECORD_READ_REFUSED;
 	}
 	memcpy(both, h, hlen + 1);
 	if (b)
@@ -167,5 +284,48 @@ int record_open(const struct seal_keys *k, const struct scope *sc, const struct 
 	out->body = in->body ? both + hlen + 1 : NULL;
 	out->body_len = blen;
 	*mem = both;
-	return 0;
+	return RECORD_READ_OK;
+}
+
+/*
+ * A plaintext record while encryption is on: one from before it was
+ * turned on, or one written into the table by someone else.
+ */
+static enum record_read record_read_plain(const struct record_reader *rd, const struct record *in,
+					  const char **why)
+{
+	if (rd->sealing_ms >= rd->retention_ms) {
+		*why = "it is plaintext, and body_encryption has been on here for longer than "
+		       "the route's retention";
+		return RECORD_READ_REFUSED;
+	}
+	if (in->completed_ms_ago <= rd->sealing_ms) {
+		*why = "it is plaintext but completed after body_encryption was turned on here";
+		return RECORD_READ_REFUSED;
+	}
+	return RECORD_READ_OK;
+}
+
+enum record_read record_read(const struct record_reader *rd, const struct scope *sc,
+			     const struct record *in, struct record *out, void **mem,
+			     const char **why)
+{
+	enum record_read r;
+
+	*mem = NULL;
+	if (in->sealed)
+		r = record_read_sealed(rd, sc, in, out, mem, why);
+	else if (rd->seal)
+		r = record_read_plain(rd, in, why);
+	else
+		r = RECORD_READ_OK;
+	if (r == RECORD_READ_OK && !in->sealed)
+		*out = *in;
+	if (r == RECORD_READ_OK &&
+	    !record_headers_valid(out->headers, out->headers_len, rd->extra, rd->nextra, why)) {
+		free(*mem);
+		*mem = NULL;
+		r = RECORD_READ_REFUSED;
+	}
+	return r;
 }

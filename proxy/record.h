@@ -34,9 +34,12 @@ struct record {
 	size_t headers_len;
 	const unsigned char *body;
 	size_t body_len;
-	int body_omitted;	    /* the body was over max_stored_body: not kept */
-	const char *sealed;	    /* completed: the id of the key that sealed headers and
-				     * body (seal.h), NULL: they are plaintext */
+	int body_omitted;	  /* the body was over max_stored_body: not kept */
+	const char *sealed;	  /* completed: the id of the key that sealed headers and
+				   * body (seal.h), NULL: they are plaintext */
+	int64_t completed_ms_ago; /* completed: the age of completed_at by the database's
+				   * clock, >= 0 (0 when it is NULL or in the future); a
+				   * value whoever writes the table sets */
 };
 
 /*
@@ -48,6 +51,18 @@ struct record {
  */
 char *record_headers(const struct http_msg *resp, char *const *extra, int nextra, size_t *len)
 	__attribute__((warn_unused_result));
+
+/*
+ * 1 when the n bytes at lines are header lines a record may keep, as
+ * record_headers writes them: each "Name: value\r\n", Name a token that
+ * record_headers keeps (with the nextra names of extra), the value HTAB,
+ * SP, VCHAR and obs-text bytes only (never CR, LF or NUL). Otherwise 0, and
+ * *why says what is wrong (static text). A stored record is checked so
+ * before it is replayed: whoever can write the table must not be able to
+ * split a response or add a header idemproxy never keeps.
+ */
+int record_headers_valid(const char *lines, size_t n, char *const *extra, int nextra,
+			 const char **why);
 
 struct scope;
 struct seal_keys;
@@ -62,21 +77,57 @@ struct record_sealed {
 
 /*
  * Seal headers (hlen bytes) and body (blen bytes; NULL: omitted) under k's
- * current key, with sc as associated data, so that a blob moved to another
- * scope never opens. 0, or -1 (out of memory, OpenSSL): nothing to free.
+ * current key for the record of scope sc completed with status under
+ * generation: each blob's associated data names which blob it is,
+ * whether the body was omitted, the scope, the status and the generation,
+ * so a blob moved to the other column or to another record, a dropped
+ * body, or a row whose status or generation was changed, never opens.
+ * generation must be the one the row is written with. 0, or -1 (out of
+ * memory, OpenSSL): nothing to free.
  */
-int record_seal(const struct seal_keys *k, const struct scope *sc, const char *headers,
-		size_t hlen, const unsigned char *body, size_t blen, struct record_sealed *out)
-	__attribute__((warn_unused_result));
+int record_seal(const struct seal_keys *k, const struct scope *sc, int status, int64_t generation,
+		const char *headers, size_t hlen, const unsigned char *body, size_t blen,
+		struct record_sealed *out) __attribute__((warn_unused_result));
 void record_sealed_free(struct record_sealed *s);
 
 /*
- * Open a sealed record in (in->sealed set) for scope sc: on 0 *out is in
- * with plaintext headers and body, which live in *mem until the caller
- * frees it; on -1 *why says why it cannot be read (no keys, an unknown key,
- * a failed tag) and nothing is allocated.
+ * What a completed record read from the store is judged by before a replay:
+ * this instance's keys, since when it has had them, and the route's rules.
+ * Durations count back from when the record was read.
  */
-int record_open(const struct seal_keys *k, const struct scope *sc, const struct record *in,
-		struct record *out, void **mem, const char **why) __attribute__((warn_unused_result));
+struct record_reader {
+	const struct seal_keys *seal; /* body_encryption's keys; NULL: it is off */
+	int64_t keys_ms;	      /* this long, the key set has lost no key id (the
+				       * first load, or the last reload that removed one) */
+	int64_t sealing_ms;	      /* with seal: this long, this instance has sealed
+				       * what it stores (since the load that turned it on) */
+	int64_t retention_ms;	      /* the route's retention */
+	char *const *extra;	      /* the route's store_headers */
+	int nextra;
+};
+
+/* What record_read makes of a stored record. */
+enum record_read {
+	RECORD_READ_OK,	     /* *out may be replayed */
+	RECORD_READ_REFUSED, /* never replayed, never run again: outcome-unknown */
+	RECORD_READ_LATER,   /* sealed under a key id this instance lacks, after it
+			      * loaded its keys: another instance has a newer key */
+};
+
+/*
+ * Judge the completed record in of scope sc by rd. A sealed record is
+ * opened (an IPS1 blob with its scope-only associated data, an IPS2 one
+ * with record_seal's); a plaintext one while encryption is on is read only
+ * when it completed before this instance turned encryption on and
+ * encryption has been on for less than the route's retention (so no
+ * record from before can still be live); its headers must pass
+ * record_headers_valid. On RECORD_READ_OK *out is in with plaintext headers
+ * and body, which live in *mem (NULL when nothing was decrypted) until the
+ * caller frees it; otherwise nothing is allocated and *why says why
+ * (static text, for the log).
+ */
+enum record_read record_read(const struct record_reader *rd, const struct scope *sc,
+			     const struct record *in, struct record *out, void **mem,
+			     const char **why) __attribute__((warn_unused_result));
 
 #endif

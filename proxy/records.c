@@ -12,10 +12,13 @@
  * reads, and the notification that wakes the scope's waiters is the front
  * end's next statement (records_changed). Resolve raises the generation:
  * an owner that stalled past its lease and wakes up is fenced and cannot
- * overwrite the operator's outcome.
+ * overwrite the operator's outcome. The new generation is read by a
+ * statement before it (RECORDS_SQL_GENERATION), because with
+ * body_encryption what resolve stores is sealed for it.
  */
 #include "proxy/records.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -30,6 +33,8 @@
 
 #include "conf/conf.h"
 #include "proxy/base64.h"
+#include "proxy/record.h"
+#include "proxy/seal.h"
 #include "proxy/store.h"
 #include "proxy/utf8.h"
 
@@ -93,11 +98,11 @@ static const char records_sql_release[] =
 /* The record as it now is: the resolved one, or the one left alone. */
 static const char records_sql_resolve[] =
     RECORDS_CUR ","
-    " gen AS (SELECT " STORE_SQL_NEW_GENERATION " AS generation, now() AS at,"
+    " gen AS (SELECT $8::bigint AS generation, now() AS at,"
     "  now() + $7 * interval '1 millisecond' AS expires_at FROM cur x WHERE " RECORDS_STUCK "),"
     " upd AS (UPDATE idempotency_records r SET state = 'completed',"
     "  response_status = $4, response_headers = $5, response_body = $6,"
-    "  response_sealed = NULL, body_omitted = false, completed_at = g.at,"
+    "  response_sealed = $9, body_omitted = false, completed_at = g.at,"
     "  expires_at = g.expires_at, lease_owner = NULL, lease_expires_at = NULL,"
     "  generation = g.generation"
     "  FROM cur x, gen g WHERE " RECORDS_CUR_JOIN " AND " RECORDS_STUCK
@@ -108,6 +113,12 @@ static const char records_sql_resolve[] =
     " WHERE NOT EXISTS (SELECT 1 FROM upd)";
 
 /* clang-format on */
+
+/* RESOLVE's parameters by index ($1 is 0): the stored headers and body,
+ * and how many records_stmt_build gives before records_stmt_resolve. */
+#define RECORDS_RESOLVE_HEADERS 4
+#define RECORDS_RESOLVE_BODY	5
+#define RECORDS_RESOLVE_BUILT	7
 
 enum records_col {
 	COL_OUTCOME,
@@ -279,6 +290,56 @@ static int records_build_resolve(const struct records_args *a, struct records_st
 	return 0;
 }
 
+int records_generation(const PGresult *res, int64_t *generation)
+{
+	const char *v;
+	char *end;
+
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 ||
+	    PQnfields(res) != 1 || PQgetisnull(res, 0, 0))
+		return -1;
+	v = PQgetvalue(res, 0, 0);
+	errno = 0;
+	*generation = strtoll(v, &end, 10);
+	return errno || end == v || *end || *generation <= 0 ? -1 : 0;
+}
+
+/* Point st's headers and body parameters at st->sealed's blobs. */
+static void records_param_sealed(struct records_stmt *st)
+{
+	st->values[RECORDS_RESOLVE_HEADERS] = (const char *)st->sealed.headers;
+	st->lengths[RECORDS_RESOLVE_HEADERS] = (int)st->sealed.headers_len;
+	st->values[RECORDS_RESOLVE_BODY] = (const char *)st->sealed.body;
+	st->lengths[RECORDS_RESOLVE_BODY] = (int)st->sealed.body_len;
+}
+
+int records_stmt_resolve(struct records_stmt *st, const struct records_args *a,
+			 const struct seal_keys *keys, int64_t generation, char *err, size_t errlen)
+{
+	const struct scope sc = {a->actor, a->operation, a->key};
+	const unsigned char *body = a->body ? a->body : (const unsigned char *)"";
+
+	if (st->query.sql != records_sql_resolve || st->query.nparams != RECORDS_RESOLVE_BUILT) {
+		snprintf(err, errlen, "not a resolve statement waiting for its generation");
+		return -1;
+	}
+	if (keys && record_seal(keys, &sc, a->status, generation, st->headers, strlen(st->headers),
+				body, a->body_len, &st->sealed) < 0) {
+		snprintf(err, errlen, "sealing the resolved record failed");
+		return -1;
+	}
+	if (keys && st->sealed.body_len > INT_MAX) {
+		snprintf(err, errlen, "body is too large");
+		return -1;
+	}
+	if (keys)
+		records_param_sealed(st);
+	records_param_num(st, generation, STORE_OID_INT8);
+	records_param(st, keys ? seal_keys_current(keys) : NULL, 0, STORE_OID_TEXT,
+		      STORE_FORMAT_TEXT);
+	return 0;
+}
+
 int records_changed(enum records_cmd cmd, const struct records_args *a, const PGresult *res,
 		    char token[SCOPE_TOKEN_SIZE])
 {
@@ -404,6 +465,7 @@ int records_parse_query(enum records_cmd cmd, const char *query, struct evkeyval
 void records_stmt_clear(struct records_stmt *st)
 {
 	free(st->headers);
+	record_sealed_free(&st->sealed);
 	memset(st, 0, sizeof(*st));
 }
 

@@ -6,7 +6,9 @@
  * (records_cli.c: blocking libpq, outside any event loop) and the admin HTTP
  * API (the proxy's asynchronous store). Each operation is one statement, one
  * round trip with text results, and records_render turns that result into
- * the JSON document both front ends answer with.
+ * the JSON document both front ends answer with. A resolve is preceded by
+ * one more, RECORDS_SQL_GENERATION: what it stores is sealed for the
+ * record's new generation, so that must be known first.
  */
 #ifndef IDEMPROXY_RECORDS_H
 #define IDEMPROXY_RECORDS_H
@@ -14,17 +16,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proxy/record.h"
 #include "proxy/store.h"
 
 struct conf;
 struct evkeyvalq;
 struct pg_result; /* libpq's PGresult */
+struct seal_keys;
 
 #define RECORDS_LIST_DEFAULT 100
 #define RECORDS_LIST_MAX     1000
 #define RECORDS_STATUS_MIN   200 /* a replay must be a final response */
 #define RECORDS_STATUS_MAX   599
-#define RECORDS_PARAMS_MAX   7
+#define RECORDS_PARAMS_MAX   9
 #define RECORDS_NUM_MAX	     32
 
 /* What a rendered document is, as an HTTP status (see records_render). */
@@ -60,17 +64,41 @@ struct records_stmt {
 	int formats[RECORDS_PARAMS_MAX];
 	Oid types[RECORDS_PARAMS_MAX];
 	char nums[RECORDS_PARAMS_MAX][RECORDS_NUM_MAX]; /* text numbers values point into */
-	char *headers; /* owned; "Content-Type: x\r\n" or "" for RESOLVE, else NULL */
+	char *headers;		     /* owned; "Content-Type: x\r\n" or "" for RESOLVE, else NULL */
+	struct record_sealed sealed; /* owned: RESOLVE's headers and body, sealed */
 };
 
 /*
  * Fill st with the statement for cmd over a. The strings and the body of a
  * are referenced, not copied: they must outlive the statement's use. Returns
  * 0 (clear st with records_stmt_clear), or -1 with a message in err and st
- * left cleared, when a is not valid for cmd.
+ * left cleared, when a is not valid for cmd. A RESOLVE statement is run
+ * only once records_stmt_resolve completed it.
  */
 int records_stmt_build(enum records_cmd cmd, const struct records_args *a, struct records_stmt *st,
 		       char *err, size_t errlen) __attribute__((warn_unused_result));
+
+/*
+ * The statement a front end runs before a resolve: a new generation (one
+ * row, one column), never one a scope had. If the resolve then finds the
+ * record not stuck, the number is simply never used.
+ */
+#define RECORDS_SQL_GENERATION "SELECT " STORE_SQL_NEW_GENERATION
+
+/* RECORDS_SQL_GENERATION's text result res into *generation: 0, or -1 when res is not that. */
+int records_generation(const struct pg_result *res, int64_t *generation)
+    __attribute__((warn_unused_result));
+
+/*
+ * Complete st, built for RESOLVE over the same a, with the record's new
+ * generation: with keys (body_encryption's; NULL when off) the stored
+ * headers and body are sealed as an owner's are (record_seal: for a's
+ * scope, its status and that generation), so a resolved record is never a
+ * plaintext row while encryption is on. 0, or -1 with a message in err.
+ */
+int records_stmt_resolve(struct records_stmt *st, const struct records_args *a,
+			 const struct seal_keys *keys, int64_t generation, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
 
 /*
  * The admin API's query string for cmd (URL-encoded name=value pairs:

@@ -18,6 +18,8 @@
 #include "conf/conf.h"
 #include "proxy/actor.h"
 #include "proxy/records.h"
+#include "proxy/seal.h"
+#include "proxy/secrets.h"
 
 #define RECORDS_MSG_MAX	     1024
 #define RECORDS_READ_CHUNK   65536
@@ -269,12 +271,32 @@ static void records_cli_notify(PGconn *conn, enum records_cmd cmd, const struct 
 }
 
 /*
- * Connect to conf's database, run st and render its result for cmd into
- * *doc (the caller frees it), *len and *http_status. Returns 0, or -1 with
- * a message in err.
+ * A resolve's new generation from conn, and st completed with it, sealed
+ * under keys (NULL: encryption off). Returns 0, or -1 with err.
  */
-static int records_exec(const struct conf *conf, enum records_cmd cmd,
-			const struct records_args *a, const struct records_stmt *st, char **doc,
+static int records_cli_resolve(PGconn *conn, const struct records_args *a,
+			       const struct seal_keys *keys, struct records_stmt *st, char *err,
+			       size_t errlen)
+{
+	PGresult *res = PQexec(conn, RECORDS_SQL_GENERATION);
+	int64_t generation;
+	int rc = -1;
+
+	if (records_generation(res, &generation) < 0)
+		snprintf(err, errlen, "database error: %s", PQerrorMessage(conn));
+	else
+		rc = records_stmt_resolve(st, a, keys, generation, err, errlen);
+	PQclear(res);
+	return rc;
+}
+
+/*
+ * Connect to conf's database, run st (a resolve completed first, sealed
+ * under seal) and render its result for cmd into *doc (the caller frees
+ * it), *len and *http_status. Returns 0, or -1 with a message in err.
+ */
+static int records_exec(const struct conf *conf, enum records_cmd cmd, const struct records_args *a,
+			const struct seal_keys *seal, struct records_stmt *st, char **doc,
 			size_t *len, int *http_status, char *err, size_t errlen)
 {
 	/* Ours first: a connect_timeout or application_name in the
@@ -296,6 +318,8 @@ static int records_exec(const struct conf *conf, enum records_cmd cmd,
 		snprintf(err, errlen, "cannot connect to the database: %s", PQerrorMessage(conn));
 		goto out;
 	}
+	if (cmd == RECORDS_RESOLVE && records_cli_resolve(conn, a, seal, st, err, errlen) < 0)
+		goto out;
 	res = PQexecParams(conn, st->query.sql, st->query.nparams, st->query.types,
 			   st->query.values, st->query.lengths, st->query.formats, STORE_FORMAT_TEXT);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
@@ -322,6 +346,7 @@ int records_main(int argc, char **argv)
 	struct records_args a;
 	struct records_stmt st = {0};
 	struct conf *conf = NULL;
+	struct seal_keys *keys = NULL;
 	unsigned char *body = NULL;
 	char err[RECORDS_MSG_MAX] = "", *doc = NULL;
 	int parsed, http_status = 0, rc = RECORDS_EXIT_USAGE;
@@ -360,7 +385,10 @@ int records_main(int argc, char **argv)
 		rc = RECORDS_EXIT_USAGE;
 		goto out;
 	}
-	if (records_exec(conf, cli.cmd->cmd, &a, &st, &doc, &len, &http_status, err,
+	/* A resolve seals what it stores as the proxy would. */
+	if (cli.cmd->cmd == RECORDS_RESOLVE && secrets_load_seal(conf, &keys, err, sizeof(err)) < 0)
+		goto out;
+	if (records_exec(conf, cli.cmd->cmd, &a, keys, &st, &doc, &len, &http_status, err,
 			 sizeof(err)) < 0)
 		goto out;
 	fwrite(doc, 1, len, stdout);
@@ -389,6 +417,7 @@ out:
 	free(doc);
 	free(body);
 	records_stmt_clear(&st);
+	seal_keys_free(keys);
 	conf_free(conf);
 	return rc;
 }

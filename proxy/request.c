@@ -445,27 +445,65 @@ static void request_cache_put(struct request *req, const struct record *rec, int
 }
 
 /*
+ * Judge rec, a completed record of req's request read from the store,
+ * before its replay (record_read): RECORD_READ_OK with *plain to replay
+ * and *mem to free, or req answered (outcome-unknown, or key-unavailable
+ * while a key rotation reaches this instance) and the reason logged.
+ */
+static enum record_read request_read_stored(struct request *req, const struct record *rec,
+					    struct record *plain, void **mem)
+{
+	const struct secrets *sec = req->gen->secrets;
+	int64_t now = clock_now_us();
+	struct record_reader rd = {
+	    .seal = sec->seal,
+	    .keys_ms = (now - sec->keys_since_us) / 1000,
+	    .sealing_ms = (now - sec->sealing_since_us) / 1000,
+	    .retention_ms = req->route->retention_ms,
+	    .extra = req->route->store_headers,
+	    .nextra = req->route->nstore_headers,
+	};
+	const char *why = "";
+	enum record_read r = record_read(&rd, &req->scope, rec, plain, mem, &why);
+
+	if (r == RECORD_READ_LATER) {
+		log_warn(&req->tag, "stored record sealed with key \"%s\" cannot be read yet: %s",
+			 rec->sealed, why);
+		req->outcome = OUT_STORE_DOWN;
+		request_answer_problem(req, PROBLEM_KEY_UNAVAILABLE,
+				       "the stored outcome of the first request with this key is "
+				       "sealed with a key this instance does not have yet; retry");
+	} else if (r == RECORD_READ_REFUSED) {
+		/* Never replayed, never run again: an operator decides. */
+		if (rec->sealed)
+			log_error(&req->tag,
+				  "stored record sealed with key \"%s\" cannot be read: %s",
+				  rec->sealed, why);
+		else
+			log_error(&req->tag, "stored record is not replayed: %s", why);
+		req->outcome = OUT_UNKNOWN;
+		request_answer_problem(req, PROBLEM_OUTCOME_UNKNOWN,
+				       "the stored outcome of the first request with this key "
+				       "cannot be read");
+	}
+	return r;
+}
+
+/*
  * Another request holds the scope; rec is its record, from the replay
- * cache (cached) or from the store. A different request gets a conflict, a
- * completed record its replay, an unknown or abandoned one outcome-unknown,
- * a running one in-progress (or a wait for it).
+ * cache (cached: judged when it was read or written) or from the store. A
+ * different request gets a conflict, a completed record its replay, an
+ * unknown or abandoned one outcome-unknown, a running one in-progress (or
+ * a wait for it).
  */
 static void request_existing(struct request *req, const struct record *rec, int cached)
 {
 	struct record plain;
-	const char *why;
 	void *mem = NULL;
 
-	if (rec->sealed && rec->state == RECORD_COMPLETED &&
+	if (!cached && rec->state == RECORD_COMPLETED &&
 	    memcmp(rec->fingerprint, req->fp, FINGERPRINT_LEN) == 0) {
-		if (record_open(req->gen->secrets->seal, &req->scope, rec, &plain, &mem, &why) < 0) {
-			/* Never replayed, never run again: an operator decides. */
-			log_error(&req->tag, "stored record sealed with key \"%s\" cannot be read: %s",
-				  rec->sealed, why);
-			req->outcome = OUT_UNKNOWN;
-			request_answer_problem(req, PROBLEM_OUTCOME_UNKNOWN,
-					       "the stored outcome of the first request with this "
-					       "key cannot be read");
+		if (request_read_stored(req, rec, &plain, &mem) != RECORD_READ_OK) {
 			request_done(req);
 			return;
 		}
@@ -770,8 +808,9 @@ static void request_finish(struct request *req, int flags)
 		body = body_len ? evbuffer_pullup(req->resp->body, -1) : (const unsigned char *)"";
 	}
 	if (keys) {
-		if (!req->sealed.headers && record_seal(keys, &req->scope, headers, headers_len, body,
-							body_len, &req->sealed) < 0) {
+		if (!req->sealed.headers &&
+		    record_seal(keys, &req->scope, req->resp->status, req->generation, headers,
+				headers_len, body, body_len, &req->sealed) < 0) {
 			/* Never stored in the clear: the outcome is kept as unknown. */
 			log_error(&req->tag, "record sealing failed: the record is marked unknown");
 			store_mark_unknown(req->ctx->store, &req->scope, req->generation, flags,

@@ -211,6 +211,17 @@ const char *seal_keys_current(const struct seal_keys *k)
 	return k->keys[0].id;
 }
 
+int seal_keys_cover(const struct seal_keys *k, const struct seal_keys *old)
+{
+	int i;
+
+	for (i = 0; old && i < old->nkeys; i++) {
+		if (!k || !seal_keys_find(k, old->keys[i].id, old->keys[i].id_len))
+			return 0;
+	}
+	return 1;
+}
+
 size_t seal_len(const struct seal_keys *k, size_t plain_len)
 {
 	return SEAL_OVERHEAD + k->keys[0].id_len + plain_len;
@@ -221,9 +232,26 @@ const char *seal_result_name(enum seal_result r)
 	return (unsigned)r <= SEAL_NOMEM ? seal_result_names[r] : "invalid";
 }
 
+int seal_version(const void *data, size_t n)
+{
+	if (n < SEAL_MAGIC_LEN)
+		return 0;
+	if (memcmp(data, SEAL_MAGIC, SEAL_MAGIC_LEN) == 0)
+		return 2;
+	return memcmp(data, SEAL_MAGIC_V1, SEAL_MAGIC_LEN) == 0;
+}
+
 int seal_is_sealed(const void *data, size_t n)
 {
-	return n >= SEAL_MAGIC_LEN && memcmp(data, SEAL_MAGIC, SEAL_MAGIC_LEN) == 0;
+	return seal_version(data, n) != 0;
+}
+
+/* 1 when the n bytes at d (n > 0) begin, or are the beginning of, a magic. */
+static int seal_magic_prefix(const unsigned char *d, size_t n)
+{
+	size_t m = n < SEAL_MAGIC_LEN ? n : SEAL_MAGIC_LEN;
+
+	return memcmp(d, SEAL_MAGIC, m) == 0 || memcmp(d, SEAL_MAGIC_V1, m) == 0;
 }
 
 /*
@@ -298,7 +326,7 @@ enum seal_result seal_open(const struct seal_keys *k, const void *aad, size_t aa
 
 	if (key_id)
 		key_id[0] = '\0';
-	if (n > 0 && memcmp(d, SEAL_MAGIC, n < SEAL_MAGIC_LEN ? n : SEAL_MAGIC_LEN) != 0)
+	if (n > 0 && !seal_magic_prefix(d, n))
 		return SEAL_NOT_SEALED;
 	if (n < SEAL_ID_OFFSET)
 		return SEAL_BAD;

@@ -1,7 +1,8 @@
 /*
  * Encryption at rest of stored response headers and bodies: AES-256-GCM
- * under keys read from a key file, with the record's scope as associated
- * data so that a blob moved to another record fails to open.
+ * under keys read from a key file, with associated data the caller chooses
+ * (record.c: what the blob is bound to), so that a blob moved to another
+ * place fails to open.
  *
  * A key file has one key a line, "KEYID BASE64KEY" (blanks around and
  * between the two fields are ignored, so are a trailing CR, blank lines and
@@ -13,8 +14,14 @@
  *
  * A sealed blob describes itself:
  *
- *   "IPS1" | key id length (1 byte) | key id | nonce (12 bytes, random) |
+ *   "IPS2" | key id length (1 byte) | key id | nonce (12 bytes, random) |
  *   ciphertext (as long as the plaintext) | tag (16 bytes)
+ *
+ * The magic is the format's version, and the version says what the
+ * associated data is: seal_data() writes SEAL_MAGIC, seal_open() opens
+ * SEAL_MAGIC_V1 blobs too (the same layout, written by earlier versions
+ * with other associated data), and seal_version() tells the caller which
+ * associated data to give.
  *
  * The keys are immutable once parsed: seal_data() and seal_open() may run
  * on one struct seal_keys from several threads at once.
@@ -24,7 +31,8 @@
 
 #include <stddef.h>
 
-#define SEAL_MAGIC	"IPS1"
+#define SEAL_MAGIC	"IPS2"
+#define SEAL_MAGIC_V1	"IPS1"
 #define SEAL_MAGIC_LEN	4
 #define SEAL_KEY_LEN	32 /* AES-256 */
 #define SEAL_KEY_ID_MAX 32
@@ -56,6 +64,12 @@ void seal_keys_free(struct seal_keys *k);
 const char *seal_keys_current(const struct seal_keys *k);
 
 /*
+ * 1 when k has every key id old has (the key bytes are not compared), else
+ * 0. NULL is a set of no keys: a NULL old is covered by any k.
+ */
+int seal_keys_cover(const struct seal_keys *k, const struct seal_keys *old);
+
+/*
  * The size of the blob that seals plain_len bytes under the current key:
  * SEAL_OVERHEAD + strlen(seal_keys_current(k)) + plain_len. plain_len must
  * leave room for the overhead in a size_t.
@@ -63,8 +77,9 @@ const char *seal_keys_current(const struct seal_keys *k);
 size_t seal_len(const struct seal_keys *k, size_t plain_len);
 
 /*
- * Seal the n bytes at plain under the current key, with the aad_len bytes at
- * aad (the record's scope; may be NULL when aad_len is 0) as associated data,
+ * Seal the n bytes at plain under the current key, as a SEAL_MAGIC blob,
+ * with the aad_len bytes at aad (may be NULL when aad_len is 0) as
+ * associated data,
  * into out: seal_len(k, n) bytes the caller provides, not overlapping plain.
  * A fresh random nonce (RAND_bytes) each call; random 96-bit nonces stay
  * safe for about 2^32 seals under one key, so rotate well before that.
@@ -75,16 +90,19 @@ int seal_data(const struct seal_keys *k, const void *aad, size_t aad_len, const 
 	      size_t n, unsigned char *out) __attribute__((warn_unused_result));
 
 /*
- * 1 when the n bytes at data begin with SEAL_MAGIC, else 0. A hint only: a
- * plaintext record (stored before encryption was turned on) may begin with
- * "IPS1" too, so the store keeps whether a value is sealed in a column of
- * its own and does not rely on this.
+ * 1 when the n bytes at data begin with SEAL_MAGIC or SEAL_MAGIC_V1, else
+ * 0. A hint only: a plaintext record (stored before encryption was turned
+ * on) may begin with "IPS2" too, so the store keeps whether a value is
+ * sealed in a column of its own and does not rely on this.
  */
 int seal_is_sealed(const void *data, size_t n);
 
+/* The version of the blob of n bytes at data: 2 (SEAL_MAGIC), 1 (SEAL_MAGIC_V1) or 0. */
+int seal_version(const void *data, size_t n);
+
 enum seal_result {
 	SEAL_OK,
-	SEAL_NOT_SEALED,  /* data does not begin with SEAL_MAGIC (nor part of it) */
+	SEAL_NOT_SEALED,  /* data does not begin with either magic (nor part of one) */
 	SEAL_UNKNOWN_KEY, /* sealed under a key id the key file does not have */
 	SEAL_BAD,	  /* truncated, garbled, wrong aad, or the tag does not match */
 	SEAL_NOMEM,
@@ -100,9 +118,10 @@ const char *seal_result_name(enum seal_result r);
  * result *plain and *plain_len are untouched and no plaintext is kept.
  * key_id, when not NULL, receives the blob's NUL-terminated key id whenever
  * the blob is whole up to it (also with SEAL_UNKNOWN_KEY and a failed tag),
- * else "". Data shorter than SEAL_MAGIC that is a prefix of it counts as a
- * truncated blob (SEAL_BAD), not as SEAL_NOT_SEALED. SEAL_NOMEM also covers
- * OpenSSL failing to allocate its cipher context.
+ * else "". Data shorter than a magic that is a prefix of one counts as a
+ * truncated blob (SEAL_BAD), not as SEAL_NOT_SEALED. aad is what the blob's
+ * version (seal_version) was sealed with: other bytes fail the tag.
+ * SEAL_NOMEM also covers OpenSSL failing to allocate its cipher context.
  */
 enum seal_result seal_open(const struct seal_keys *k, const void *aad, size_t aad_len,
 			   const void *data, size_t n, unsigned char **plain, size_t *plain_len,

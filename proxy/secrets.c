@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "conf/conf.h"
+#include "proxy/clock.h"
 #include "proxy/jwks.h"
 #include "proxy/seal.h"
 #include "proxy/tls.h"
@@ -130,7 +131,7 @@ static int secrets_route_keys(const struct conf *conf, struct secrets *s, char *
 	return 0;
 }
 
-static int secrets_seal(const struct conf *conf, struct secrets *s, char *err, size_t errlen)
+int secrets_load_seal(const struct conf *conf, struct seal_keys **out, char *err, size_t errlen)
 {
 	const struct conf_file *f = &conf->body_encryption;
 	char reason[CONF_ERR_MAX], line[CONF_ERR_MAX + 32];
@@ -138,9 +139,12 @@ static int secrets_seal(const struct conf *conf, struct secrets *s, char *err, s
 	size_t len;
 	int rc;
 
+	*out = NULL;
+	if (!f->path)
+		return 0;
 	if (secrets_read(conf, f, "body encryption keys", &text, &len, err, errlen) < 0)
 		return -1;
-	rc = seal_keys_parse(text, len, &s->seal, reason, sizeof(reason));
+	rc = seal_keys_parse(text, len, out, reason, sizeof(reason));
 	OPENSSL_cleanse(text, len);
 	free(text);
 	if (rc < 0) {
@@ -206,13 +210,22 @@ int secrets_load(const struct conf *conf, struct secrets **out, char *err, size_
 	}
 	if (secrets_route_keys(conf, s, err, errlen) < 0 ||
 	    (conf->admin_token.path && secrets_admin_token(conf, s, err, errlen) < 0) ||
-	    (conf->body_encryption.path && secrets_seal(conf, s, err, errlen) < 0) ||
+	    secrets_load_seal(conf, &s->seal, err, errlen) < 0 ||
 	    secrets_tls(conf, s, err, errlen) < 0) {
 		secrets_free(s);
 		return -1;
 	}
+	s->keys_since_us = s->sealing_since_us = clock_now_us();
 	*out = s;
 	return 0;
+}
+
+void secrets_follow(struct secrets *s, const struct secrets *prev)
+{
+	if (seal_keys_cover(s->seal, prev->seal))
+		s->keys_since_us = prev->keys_since_us;
+	if (s->seal && prev->seal)
+		s->sealing_since_us = prev->sealing_since_us;
 }
 
 void secrets_free(struct secrets *s)

@@ -9,6 +9,7 @@
 #define IDEMPROXY_SECRETS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <openssl/ssl.h>
 
 struct conf;
@@ -23,6 +24,10 @@ struct secrets {
 	char *admin_token;	  /* NULL: no admin_token */
 	size_t admin_token_len;
 	struct seal_keys *seal;	  /* NULL: bodies are stored in plaintext */
+	int64_t keys_since_us;	  /* clock_now_us(): since then the key set (seal, NULL
+				   * an empty one) has lost no key id (secrets_follow) */
+	int64_t sealing_since_us; /* with seal: since then this process has sealed
+				   * what it stores, without a break */
 	SSL_CTX *listen_tls;	  /* NULL: the listener speaks plain HTTP */
 	SSL_CTX *upstream_tls;	  /* NULL: http:// upstream */
 };
@@ -34,6 +39,22 @@ struct secrets {
 int secrets_load(const struct conf *conf, struct secrets **out, char *err, size_t errlen)
 	__attribute__((warn_unused_result));
 void secrets_free(struct secrets *s); /* NULL accepted */
+
+/*
+ * s replaces prev on a reload: s keeps prev's keys_since_us when it still
+ * has every key id prev had, and prev's sealing_since_us when both seal,
+ * so that a reload which removes no key and keeps encryption on changes
+ * neither time. (secrets_load sets both to the time it ran.)
+ */
+void secrets_follow(struct secrets *s, const struct secrets *prev);
+
+/*
+ * Only conf's body_encryption keys (NULL when it names none): for
+ * `idemproxy records`, which seals what it stores and needs no other file.
+ * 0, or -1 with err as secrets_load.
+ */
+int secrets_load_seal(const struct conf *conf, struct seal_keys **out, char *err, size_t errlen)
+	__attribute__((warn_unused_result));
 
 /* 1 when the n bytes at token are the admin token (constant time in n). */
 int secrets_admin_token_ok(const struct secrets *s, const char *token, size_t n);

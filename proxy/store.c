@@ -179,7 +179,9 @@ static const char store_sql_lookup_tail[] =
     "   r.lease_expires_at - v.at) * 1000))::bigint ELSE 0::bigint END,"
     "  CASE WHEN r.state = 'completed' THEN coalesce(greatest(0, floor(extract(epoch FROM"
     "   r.expires_at - v.at) * 1000))::bigint, 0::bigint) ELSE 0::bigint END,"
-    "  r.response_sealed"
+    "  r.response_sealed,"
+    "  CASE WHEN r.state = 'completed' THEN coalesce(greatest(0, floor(extract(epoch FROM"
+    "   v.at - r.completed_at) * 1000))::bigint, 0::bigint) ELSE 0::bigint END"
     " FROM v JOIN idempotency_records r ON" STORE_SQL_SCOPE_JOIN;
 
 /*
@@ -314,6 +316,7 @@ enum store_claim_col {
 	STORE_COL_LEASE_REMAINING,
 	STORE_COL_EXPIRES_IN,
 	STORE_COL_SEALED,
+	STORE_COL_COMPLETED_AGO,
 	STORE_CLAIM_COLUMNS,
 };
 
@@ -1075,7 +1078,8 @@ static int store_parse_claim(struct store_op *op, const PGresult *res, int row)
 	    !store_has(res, row, STORE_COL_OMITTED, 1) ||
 	    !store_has(res, row, STORE_COL_LEASE_EXPIRED, 1) ||
 	    !store_has(res, row, STORE_COL_LEASE_REMAINING, sizeof(int64_t)) ||
-	    !store_has(res, row, STORE_COL_EXPIRES_IN, sizeof(int64_t)))
+	    !store_has(res, row, STORE_COL_EXPIRES_IN, sizeof(int64_t)) ||
+	    !store_has(res, row, STORE_COL_COMPLETED_AGO, sizeof(int64_t)))
 		return -1;
 	memset(rec, 0, sizeof(*rec));
 	state = PQgetvalue(res, row, STORE_COL_STATE);
@@ -1092,6 +1096,7 @@ static int store_parse_claim(struct store_op *op, const PGresult *res, int row)
 	rec->lease_expired = store_bool(res, row, STORE_COL_LEASE_EXPIRED);
 	rec->lease_remaining_ms = store_int8(res, row, STORE_COL_LEASE_REMAINING);
 	rec->expires_in_ms = store_int8(res, row, STORE_COL_EXPIRES_IN);
+	rec->completed_ms_ago = store_int8(res, row, STORE_COL_COMPLETED_AGO);
 	rec->body_omitted = store_bool(res, row, STORE_COL_OMITTED);
 	rec->headers = "";
 	if (rec->state == RECORD_COMPLETED) {

@@ -318,11 +318,15 @@ def test_describe_markdown(binary, tmp_path):
         ("401", "actor-missing"), ("401", "actor-invalid"), ("409", "idempotency-conflict"),
         ("409", "operation-in-progress"), ("409", "outcome-unknown"),
         ("413", "request-too-large"), ("502", "upstream-unavailable"),
-        ("502", "upstream-error"), ("503", "store-unavailable"), ("504", "upstream-timeout")}
+        ("502", "upstream-error"), ("503", "store-unavailable"), ("503", "key-unavailable"),
+        ("504", "upstream-timeout")}
     rows = {r[1].split(" ")[0].strip("`"): r for r in table_rows(c) if r[0].isdigit()}
     assert "`X-Should-Retry: true`" in rows["operation-in-progress"][3]
     assert "`Retry-After`" in rows["operation-in-progress"][3]
     assert "`Retry-After`" in rows["store-unavailable"][3]
+    # body_encryption is on: a key another instance has first is a retry.
+    assert "`X-Should-Retry: true`" in rows["key-unavailable"][3]
+    assert "`Retry-After`" in rows["key-unavailable"][3]
     assert "`X-Should-Retry: true`" in rows["upstream-unavailable"][3]
     assert "`X-Should-Retry: false`" in rows["idempotency-conflict"][3]
 

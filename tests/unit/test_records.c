@@ -184,6 +184,24 @@ static void insert(const char *key, const char *state, const char *lease, const 
 
 /* Build, run and render cmd over a; the parsed document (the caller frees
  * it) or NULL, and the HTTP status in *status. */
+/* A resolve's new generation, as the front ends read it, into st: 0 or -1. */
+static int resolve_at(const struct records_args *a, struct records_stmt *st)
+{
+	PGresult *res = PQexec(conn, RECORDS_SQL_GENERATION);
+	char err[TEST_ERR_MAX];
+	int64_t generation = 0;
+	int rc;
+
+	rc = records_generation(res, &generation);
+	CHECK(rc == 0 && generation > 0);
+	PQclear(res);
+	if (rc == 0)
+		rc = records_stmt_resolve(st, a, NULL, generation, err, sizeof(err));
+	CHECK(rc == 0);
+	CHECK(rc < 0 || (st->query.nparams == 9 && st->values[8] == NULL));
+	return rc;
+}
+
 static yajl_val run(enum records_cmd cmd, const struct records_args *a, int *status)
 {
 	struct records_stmt st;
@@ -196,6 +214,10 @@ static yajl_val run(enum records_cmd cmd, const struct records_args *a, int *sta
 	*status = 0;
 	if (records_stmt_build(cmd, a, &st, err, sizeof(err)) < 0) {
 		fprintf(stderr, "build: %s\n", err);
+		return NULL;
+	}
+	if (cmd == RECORDS_RESOLVE && resolve_at(a, &st) < 0) {
+		records_stmt_clear(&st);
 		return NULL;
 	}
 	res =

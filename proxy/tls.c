@@ -19,6 +19,20 @@ const char *tls_last_error(char *buf, size_t len)
 	return buf;
 }
 
+const char *tls_handshake_error(SSL *ssl, unsigned long err, char *buf, size_t len)
+{
+	long verify = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
+
+	if (verify != X509_V_OK)
+		snprintf(buf, len, "certificate verify failed: %s",
+			 X509_verify_cert_error_string(verify));
+	else if (err)
+		ERR_error_string_n(err, buf, len);
+	else
+		return NULL;
+	return buf;
+}
+
 int tls_refused_us(unsigned long err)
 {
 	switch (ERR_GET_LIB(err) == ERR_LIB_SSL ? ERR_GET_REASON(err) : 0) {

@@ -42,6 +42,13 @@ SSL *tls_client_new(SSL_CTX *ctx, const char *name);
  */
 int tls_refused_us(unsigned long err);
 
+/*
+ * Why a handshake of ssl failed, into buf: the peer's certificate did not
+ * verify (the verify result as text), else the OpenSSL error err. NULL
+ * when there is neither (the socket failed before TLS began).
+ */
+const char *tls_handshake_error(SSL *ssl, unsigned long err, char *buf, size_t len);
+
 /* The last OpenSSL error of this thread as text, and the queue cleared. */
 const char *tls_last_error(char *buf, size_t len);
 

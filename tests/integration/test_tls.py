@@ -1,7 +1,8 @@
-"""TLS (DESIGN section 9): an https upstream verified by CA and name, with
-an optional client certificate and the keep-alive pool; a TLS listener
-(1.2 and later) whose certificate a reload replaces. Certificates are made
-here with the openssl command line (jwtkit.Pki)."""
+"""TLS: an https upstream verified by CA and name, with an optional client
+certificate and the keep-alive pool, and its failures logged; a TLS
+listener (1.2 and later) whose certificate a reload replaces.
+Certificates are made here with the openssl command line (jwtkit.Pki)."""
+import re
 import signal
 import socket
 import ssl
@@ -22,7 +23,8 @@ def pki(tmp_path_factory):
     pair = ca.issue("server")
     other = jwtkit.Pki(d, "otherca")
     client = other.issue("client", dns=("client.example",), ips=())
-    return {"ca": ca.ca, "pair": pair, "ca_obj": ca, "other_ca": other.ca, "client": client}
+    return {"ca": ca.ca, "pair": pair, "ca_obj": ca, "other_ca": other.ca,
+            "other_ca_key": other.ca_key, "client": client}
 
 
 @pytest.fixture
@@ -84,6 +86,38 @@ def test_unverified_upstream_gets_502_and_the_claim_is_released(proxy, start_ups
     p2 = proxy(s)
     assert_owner(p2.post("/api/courses", key=key, actor=ids.actor, body=course()))
     assert up.count(key=key) == 1
+
+
+@pytest.mark.parametrize("setting,reason", [
+    ("wrong-ca", "certificate verify failed: unable to get local issuer certificate"),
+    ("self-signed", "certificate verify failed: self.signed certificate"),
+    ("wrong-name", "certificate verify failed: hostname mismatch"),
+])
+def test_upstream_certificate_failures_are_logged(proxy, start_upstream, pki, pg, ids, setting,
+                                                  reason):
+    """The 502 tells the client nothing about why; the log tells the operator."""
+    if setting == "self-signed":  # a certificate that is its own issuer, trusted by nobody
+        up = start_upstream(tls=(pki["other_ca"], pki["other_ca_key"]))
+    else:
+        up = start_upstream(tls=pki["pair"])
+    s = https_settings(up, pki)
+    if setting == "wrong-ca":
+        s["upstream_ca"] = pki["other_ca"]
+    elif setting == "wrong-name":
+        s["upstream_server_name"] = "other.example"
+    p = proxy(s)
+    key = ids.key()
+    problem(p.post("/api/courses", key=key, actor=ids.actor, body=course()),
+            "upstream-unavailable", 502)
+    assert records(pg, key) == [] and up.count() == 0
+    wait_for_log(p, "TLS handshake failed")
+    lines = [l for l in p.log_lines() if "TLS handshake failed" in l.get("msg", "")]
+    assert len(lines) == 1 and lines[0]["level"] == "warn", lines
+    msg = lines[0]["msg"]
+    assert msg.startswith("upstream 127.0.0.1:%d: TLS handshake failed: " % up.port), msg
+    assert re.search(reason, msg), msg
+    want = "other.example" if setting == "wrong-name" else "127.0.0.1"
+    assert "name verified: %s;" % want in msg, msg
 
 
 def client_ctx(pki):

@@ -172,9 +172,13 @@ static int secrets_tls(const struct conf *conf, struct secrets *s, char *err, si
 	char reason[CONF_ERR_MAX];
 
 	if (conf->tls_certificate.path) {
-		s->listen_tls = tls_server_ctx();
+		s->listen_tls = tls_server_ctx(conf->tls_ciphers, reason, sizeof(reason));
 		if (!s->listen_tls) {
-			snprintf(err, errlen, "%s: out of memory", conf->file);
+			/* The default list has no line: the certificate's turns it on. */
+			snprintf(err, errlen, "%s:%d: %s", conf->file,
+				 conf->tls_ciphers_line ? conf->tls_ciphers_line
+							: conf->tls_certificate.line,
+				 reason);
 			return -1;
 		}
 		if (secrets_tls_pair(conf, s->listen_tls, &conf->tls_certificate,

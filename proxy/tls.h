@@ -9,8 +9,14 @@
 #include <stddef.h>
 #include <openssl/ssl.h>
 
-/* A server context for TLS 1.2 and later (its certificate: tls_ctx_use_pair). NULL when out of memory. */
-SSL_CTX *tls_server_ctx(void);
+/*
+ * A server context for TLS 1.2 and later (its certificate:
+ * tls_ctx_use_pair): TLS 1.2 with the OpenSSL cipher list ciphers, TLS
+ * 1.3 with OpenSSL's suites, ECDHE over X25519, P-256 or P-384, the
+ * client's order of preference. NULL with a message in err when no TLS 1.2
+ * suite matches ciphers, or out of memory.
+ */
+SSL_CTX *tls_server_ctx(const char *ciphers, char *err, size_t errlen);
 
 /*
  * A client context for TLS 1.2 and later that verifies the peer's chain

@@ -105,6 +105,12 @@ static void signal_stop_cb(evutil_socket_t sig, short what, void *arg)
 		worker_stop(&sv->workers[i]);
 }
 
+/* A configuration warning in the log (start-up, reload). */
+static void warning_log(const char *line, void *arg)
+{
+	log_warn(NULL, "%s", line);
+}
+
 /*
  * Read FILE and every file it names. 0 with *conf and *secrets, or -1 with
  * "FILE:LINE: message" in err.
@@ -141,6 +147,7 @@ static void reload(struct supervisor *sv)
 		log_error(NULL, "reload failed, the running configuration stays: %s", err);
 		return;
 	}
+	secrets_warnings(conf, secrets, warning_log, NULL);
 	changed = conf_restart_only_change(sv->gen->conf, conf);
 	if (changed) {
 		log_error(NULL, "reload refused: \"%s\" changed, which needs a restart; "
@@ -327,6 +334,7 @@ static int run(struct conf *conf, struct secrets *secrets)
 	event_set_log_callback(libevent_log);
 	if (evthread_use_pthreads() < 0)
 		return 1;
+	secrets_warnings(conf, secrets, warning_log, NULL);
 	if (supervisor_start(&sv, conf, secrets) == 0 &&
 	    pthread_create(&joiner, NULL, joiner_main, &sv) == 0) {
 		/* Every listener is open: traffic may come. */
@@ -361,9 +369,19 @@ static int describe(const struct conf *conf, enum contract_format fmt)
 	return rc;
 }
 
-/* -t: the file loads; a file without a route intercepts nothing, which is worth a word. */
-static int check_only(const char *file, const struct conf *conf)
+/* A configuration warning on stderr (-t). */
+static void warning_print(const char *line, void *arg)
 {
+	fprintf(stderr, "%s\n", line);
+}
+
+/*
+ * -t: the file loads; a file without a route intercepts nothing, and a
+ * secret file others may read is no secret, which are worth a word.
+ */
+static int check_only(const char *file, const struct conf *conf, const struct secrets *secrets)
+{
+	secrets_warnings(conf, secrets, warning_print, NULL);
 	if (conf->nroutes == 0)
 		fprintf(stderr, "%s: warning: no route: every request is relayed as it is and "
 				"nothing is intercepted\n", file);
@@ -507,7 +525,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (o.test_only) {
-		rc = check_only(o.file, conf);
+		rc = check_only(o.file, conf, secrets);
 	} else if (o.describe) {
 		rc = describe(conf, o.fmt);
 	} else if (o.migrate) {

@@ -45,6 +45,11 @@
 #define CONF_HTTPS_DEFAULT_PORT	  443
 #define CONF_JWT_LEEWAY_DEFAULT_MS 30000
 #define CONF_PROBLEM_BASE_DEFAULT "https://idemproxy.dev/problems/"
+/* Mozilla's "intermediate" TLS 1.2 suites (guidelines 6.0): ECDHE, AEAD only. */
+#define CONF_TLS_CIPHERS_DEFAULT                                                                   \
+	"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"                               \
+	"ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"                               \
+	"ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
 
 enum conf_where {
 	CONF_TOP = 1,
@@ -1170,6 +1175,7 @@ static const struct conf_directive conf_directives[] = {
     CONF_ROW("upstream_client_certificate", CONF_TOP, 2, 2, CT_FILE, TOP(upstream_client_cert), conf_set_client_cert, NULL, CF_RESTART),
     CONF_ROW("tls_certificate", CONF_TOP, 1, 1, CT_FILE, TOP(tls_certificate), NULL, NULL, 0),
     CONF_ROW("tls_certificate_key", CONF_TOP, 1, 1, CT_FILE, TOP(tls_certificate_key), NULL, NULL, 0),
+    CONF_ROW("tls_ciphers", CONF_TOP, 1, 1, CT_STRING, TOP(tls_ciphers), NULL, CONF_TLS_CIPHERS_DEFAULT, 0),
     CONF_ROW("database", CONF_TOP, 1, 1, CT_STRING, TOP(database), NULL, NULL, CF_RESTART),
     CONF_ENUM_ROW("prepared_statements", CONF_TOP, TOP(prepared_statements), "auto", conf_prepared_modes, NULL, CF_RESTART),
     CONF_ROW("admin", CONF_TOP, 1, 1, CT_ADDR, TOP(admin), NULL, "off", CF_RESTART | CF_OFF),
@@ -1598,6 +1604,11 @@ static int conf_finish(struct conf_parser *p)
 	if (!c->tls_certificate.path != !c->tls_certificate_key.path)
 		return conf_error_at(p, c->tls_certificate.line + c->tls_certificate_key.line,
 				     "\"tls_certificate\" and \"tls_certificate_key\" go together"); /* one is 0 */
+	/* The list itself is OpenSSL's to judge, when the secrets load. */
+	c->tls_ciphers_line = conf_top_line(p, "tls_ciphers");
+	if (c->tls_ciphers_line && !c->tls_certificate.path)
+		return conf_error_at(p, c->tls_ciphers_line,
+				     "\"tls_ciphers\" needs \"tls_certificate\"");
 	if (!c->upstream_tls) {
 		static const char *const tls_only[] = {"upstream_ca", "upstream_server_name",
 						       "upstream_client_certificate"};
@@ -1720,6 +1731,7 @@ void conf_free(struct conf *conf)
 	free(conf->upstream_client_key.path);
 	free(conf->tls_certificate.path);
 	free(conf->tls_certificate_key.path);
+	free(conf->tls_ciphers);
 	free(conf->admin_token.path);
 	free(conf->body_encryption.path);
 	free(conf->trusted_proxies);

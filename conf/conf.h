@@ -190,6 +190,8 @@ struct conf {
 	struct conf_file upstream_client_cert, upstream_client_key;
 
 	struct conf_file tls_certificate, tls_certificate_key; /* the listener speaks TLS */
+	char *tls_ciphers;             /* its TLS 1.2 suites, an OpenSSL cipher list */
+	int tls_ciphers_line;          /* where it is set; 0: the default */
 	struct conf_file admin_token;  /* the records API's bearer token */
 	struct conf_file body_encryption; /* keys sealing stored bodies and headers */
 

@@ -18,12 +18,12 @@
  * Record statements come from records.c and run through the main thread's
  * store, so nothing here blocks. ACTOR is the stored form ("h:alice").
  *
- * Access (DESIGN section 9): with admin_token every /records path needs
- * "Authorization: Bearer TOKEN"; without it only loopback peers that name
- * a loopback Host are served (a DNS-rebinding page names its own). A POST
- * with an Origin (a web page's) is always refused. Health, readiness and
- * metrics stay open for probes and scrapers, and the contract for the
- * clients it is published to.
+ * Access (admin_access): with admin_token every /records path needs
+ * "Authorization: Bearer TOKEN", and health, readiness, metrics and the
+ * contract stay open for probes, scrapers and the clients the contract is
+ * published to; without it every path is served only to loopback peers
+ * that name a loopback Host (a DNS-rebinding page names its own). A POST
+ * with an Origin (a web page's) is always refused.
  *
  * HEAD is answered like GET, without the body; a known path asked with
  * another method gets 405 with Allow.
@@ -399,28 +399,47 @@ static int admin_loopback_peer(struct evhttp_request *req)
 	return conf_loopback(addr, strlen(addr));
 }
 
+/* Does req carry the admin token? 1, or 0 with the 401 sent. */
+static int admin_token_given(struct admin *a, struct evhttp_request *req)
+{
+	const char *auth =
+	    evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+
+	if (auth && strncasecmp(auth, "Bearer ", 7) == 0 &&
+	    secrets_admin_token_ok(a->secrets, auth + 7, strlen(auth + 7)))
+		return 1;
+	evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
+			  auth ? "Bearer error=\"invalid_token\"" : "Bearer");
+	admin_error(req, 401, "the records API needs the admin token");
+	return 0;
+}
+
 /*
- * May req use the records API? 1, or 0 with the refusal sent: 401 without
- * the admin token when there is one, 403 for a peer or Host that is not
- * loopback when there is none.
+ * May req to path be served? The admin listener's one access decision,
+ * made before the path is even looked up: 1, or 0 with the refusal sent.
+ * A POST with an Origin (a web page's) is refused whatever else it has.
+ * With admin_token the records API (every /records path) needs the token
+ * and the rest is open, as probes and scrapers send the pod's address as
+ * Host. Without it every path answers only a loopback peer that names a
+ * loopback Host: a page whose own name was rebound to 127.0.0.1 sends that
+ * name, and learns nothing (not the metrics, not the contract).
  */
-static int admin_records_allowed(struct admin *a, struct evhttp_request *req)
+static int admin_access(struct admin *a, struct evhttp_request *req, const char *path)
 {
 	struct evkeyvalq *in = evhttp_request_get_input_headers(req);
-	const char *auth = evhttp_find_header(in, "Authorization");
+	int records = strcmp(path, "/records") == 0 || strncmp(path, "/records/", 9) == 0;
 
-	if (a->secrets->admin_token) {
-		if (auth && strncasecmp(auth, "Bearer ", 7) == 0 &&
-		    secrets_admin_token_ok(a->secrets, auth + 7, strlen(auth + 7)))
-			return 1;
-		evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
-				  auth ? "Bearer error=\"invalid_token\"" : "Bearer");
-		admin_error(req, 401, "the records API needs the admin token");
+	if (evhttp_request_get_command(req) == EVHTTP_REQ_POST &&
+	    evhttp_find_header(in, "Origin")) {
+		admin_error(req, 403, "requests from web pages are not accepted");
 		return 0;
 	}
+	if (a->secrets->admin_token)
+		return !records || admin_token_given(a, req);
 	if (!admin_loopback_peer(req) || !admin_loopback_host(evhttp_find_header(in, "Host"))) {
-		admin_error(req, 403, "without admin_token the records API answers loopback "
-				      "clients that name a loopback Host only");
+		admin_error(req, 403,
+			    "without admin_token the admin listener answers loopback "
+			    "clients that name a loopback Host only");
 		return 0;
 	}
 	return 1;
@@ -503,16 +522,8 @@ static void admin_request(struct evhttp_request *req, void *arg)
 
 	if (!path)
 		path = "";
-	/* A browser's cross-site form post says where it comes from: the
-	 * records API only takes requests from tools. */
-	if (method == EVHTTP_REQ_POST &&
-	    evhttp_find_header(evhttp_request_get_input_headers(req), "Origin")) {
-		admin_error(req, 403, "requests from web pages are not accepted");
-		return;
-	}
-	/* Under /records nothing, not even what exists, is told without access. */
-	if ((strcmp(path, "/records") == 0 || strncmp(path, "/records/", 9) == 0) &&
-	    !admin_records_allowed(a, req))
+	/* Nothing, not even which paths exist, is told without access. */
+	if (!admin_access(a, req, path))
 		return;
 	for (size_t i = 0; !p && i < sizeof(admin_paths) / sizeof(admin_paths[0]); i++)
 		if (strcmp(path, admin_paths[i].path) == 0)

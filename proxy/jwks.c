@@ -448,6 +448,14 @@ int jwks_count(const struct jwks *keys)
 	return keys->n;
 }
 
+int jwks_has_secret(const struct jwks *keys)
+{
+	for (int i = 0; i < keys->n; i++)
+		if (keys->keys[i].type == JWK_OCT)
+			return 1;
+	return 0;
+}
+
 uint64_t jwks_serial(const struct jwks *keys)
 {
 	return keys->serial;

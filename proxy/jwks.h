@@ -44,6 +44,7 @@ int jwks_parse(const char *text, size_t len, struct jwks **out, char *err, size_
 	__attribute__((warn_unused_result));
 void jwks_free(struct jwks *keys); /* NULL accepted */
 int jwks_count(const struct jwks *keys); /* keys used for verification */
+int jwks_has_secret(const struct jwks *keys); /* 1: an oct key (an HMAC secret) is among them */
 
 /*
  * A number unique per jwks_parse() result, never 0: tells sets apart where a

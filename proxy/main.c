@@ -148,6 +148,7 @@ static void reload(struct supervisor *sv)
 		return;
 	}
 	conf_warnings(conf, warning_log, NULL);
+	secrets_warnings(conf, secrets, warning_log, NULL);
 	changed = conf_restart_only_change(sv->gen->conf, conf);
 	if (changed) {
 		log_error(NULL, "reload refused: \"%s\" changed, which needs a restart; "
@@ -336,6 +337,7 @@ static int run(struct conf *conf, struct secrets *secrets)
 	if (evthread_use_pthreads() < 0)
 		return 1;
 	conf_warnings(conf, warning_log, NULL);
+	secrets_warnings(conf, secrets, warning_log, NULL);
 	if (supervisor_start(&sv, conf, secrets) == 0 &&
 	    pthread_create(&joiner, NULL, joiner_main, &sv) == 0) {
 		/* Every listener is open: traffic may come. */
@@ -376,10 +378,14 @@ static void warning_print(const char *line, void *arg)
 	fprintf(stderr, "%s\n", line);
 }
 
-/* -t: the file loads; a file without a route intercepts nothing, which is worth a word. */
-static int check_only(const char *file, const struct conf *conf)
+/*
+ * -t: the file loads; a file without a route intercepts nothing, and a
+ * secret file others may read is no secret, which are worth a word.
+ */
+static int check_only(const char *file, const struct conf *conf, const struct secrets *secrets)
 {
 	conf_warnings(conf, warning_print, NULL);
+	secrets_warnings(conf, secrets, warning_print, NULL);
 	if (conf->nroutes == 0)
 		fprintf(stderr, "%s: warning: no route: every request is relayed as it is and "
 				"nothing is intercepted\n", file);
@@ -523,7 +529,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (o.test_only) {
-		rc = check_only(o.file, conf);
+		rc = check_only(o.file, conf, secrets);
 	} else if (o.describe) {
 		rc = describe(conf, o.fmt);
 	} else if (o.migrate) {

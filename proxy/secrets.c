@@ -176,9 +176,13 @@ static int secrets_tls(const struct conf *conf, struct secrets *s, char *err, si
 	char reason[CONF_ERR_MAX];
 
 	if (conf->tls_certificate.path) {
-		s->listen_tls = tls_server_ctx();
+		s->listen_tls = tls_server_ctx(conf->tls_ciphers, reason, sizeof(reason));
 		if (!s->listen_tls) {
-			snprintf(err, errlen, "%s: out of memory", conf->file);
+			/* The default list has no line: the certificate's turns it on. */
+			snprintf(err, errlen, "%s:%d: %s", conf->file,
+				 conf->tls_ciphers_line ? conf->tls_ciphers_line
+							: conf->tls_certificate.line,
+				 reason);
 			return -1;
 		}
 		if (secrets_tls_pair(conf, s->listen_tls, &conf->tls_certificate,
@@ -198,6 +202,58 @@ static int secrets_tls(const struct conf *conf, struct secrets *s, char *err, si
 		return secrets_tls_pair(conf, s->upstream_tls, &conf->upstream_client_cert,
 					&conf->upstream_client_key, err, errlen);
 	return 0;
+}
+
+/*
+ * Say so when the secret file f can be read or written by others, or
+ * written by its group: other users of the host could read or swap the
+ * key. Its group may read it (0640 gives the key to a service's group). A
+ * file stat(2) cannot see is not judged.
+ */
+static void secrets_check_mode(const struct conf *conf, const struct conf_file *f,
+			       secrets_warning_fn say, void *arg)
+{
+	char msg[2 * CONF_ERR_MAX];
+	const char *how;
+	struct stat st;
+
+	if (stat(f->path, &st) < 0)
+		return;
+	how = (st.st_mode & S_IROTH)   ? "readable by others"
+	      : (st.st_mode & S_IWOTH) ? "writable by others"
+	      : (st.st_mode & S_IWGRP) ? "writable by its group"
+				       : NULL;
+	if (!how)
+		return;
+	snprintf(msg, sizeof(msg),
+		 "%s:%d: warning: secret file \"%s\" is %s (mode %04o); chmod 600", conf->file,
+		 f->line, f->path, how, (unsigned)(st.st_mode & 07777));
+	say(msg, arg);
+}
+
+/* 1 when a route before route i reads the JWT key set route i reads. */
+static int secrets_keys_read_before(const struct conf *conf, const struct secrets *s, int i)
+{
+	for (int j = 0; j < i; j++)
+		if (s->route_keys[j] &&
+		    strcmp(conf->routes[j].jwt_keys.path, conf->routes[i].jwt_keys.path) == 0)
+			return 1;
+	return 0;
+}
+
+void secrets_warnings(const struct conf *conf, const struct secrets *s, secrets_warning_fn say,
+		      void *arg)
+{
+	const struct conf_file *files[] = {&conf->admin_token, &conf->body_encryption,
+					   &conf->tls_certificate_key, &conf->upstream_client_key};
+
+	for (size_t k = 0; k < sizeof(files) / sizeof(files[0]); k++)
+		if (files[k]->path)
+			secrets_check_mode(conf, files[k], say, arg);
+	for (int i = 0; i < s->nroutes; i++)
+		if (s->route_keys[i] && jwks_has_secret(s->route_keys[i]) &&
+		    !secrets_keys_read_before(conf, s, i))
+			secrets_check_mode(conf, &conf->routes[i].jwt_keys, say, arg);
 }
 
 int secrets_load(const struct conf *conf, struct secrets **out, char *err, size_t errlen)

@@ -38,6 +38,18 @@ struct secrets {
  */
 int secrets_load(const struct conf *conf, struct secrets **out, char *err, size_t errlen)
 	__attribute__((warn_unused_result));
+
+/*
+ * Each secret file of conf (s, its secrets as loaded) that others may read
+ * or write, or its group write, handed to say as one line "FILE:LINE:
+ * warning: secret file ...": the admin token, the body encryption keys,
+ * the TLS keys and each JWT key set holding an oct key (once, however many
+ * routes read it). The modes are read now, by stat(2).
+ */
+typedef void (*secrets_warning_fn)(const char *line, void *arg);
+void secrets_warnings(const struct conf *conf, const struct secrets *s, secrets_warning_fn say,
+		      void *arg);
+
 void secrets_free(struct secrets *s); /* NULL accepted */
 
 /*

@@ -19,6 +19,20 @@ const char *tls_last_error(char *buf, size_t len)
 	return buf;
 }
 
+const char *tls_handshake_error(SSL *ssl, unsigned long err, char *buf, size_t len)
+{
+	long verify = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
+
+	if (verify != X509_V_OK)
+		snprintf(buf, len, "certificate verify failed: %s",
+			 X509_verify_cert_error_string(verify));
+	else if (err)
+		ERR_error_string_n(err, buf, len);
+	else
+		return NULL;
+	return buf;
+}
+
 int tls_refused_us(unsigned long err)
 {
 	switch (ERR_GET_LIB(err) == ERR_LIB_SSL ? ERR_GET_REASON(err) : 0) {
@@ -74,9 +88,44 @@ int tls_ctx_use_pair(SSL_CTX *ctx, const char *cert_file, const char *key_file, 
 	return 0;
 }
 
-SSL_CTX *tls_server_ctx(void)
+/*
+ * Key exchange groups the listener offers, most preferred first: the first
+ * list this OpenSSL knows every name of (the hybrid post-quantum group
+ * needs OpenSSL 3.5).
+ */
+static const char *const tls_server_groups[] = {
+    "X25519MLKEM768:X25519:prime256v1:secp384r1",
+    "X25519:prime256v1:secp384r1",
+};
+
+SSL_CTX *tls_server_ctx(const char *ciphers, char *err, size_t errlen)
 {
-	return tls_ctx_new(TLS_server_method());
+	SSL_CTX *ctx = tls_ctx_new(TLS_server_method());
+	char e[256];
+	size_t i;
+
+	if (!ctx) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	/* TLS 1.3 keeps OpenSSL's suites (all AEAD); the client's order
+	 * decides, as SSL_OP_CIPHER_SERVER_PREFERENCE stays off. */
+	if (SSL_CTX_set_cipher_list(ctx, ciphers) != 1) {
+		snprintf(err, errlen, "\"tls_ciphers %s\": no TLS 1.2 cipher suite matches: %s",
+			 ciphers, tls_last_error(e, sizeof(e)));
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	for (i = 0; i < sizeof(tls_server_groups) / sizeof(tls_server_groups[0]); i++)
+		if (SSL_CTX_set1_groups_list(ctx, tls_server_groups[i]) == 1)
+			break;
+	ERR_clear_error(); /* a list this OpenSSL did not know */
+	if (i == sizeof(tls_server_groups) / sizeof(tls_server_groups[0])) {
+		snprintf(err, errlen, "cannot set the key exchange groups");
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	return ctx;
 }
 
 SSL_CTX *tls_client_ctx(const char *ca_file, char *err, size_t errlen)

@@ -9,8 +9,14 @@
 #include <stddef.h>
 #include <openssl/ssl.h>
 
-/* A server context for TLS 1.2 and later (its certificate: tls_ctx_use_pair). NULL when out of memory. */
-SSL_CTX *tls_server_ctx(void);
+/*
+ * A server context for TLS 1.2 and later (its certificate:
+ * tls_ctx_use_pair): TLS 1.2 with the OpenSSL cipher list ciphers, TLS
+ * 1.3 with OpenSSL's suites, ECDHE over X25519, P-256 or P-384, the
+ * client's order of preference. NULL with a message in err when no TLS 1.2
+ * suite matches ciphers, or out of memory.
+ */
+SSL_CTX *tls_server_ctx(const char *ciphers, char *err, size_t errlen);
 
 /*
  * A client context for TLS 1.2 and later that verifies the peer's chain
@@ -41,6 +47,13 @@ SSL *tls_client_new(SSL_CTX *ctx, const char *name);
  * 1.3 let us write one before the alert came.
  */
 int tls_refused_us(unsigned long err);
+
+/*
+ * Why a handshake of ssl failed, into buf: the peer's certificate did not
+ * verify (the verify result as text), else the OpenSSL error err. NULL
+ * when there is neither (the socket failed before TLS began).
+ */
+const char *tls_handshake_error(SSL *ssl, unsigned long err, char *buf, size_t len);
 
 /* The last OpenSSL error of this thread as text, and the queue cleared. */
 const char *tls_last_error(char *buf, size_t len);

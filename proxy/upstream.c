@@ -40,6 +40,7 @@
  * 75 s), so the upstream rarely closes a connection just as we reuse it. */
 #define UPSTREAM_IDLE_TIMEOUT_S 4
 #define UPSTREAM_LATE_READS 16 /* chunks a fired deadline still reads */
+#define UPSTREAM_TLS_WARN_INTERVAL_US 1000000 /* a failing upstream: one line a second */
 
 struct upstream_conn {
 	TAILQ_ENTRY(upstream_conn) link;
@@ -603,11 +604,33 @@ static void upstream_conn_read_event(evutil_socket_t fd, short what, void *arg)
 				       BEV_EVENT_READING | (n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR), uc);
 }
 
+static struct log_limit upstream_tls_warnings;
+
+/*
+ * The TLS handshake of uc failed with the OpenSSL error err (0: none): say
+ * why when TLS knows, at most once an interval.
+ */
+static void upstream_tls_failed(struct upstream_conn *uc, unsigned long err)
+{
+	char buf[512];
+	const char *why =
+	    tls_handshake_error(bufferevent_openssl_get_ssl(uc->bev), err, buf, sizeof(buf));
+	int skipped;
+
+	if (why && log_limit_pass(&upstream_tls_warnings, clock_now_us(),
+				  UPSTREAM_TLS_WARN_INTERVAL_US, &skipped))
+		log_warn(NULL,
+			 "upstream %s:%d: TLS handshake failed: %s (name verified: %s; "
+			 "%d more failures since the last message)",
+			 uc->pool->host, uc->pool->port, why, uc->pool->tls_name, skipped);
+}
+
 static void upstream_conn_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct upstream_conn *uc = arg;
 	struct upstream_req *ur = uc->ur;
 	enum http_status st;
+	unsigned long err;
 
 	if (what & BEV_EVENT_CONNECTED) {
 		uc->connected = 1;
@@ -634,9 +657,12 @@ static void upstream_conn_event_cb(struct bufferevent *bev, short what, void *ar
 				return;
 		}
 	}
+	err = uc->pool->tls ? bufferevent_get_openssl_error(bev) : 0;
+	/* TLS 1.3 reports a refused client certificate after the handshake. */
+	if (uc->pool->tls && (!uc->connected || tls_refused_us(err)))
+		upstream_tls_failed(uc, err);
 	/* An upstream that refused our client certificate never saw the request. */
-	if (uc->pool->tls && !http_parser_started(uc->parser) &&
-	    tls_refused_us(bufferevent_get_openssl_error(bev))) {
+	if (uc->pool->tls && !http_parser_started(uc->parser) && tls_refused_us(err)) {
 		upstream_req_fail(ur, UPSTREAM_NOT_SENT);
 		return;
 	}

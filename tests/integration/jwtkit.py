@@ -114,14 +114,17 @@ class Pki:
                 "-nodes", "-keyout", self.ca_key, "-out", self.ca, "-days", "2",
                 "-subj", "/CN=idemproxy test " + name, cwd=d)
 
-    def issue(self, name, dns=("localhost",), ips=("127.0.0.1",)):
-        """(certificate, key) for the given names, signed by this CA."""
+    def issue(self, name, dns=("localhost",), ips=("127.0.0.1",), rsa=False):
+        """(certificate, key) for the given names, signed by this CA; the key
+        is P-256, or RSA 2048 with rsa."""
         crt, key, csr = (os.path.join(self.d, name + ext) for ext in (".crt", ".key", ".csr"))
         ext = os.path.join(self.d, name + ".ext")
         sans = ["DNS:" + n for n in dns] + ["IP:" + i for i in ips]
         with open(ext, "w") as f:
             f.write("subjectAltName=%s\n" % ",".join(sans))
-        openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        keyopts = ["-newkey", "rsa:2048"] if rsa else \
+            ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"]
+        openssl("req", *keyopts, "-nodes",
                 "-keyout", key, "-out", csr, "-subj", "/CN=" + (dns[0] if dns else name), cwd=self.d)
         openssl("x509", "-req", "-in", csr, "-CA", self.ca, "-CAkey", self.ca_key,
                 "-CAcreateserial", "-out", crt, "-days", "2", "-extfile", ext, cwd=self.d)

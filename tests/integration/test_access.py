@@ -1,6 +1,8 @@
-"""Admin access (DESIGN section 9): the records API needs the admin token
-when there is one, and answers only loopback clients naming a loopback Host
-when there is none; probes and scrapers need no secret."""
+"""Admin access: with the admin token the records API needs it and the
+other paths are open to probes and scrapers, whatever Host they name;
+without it every path answers only loopback clients naming a loopback
+Host (a DNS-rebinding page names its own)."""
+import socket
 
 import helpers
 from helpers import assert_owner, course
@@ -8,6 +10,10 @@ from test_admin import admin, admin_proxy, scope
 
 TOKEN = "s3cr3t-admin-token-0123456789"
 OPEN_PATHS = ("/healthz", "/readyz", "/metrics")
+# What a page on another site could read through a rebound name.
+EVERY_PATH = OPEN_PATHS + ("/contract", "/contract/openapi.json", "/records", "/no-such-path")
+FOREIGN_HOSTS = ("evil.example", "evil.example:%d", "127.0.0.1.evil.example",
+                 "localhost.evil.example", "10.0.0.1", "[::2]:1")
 
 
 def assert_open(p, headers=()):
@@ -74,8 +80,44 @@ def test_without_token_only_loopback_hosts(proxy, upstream, ids):
     r = admin(p, "POST", "/records/release", scope(ids.actor, key), body=b"",
               headers=[("Host", "localhost"), ("Origin", "http://localhost")])
     assert r.status == 403, r
-    assert_open(p, [("Host", "evil.example")])
+    assert_open(p)
     assert upstream.count(key=key) == 1
+
+
+def test_without_token_every_path_needs_a_loopback_host(proxy, upstream):
+    """Metrics, readiness and the contract tell a rebinding page as much as
+    the records do: without the token, every admin path refuses a Host that
+    is not loopback, before it says whether the path exists."""
+    p = admin_proxy(proxy)
+    for path in EVERY_PATH:
+        for host in FOREIGN_HOSTS:
+            host = host % p.admin if "%d" in host else host
+            r = admin(p, "GET", path, headers=[("Host", host)])
+            assert r.status == 403, (path, host, r)
+            assert b"loopback" in r.body, r
+    # HTTP/1.0 may leave Host out: nothing names loopback, so nothing is served.
+    with socket.create_connection(("127.0.0.1", p.admin), timeout=helpers.IO_TIMEOUT) as s:
+        s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+        head = s.recv(4096)
+    assert head.startswith(b"HTTP/1.0 403") or head.startswith(b"HTTP/1.1 403"), head
+    for host in ("localhost:%d" % p.admin, "127.0.0.1", "[::1]:%d" % p.admin):
+        assert_open(p, [("Host", host)])
+        for path in ("/contract", "/contract/openapi.json", "/records"):
+            r = admin(p, "GET", path, headers=[("Host", host)])
+            assert r.status == 200, (path, host, r)
+        assert admin(p, "GET", "/no-such-path", headers=[("Host", host)]).status == 404
+
+
+def test_with_token_the_open_paths_answer_any_host(proxy, upstream, tmp_path):
+    """Kubernetes probes and Prometheus name the pod's address as Host."""
+    p = token_proxy(proxy, tmp_path)
+    for host in FOREIGN_HOSTS:
+        host = host % p.admin if "%d" in host else host
+        assert_open(p, [("Host", host)])
+        for path in ("/contract", "/contract/openapi.json"):
+            r = admin(p, "GET", path, headers=[("Host", host)])
+            assert r.status == 200, (path, host, r)
+        assert admin(p, "GET", "/records", headers=[("Host", host)]).status == 401
 
 
 def check(binary, tmp_path, text):

@@ -1,4 +1,5 @@
-"""Command line: -t, --version, migrate, SIGTERM."""
+"""Command line: -t (and its warnings), --version, migrate, SIGTERM."""
+import base64
 import os
 import re
 import signal
@@ -8,6 +9,8 @@ import pytest
 
 import conftest
 import helpers
+import jwtkit
+from test_reload import wait_for_log
 
 
 def write_conf(tmp_path, text, name="test.conf"):
@@ -127,6 +130,75 @@ def test_check_missing_file(binary, tmp_path):
     r = run(binary, "-t", "-c", str(tmp_path / "nope.conf"))
     assert r.returncode == 1
     assert "nope.conf" in r.stderr
+
+
+SECRET_WARNING = '%s:%d: warning: secret file "%s" is %s (mode %04o); chmod 600'
+
+
+def secret_warnings(text):
+    return [l for l in text.splitlines() if "warning: secret file" in l]
+
+
+def test_check_warns_about_secret_files_others_may_use(binary, tmp_path):
+    """Readable or writable by others, or writable by its group: warned,
+    the load goes on. Readable by its group is a key given to a service's
+    group (a Kubernetes Secret mounted 0440 with fsGroup)."""
+    token = tmp_path / "admin.token"
+    token.write_text("t" * 32 + "\n")
+    text = good_conf_text() + "admin_token %s\n" % token
+    conf = write_conf(tmp_path, text)
+    line = text.count("\n")
+    for mode, how in ((0o644, "readable by others"), (0o604, "readable by others"),
+                      (0o602, "writable by others"), (0o660, "writable by its group"),
+                      (0o600, None), (0o640, None), (0o400, None), (0o440, None)):
+        os.chmod(token, mode)
+        r = run(binary, "-t", "-c", conf)
+        assert r.returncode == 0 and "configuration ok" in r.stdout, r.stderr
+        want = [SECRET_WARNING % (conf, line, token, how, mode)] if how else []
+        assert secret_warnings(r.stderr) == want, (oct(mode), r.stderr)
+
+
+def test_check_warns_about_every_kind_of_secret_file(binary, tmp_path):
+    """The body encryption keys, the listener's TLS key and a JWT key set
+    holding an HMAC key (once, however many routes read it); a key set of
+    public keys is no secret."""
+    def world_readable(name, text):
+        f = tmp_path / name
+        f.write_text(text)
+        os.chmod(f, 0o644)
+        return f
+    seal = world_readable("body.keys", "k1 %s\n" % base64.b64encode(os.urandom(32)).decode())
+    hmac = world_readable("hmac.json", jwtkit.jwks(jwtkit.Key("HS256")))
+    world_readable("public.json", jwtkit.jwks(jwtkit.Key("ES256")))
+    crt, key = jwtkit.Pki(str(tmp_path)).issue("server")
+    os.chmod(key, 0o644)
+    text = ("upstream http://127.0.0.1:1\nactor header X\nbody_encryption %s\n"
+            "tls_certificate %s\ntls_certificate_key %s\n" % (seal, crt, key))
+    for name, keys in (("a", "hmac.json"), ("b", "hmac.json"), ("c", "public.json")):
+        text += "route %s {\n    match POST /%s\n    actor jwt %s\n}\n" % (name, name, keys)
+    conf = write_conf(tmp_path, text)
+    r = run(binary, "-t", "-c", conf)
+    assert r.returncode == 0, r.stderr
+    readable = "readable by others"
+    assert sorted(secret_warnings(r.stderr)) == sorted([
+        SECRET_WARNING % (conf, 3, seal, readable, 0o644),
+        SECRET_WARNING % (conf, 5, key, readable, 0o644),
+        SECRET_WARNING % (conf, 8, hmac, readable, 0o644)]), r.stderr
+
+
+def test_a_secret_file_others_may_read_is_logged_at_start_and_reload(proxy, tmp_path):
+    token = tmp_path / "admin.token"
+    token.write_text("t" * 32 + "\n")
+    os.chmod(token, 0o644)
+    p = proxy({"admin_token": str(token)})
+    text = open(p.conf).read()
+    line = text[:text.index("admin_token")].count("\n") + 1
+    want = SECRET_WARNING % (p.conf, line, token, "readable by others", 0o644)
+    assert [(l["level"], l["msg"]) for l in p.log_lines() if "secret file" in l["msg"]] == \
+        [("warn", want)], p.stderr_tail()
+    p.signal(signal.SIGHUP)
+    wait_for_log(p, "configuration reloaded")
+    assert [l["msg"] for l in p.log_lines() if "secret file" in l["msg"]] == [want, want]
 
 
 def test_version(binary):

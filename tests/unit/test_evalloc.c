@@ -1,10 +1,14 @@
-/* Unit tests of proxy/evalloc.c: zeroed blocks, reuse by size, the bound. */
+/* Unit tests of proxy/evalloc.c: zeroed blocks, reuse by size, the bound, double frees. */
 #include "proxy/evalloc.h"
 
+#include <fcntl.h>
 #include <malloc.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tests/unit/unit.h"
 
@@ -90,6 +94,37 @@ static void test_large(void)
 	evalloc_thread_end();
 }
 
+/*
+ * A block freed twice while it is cached aborts (release builds too), in a
+ * child so that this process goes on; under AddressSanitizer, which caches
+ * nothing, ASan stops the child instead.
+ */
+static void test_double_free(size_t size)
+{
+	pid_t pid = fork();
+	int status = 0;
+
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+		void *keep = evalloc_calloc(size), *p = evalloc_calloc(size);
+
+		if (null >= 0)
+			dup2(null, STDERR_FILENO); /* the abort's message */
+		evalloc_free(p);
+		evalloc_free(keep); /* p is not on top of its stack */
+		evalloc_free(p);
+		_exit(0);
+	}
+	if (pid < 0)
+		return;
+	CHECK(waitpid(pid, &status, 0) == pid);
+	if (CACHED)
+		CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+	else
+		CHECK(!WIFEXITED(status) || WEXITSTATUS(status) != 0);
+}
+
 int main(void)
 {
 	test_reuse();
@@ -98,5 +133,7 @@ int main(void)
 	test_bound(16 * 1024, KEEP_LARGE);
 	test_bound(32 * 1024, KEEP_LARGE);
 	test_large();
+	test_double_free(100);
+	test_double_free(16 * 1024);
 	UNIT_DONE("evalloc");
 }

@@ -43,6 +43,7 @@ def test_check_warns_of_a_jwt_route_without_audience(binary, tmp_path):
     so as FILE:LINE: warning: and still exits 0; once per directive line."""
     keys = tmp_path / "keys.json"
     keys.write_text('{"keys": [{"kty": "oct", "kid": "h", "k": "%s"}]}' % ("A" * 43))
+    keys.chmod(0o600)  # a secret: no warning of its own
     text = ("upstream http://127.0.0.1:1\nactor jwt %s\n"
             "route a.op {\n    match POST /a\n}\n"
             "route b.op {\n    match POST /b\n}\n"

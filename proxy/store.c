@@ -57,9 +57,16 @@
 #define STORE_APPLICATION_NAME "idemproxy"
 #define STORE_TOKEN_MAX	     160     /* a claim's lease token: owner_id:nonce:N */
 /* A lost claim is removed no sooner than this after its statement's
- * statement_timeout (store_timeout) ran out: by then it has committed or
- * it never will. */
+ * statement_timeout (store_timeout) ran out: by then its statement has
+ * written the claim's row or never will. Whether that row commits, the
+ * removal waits to see (store_sql_forget_probe_head), at most
+ * STORE_FORGET_WAIT_MS at a time (and at most half the store_timeout),
+ * then tries again after a backoff from STORE_BACKOFF_MIN_MS to
+ * STORE_BACKOFF_MAX_MS. A store keeps at most STORE_FORGET_MAX lost
+ * claims to remove. */
 #define STORE_FORGET_MARGIN_MS 100
+#define STORE_FORGET_WAIT_MS   100
+#define STORE_FORGET_MAX       4096
 #define STORE_PARAM_MAX	     INT_MAX /* libpq parameter lengths are int */
 
 /* Operations in one statement, and how far down the queue a batch looks. */
@@ -68,26 +75,30 @@
 #define STORE_SEEN_SLOTS (2 * STORE_SCAN_MAX) /* a power of two */
 
 /*
- * Named statements: the timeout setting (STORE_ID_TIMEOUT), the
- * notification (STORE_ID_NOTIFY) and, per batch kind, row count up to
- * STORE_NAMED_ROWS (larger batches, rare and already spread over many
- * rows, stay unnamed) and part (the statement, and its companion when the
- * kind has one), so a connection holds at most STORE_NAMED_IDS of them.
+ * Named statements: the timeout setting (STORE_ID_TIMEOUT), the lost-claim
+ * removal's (STORE_ID_FORGET_TIMEOUT), the notification (STORE_ID_NOTIFY)
+ * and, per batch kind, row count up to STORE_NAMED_ROWS (larger batches,
+ * rare and already spread over many rows, stay unnamed) and part (enum
+ * store_part), so a connection holds at most STORE_NAMED_IDS of them.
  */
-#define STORE_NAMED_ROWS 16
-#define STORE_ID_TIMEOUT 0
-#define STORE_ID_NOTIFY	 1
-#define STORE_ID_BATCHES 2
-#define STORE_NAMED_IDS	 (STORE_ID_BATCHES + 2 * STORE_OP_QUERY * STORE_NAMED_ROWS)
-#define STORE_NAME_MAX	 40
+#define STORE_NAMED_ROWS	16
+#define STORE_ID_TIMEOUT	0
+#define STORE_ID_NOTIFY		1
+#define STORE_ID_FORGET_TIMEOUT 2
+#define STORE_ID_BATCHES	3
+#define STORE_NAMED_IDS		(STORE_ID_BATCHES + STORE_PARTS * STORE_OP_QUERY * STORE_NAMED_ROWS)
+#define STORE_NAME_MAX		40
 
 /* What a result of the pipeline in flight answers: a prepare (the
- * statement's id, >= 0), the timeout setting, the statement itself, or a
- * companion statement (its rows are counted, st->side_rows). */
+ * statement's id, >= 0), the timeout setting, the statement itself, a
+ * companion statement (its rows are counted, st->side_rows) or the
+ * statement that goes first. At most a prepare and a result for each of
+ * the five. */
 #define STORE_RES_TIMEOUT (-1)
 #define STORE_RES_MAIN	  (-2)
 #define STORE_RES_SIDE	  (-3)
-#define STORE_EXPECT_MAX  8
+#define STORE_RES_FIRST	  (-4)
+#define STORE_EXPECT_MAX  10
 
 /* Serialization failures and deadlocks: the batch runs again after a
  * backoff doubling from STORE_RETRY_MIN_MS to STORE_RETRY_MAX_MS. */
@@ -234,26 +245,51 @@ static const char store_sql_fence_tail[] =
     ") v (ord, actor, operation, idem_key, generation)" STORE_SQL_FENCE;
 
 /*
- * A lost claim, found by its lease token while it is still in_progress:
- * deleted when it inserted the record (or took over an expired completed
- * one), marked unknown again, by a second statement, when it took over an
- * unknown or abandoned one for recovery. The rows name the ordinals that
- * found something.
+ * A lost claim's removal, three statements in one transaction. The
+ * claim's own transaction may not have ended yet: a commit that waits for
+ * a synchronous standby is bounded by no statement_timeout (the server
+ * lifts it before committing), and until the commit ends the claim's row
+ * is invisible to every other statement, so a delete by the lease token
+ * alone would find nothing and the claim would land after it. So first a
+ * probe inserts into each slot: meeting a row whose writer is still in
+ * progress, the insert waits for that transaction to end (bounded by the
+ * removal's lock_timeout), and the statements after it, with a snapshot
+ * of their own, see what the claim left. A slot the probe finds free (the
+ * claim never committed) gets the probe's own row, generation 0 (a
+ * generation no claim has), which the delete after it removes in the
+ * same transaction: nothing of the probe outlives it. Then the claim,
+ * found by its lease token, is deleted when it inserted the record (or
+ * took over an expired completed one), also when the sweeper has since
+ * marked it unknown (its lease ran out before it committed); and, by the
+ * third statement, marked unknown again when it took over an unknown or
+ * abandoned record for recovery. The delete returns the ordinal and the
+ * generation of each row it removed, the update the ordinals it wrote.
  */
+static const char store_sql_forget_probe_head[] =
+    "INSERT INTO idempotency_records (actor, operation, idem_key, fingerprint, state,"
+    " lease_owner, generation) SELECT v.actor, v.operation, v.idem_key, ''::bytea,"
+    " 'in_progress', v.lease_owner, 0 FROM (VALUES ";
+
+#define STORE_SQL_LOST_CLAIM_ROWS ") v (ord, actor, operation, idem_key, lease_owner, recovered)"
+
+static const char store_sql_forget_probe_tail[] =
+    STORE_SQL_LOST_CLAIM_ROWS " ON CONFLICT (actor, operation, idem_key) DO NOTHING";
+
 static const char store_sql_forget_head[] = "DELETE FROM idempotency_records r USING (VALUES ";
 
 static const char store_sql_forget_held_head[] =
     "UPDATE idempotency_records r SET state = 'unknown', lease_owner = NULL FROM (VALUES ";
 
 #define STORE_SQL_LOST_CLAIM                                                             \
-	") v (ord, actor, operation, idem_key, lease_owner, recovered) WHERE"            \
-	STORE_SQL_SCOPE_JOIN " AND r.lease_owner = v.lease_owner AND r.state = 'in_progress'"
+	STORE_SQL_LOST_CLAIM_ROWS " WHERE" STORE_SQL_SCOPE_JOIN                          \
+	" AND r.lease_owner = v.lease_owner"
 
 static const char store_sql_forget_tail[] =
-    STORE_SQL_LOST_CLAIM " AND NOT v.recovered RETURNING v.ord";
+    STORE_SQL_LOST_CLAIM " AND (r.generation = 0 OR NOT v.recovered"
+    " AND r.state IN ('in_progress', 'unknown')) RETURNING v.ord, r.generation";
 
 static const char store_sql_forget_held_tail[] =
-    STORE_SQL_LOST_CLAIM " AND v.recovered RETURNING v.ord";
+    STORE_SQL_LOST_CLAIM " AND r.state = 'in_progress' AND v.recovered RETURNING v.ord";
 
 /* VALUES rows: '#' stands for the ordinal, '?' for the row's next parameter. */
 static const char store_sql_lookup_row[] =
@@ -278,6 +314,11 @@ static const char store_sql_notify[] = STORE_SQL_NOTIFY;
  */
 #define STORE_SQL_TIMEOUT "SELECT set_config('statement_timeout', '%" PRId64 "', true)"
 
+/* The lost-claim removal's: the same, and how long its probe may wait. */
+#define STORE_SQL_FORGET_TIMEOUT                                                         \
+	"SELECT set_config('statement_timeout', '%" PRId64 "', true),"                  \
+	" set_config('lock_timeout', '%" PRId64 "', true)"
+
 static const char store_sql_listen[] = "LISTEN " STORE_CHANNEL;
 
 _Static_assert(sizeof(store_sql_lookup_head) + sizeof(store_sql_lookup_tail) < STORE_SQL_FIXED_MAX &&
@@ -291,6 +332,9 @@ _Static_assert(sizeof(store_sql_claim_row) + 7 * STORE_CLAIM_ROW_PARAMS < STORE_
 	       "a claim row must fit STORE_SQL_ROW_MAX");
 _Static_assert(sizeof(store_sql_finish_head) + sizeof(store_sql_finish_tail) < STORE_SQL_FIXED_MAX,
 	       "the finish's fixed text must fit STORE_SQL_FIXED_MAX");
+_Static_assert(sizeof(store_sql_forget_probe_head) + sizeof(store_sql_forget_probe_tail) <
+		   STORE_SQL_FIXED_MAX,
+	       "the forget's probe must fit STORE_SQL_FIXED_MAX");
 
 /* Columns of an insert result row, in the order the statement returns them. */
 enum store_insert_col {
@@ -337,12 +381,21 @@ enum store_op_kind {
 	STORE_OP_QUERY, /* a caller's own statement, alone, text results */
 };
 
+/* The statements of a batch, by the order they are named in (not sent in). */
+enum store_part {
+	STORE_PART_MAIN,  /* the kind's own statement */
+	STORE_PART_SIDE,  /* its companion, sent after it */
+	STORE_PART_FIRST, /* the one sent before it */
+	STORE_PARTS,
+};
+
 /*
  * How one kind of operation is written: head, one VALUES row per
  * operation from the row template with row_params parameters of the given
  * types and formats, tail. A kind with a companion statement (side_head
  * and side_tail around the same rows, with the same parameters) sends it
- * after the statement, in the same transaction.
+ * after the statement, one with a first statement (first_head and
+ * first_tail, likewise) before it, all in the same transaction.
  */
 struct store_sql {
 	const char *head;
@@ -353,6 +406,8 @@ struct store_sql {
 	int row_params;
 	Oid types[STORE_ROW_PARAMS_MAX];
 	int formats[STORE_ROW_PARAMS_MAX];
+	const char *first_head;
+	const char *first_tail;
 };
 
 /* A claim row and a lookup row start alike: scope, fingerprint, lease (then recover), token. */
@@ -448,6 +503,8 @@ static const struct store_sql store_sqls[] = {
 	    {STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_BOOL},
 	    {STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT,
 	     STORE_FORMAT_TEXT},
+	    store_sql_forget_probe_head,
+	    store_sql_forget_probe_tail,
 	},
 };
 
@@ -464,7 +521,7 @@ struct store_op {
 	struct scope sc;
 	uint64_t hash; /* of sc */
 	int64_t deadline_ms;
-	int attempts;
+	int attempts; /* claim: inserts so far; forget: waits so far */
 	int solo;     /* goes in a batch of its own */
 	int answered; /* a result row named it */
 	int flags;    /* enum store_flags */
@@ -525,7 +582,7 @@ struct store {
 	struct store_queue done;  /* completed, callbacks not yet run */
 	int npending;
 	struct store_queue forget; /* lost claims to remove once connected (not pending) */
-	int nforget;
+	int nforget;		   /* lost claims not removed yet: waiting, queued or sent */
 	struct event *forget_ev;   /* the first of them may run */
 	uint64_t nclaims;	   /* claims so far: each one's token */
 	uint64_t nonce;		   /* random: no other store's tokens share it */
@@ -542,6 +599,7 @@ struct store {
 	int nulls;	     /* PQgetResult NULLs in a row */
 	int flushing;	     /* PQflush left data to write */
 	char timeout_sql[STORE_NUM_MAX + sizeof(STORE_SQL_TIMEOUT)];
+	char forget_timeout_sql[2 * STORE_NUM_MAX + sizeof(STORE_SQL_FORGET_TIMEOUT)];
 	int named_mode; /* 1 named statements, 0 unnamed, -1 detect at each connect */
 	int named;	/* this connection sends named statements */
 	int named_told; /* what the log last said of detection: -1 nothing yet */
@@ -561,7 +619,7 @@ struct store {
 	/* Scratch space for forming and sending a batch. */
 	struct store_op *seen[STORE_SEEN_SLOTS];
 	char sql[STORE_SQL_MAX];
-	char side_sql[STORE_SQL_MAX];
+	char side_sql[STORE_SQL_MAX]; /* and the first statement's (libpq copies each as sent) */
 	char tokens[3 + STORE_BATCH_MAX * SCOPE_TOKEN_SIZE]; /* the notification's array */
 	const char *values[STORE_PARAMS_MAX];
 	int lengths[STORE_PARAMS_MAX];
@@ -834,7 +892,7 @@ static void store_connected(struct store *st)
 
 	if (st->named_mode < 0)
 		store_query(st, &probe, store_probe_done, st);
-	if (st->nforget)
+	if (st->forget.head)
 		event_active(st->forget_ev, EV_TIMEOUT, 0);
 	if (!st->notify_cb)
 		return;
@@ -906,8 +964,6 @@ static void store_forget_event(evutil_socket_t fd, short what, void *arg)
 			store_queue_push(&later, op);
 			continue;
 		}
-		st->nforget--;
-		op->deadline_ms = now + st->timeout_ms;
 		store_queue_push(&st->queue, op);
 	}
 	st->forget = later;
@@ -920,22 +976,33 @@ static void store_forget_later(struct store *st, struct store_op *op, int64_t no
 {
 	op->not_before_ms = not_before_ms;
 	store_queue_push(&st->forget, op);
-	st->nforget++;
 	store_forget_arm(st);
 }
 
 /*
- * The claim op was sent and its answer is lost: it may have committed.
- * It completes with STORE_LOST, and a forget of its own, owning a copy of
- * the scope, removes the claim by its token once the statement cannot
- * commit any more.
+ * The claim op was sent and its answer is lost: it may have committed, or
+ * still be committing. It completes with STORE_LOST, and a forget of its
+ * own, owning a copy of the scope, removes the claim by its token once the
+ * statement has run out of time and the claim's transaction has ended
+ * (unless STORE_FORGET_MAX of them are already waiting: then the claim,
+ * if it commits, stays in_progress until its lease ends).
  */
 static void store_lose(struct store *st, struct store_op *op)
 {
 	size_t la = strlen(op->sc.actor) + 1, lo = strlen(op->sc.operation) + 1;
 	size_t lk = strlen(op->sc.key) + 1;
-	struct store_op *f = store_alloc(sizeof(*f));
+	struct store_op *f;
 
+	if (st->nforget >= STORE_FORGET_MAX) {
+		log_warn(NULL,
+			 "store already has %d lost claims to remove: a claim whose answer "
+			 "was lost stays in_progress until its lease ends, if it committed",
+			 st->nforget);
+		store_complete(st, op, STORE_LOST);
+		return;
+	}
+	f = store_alloc(sizeof(*f));
+	st->nforget++;
 	f->kind = STORE_OP_FORGET;
 	f->owned = store_alloc(la + lo + lk);
 	memcpy(f->owned, op->sc.actor, la);
@@ -1358,13 +1425,17 @@ static void store_fence_rows(struct store *st, const PGresult *res)
 
 /*
  * The rows of a forget batch (res NULL: its statements failed) and of
- * its companion: the lost claims found are gone; the store's own
- * operations end here, with no callback.
+ * its companion: the lost claims found are gone (a deleted row of
+ * generation 0 was the probe's own); the store's own operations end here,
+ * with no callback.
  */
 static void store_forget_rows(struct store *st, const PGresult *res)
 {
-	int removed = res ? PQntuples(res) + st->side_rows : 0;
+	int removed = res ? st->side_rows : 0;
 
+	for (int row = 0; res && row < PQntuples(res); row++)
+		removed += PQnfields(res) == 2 && store_has(res, row, 1, sizeof(int64_t)) &&
+			   store_int8(res, row, 1) != 0;
 	if (!res)
 		store_log(LOG_WARN, "store could not remove lost claims; they stay in_progress "
 				    "until their lease ends", NULL);
@@ -1373,7 +1444,48 @@ static void store_forget_rows(struct store *st, const PGresult *res)
 			 removed == 1 ? "" : "s");
 	for (int i = 0; i < st->nbatch; i++)
 		store_op_free(st->batch[i]);
+	st->nforget -= st->nbatch;
 	st->nbatch = 0;
+}
+
+/* The wait before a forget's next attempt, after its n-th wait (from 1). */
+static int64_t store_forget_backoff(int n)
+{
+	int64_t ms = (int64_t)STORE_BACKOFF_MIN_MS << (n < 8 ? n - 1 : 7);
+
+	return ms < STORE_BACKOFF_MAX_MS ? ms : STORE_BACKOFF_MAX_MS;
+}
+
+/*
+ * A forget batch ran out of time (lock_timeout or statement_timeout): a
+ * claim's transaction, or another writer of its slot, has not ended; a
+ * commit waiting for a synchronous standby waits as long as the standby is
+ * missing. Nothing of the batch committed; each forget tries again after a
+ * backoff of its own, for as long as the store lives.
+ */
+static void store_forget_wait(struct store *st)
+{
+	int64_t now = clock_now_ms();
+	int first = 0;
+
+	for (int i = 0; i < st->nbatch; i++) {
+		struct store_op *op = st->batch[i];
+
+		first += op->attempts++ == 0;
+		store_forget_later(st, op, now + store_forget_backoff(op->attempts));
+	}
+	if (first)
+		log_info(NULL,
+			 "store waits to remove %d claim%s whose answer was lost: a transaction "
+			 "writing %s has not ended (a commit waiting for a synchronous standby?)",
+			 first, first == 1 ? "" : "s", first == 1 ? "it" : "them");
+	st->nbatch = 0;
+}
+
+/* 1 when sqlstate says a statement gave up waiting: lock_timeout, statement_timeout. */
+static int store_error_is_timeout(const char *sqlstate)
+{
+	return sqlstate && (strcmp(sqlstate, "55P03") == 0 || strcmp(sqlstate, "57014") == 0);
 }
 
 /*
@@ -1465,7 +1577,7 @@ static void store_handle_result(struct store *st)
 {
 	PGresult *res = st->batch_res;
 	ExecStatusType status = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
-	const char *sqlstate;
+	const char *sqlstate = NULL;
 
 	st->batch_res = NULL;
 	st->nresults = 0;
@@ -1499,6 +1611,9 @@ static void store_handle_result(struct store *st)
 	if (st->batch[0]->kind == STORE_OP_QUERY) {
 		store_query_result(st, res, status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK);
 		res = NULL;
+	} else if (st->batch[0]->kind == STORE_OP_FORGET && status == PGRES_FATAL_ERROR &&
+		   store_error_is_timeout(sqlstate)) {
+		store_forget_wait(st);
 	} else if (st->batch[0]->kind == STORE_OP_FORGET) {
 		store_forget_rows(st, status == PGRES_TUPLES_OK ? res : NULL);
 	} else if (status == PGRES_FATAL_ERROR) {
@@ -1575,7 +1690,8 @@ static void store_read_results(struct store *st)
 			 * (prepared statements outlive an aborted transaction). */
 			st->prepared[what / 64] |= UINT64_C(1) << (what % 64);
 			PQclear(res);
-		} else if ((what == STORE_RES_TIMEOUT || what == STORE_RES_SIDE) &&
+		} else if ((what == STORE_RES_TIMEOUT || what == STORE_RES_SIDE ||
+			    what == STORE_RES_FIRST) &&
 			   !store_res_failed(res)) {
 			st->side_rows += what == STORE_RES_SIDE ? PQntuples(res) : 0;
 			PQclear(res);
@@ -1805,16 +1921,17 @@ static void store_build_sql(const struct store *st, char *sql, const char *head,
 }
 
 /*
- * The named statement of the batch in flight's kind and size (side: its
- * companion), or -1 for none.
+ * The named statement of the batch in flight's kind and size for part, or
+ * -1 for none.
  */
-static int store_batch_id(const struct store *st, int side)
+static int store_batch_id(const struct store *st, enum store_part part)
 {
 	enum store_op_kind kind = st->batch[0]->kind;
 
 	if (!st->named || kind == STORE_OP_QUERY || st->nbatch > STORE_NAMED_ROWS)
 		return -1;
-	return STORE_ID_BATCHES + (2 * (int)kind + side) * STORE_NAMED_ROWS + st->nbatch - 1;
+	return STORE_ID_BATCHES + (STORE_PARTS * (int)kind + (int)part) * STORE_NAMED_ROWS +
+	       st->nbatch - 1;
 }
 
 static int store_has_prepared(const struct store *st, int id)
@@ -1876,19 +1993,26 @@ char *store_tokens_array(const char *const *tokens, int n)
 }
 
 /*
- * One of the batch's statements: the kind's own (side 0) or its
- * companion, each written out only when the session has not prepared it.
+ * One of the batch's statements, part of its kind's, written out only
+ * when the session has not prepared it.
  */
-static int store_send_batch_stmt(struct store *st, int side, int nparams)
+static int store_send_batch_stmt(struct store *st, enum store_part part, int nparams)
 {
+	static const int results[STORE_PARTS] = {
+	    [STORE_PART_MAIN] = STORE_RES_MAIN,
+	    [STORE_PART_SIDE] = STORE_RES_SIDE,
+	    [STORE_PART_FIRST] = STORE_RES_FIRST,
+	};
 	const struct store_sql *q = &store_sqls[st->batch[0]->kind];
-	int id = store_batch_id(st, side);
-	char *sql = side ? st->side_sql : st->sql;
+	const char *heads[STORE_PARTS] = {q->head, q->side_head, q->first_head};
+	const char *tails[STORE_PARTS] = {q->tail, q->side_tail, q->first_tail};
+	int id = store_batch_id(st, part);
+	char *sql = part == STORE_PART_MAIN ? st->sql : st->side_sql;
 
 	if (!store_has_prepared(st, id))
-		store_build_sql(st, sql, side ? q->side_head : q->head, side ? q->side_tail : q->tail);
+		store_build_sql(st, sql, heads[part], tails[part]);
 	return store_send_stmt(st, id, sql, nparams, st->values, STORE_FORMAT_BINARY,
-			       side ? STORE_RES_SIDE : STORE_RES_MAIN);
+			       results[part]);
 }
 
 /*
@@ -1939,14 +2063,20 @@ static void store_send(struct store *st)
 		return;
 	store_take_batch(st);
 	op = st->batch[0];
-	if (op->kind == STORE_OP_CLAIM || op->kind == STORE_OP_TAKEOVER)
+	if (op->kind == STORE_OP_CLAIM || op->kind == STORE_OP_TAKEOVER ||
+	    op->kind == STORE_OP_FORGET)
 		qsort(st->batch, (size_t)st->nbatch, sizeof(st->batch[0]), store_scope_cmp);
 	/* One pipeline, one implicit transaction: the timeout, then the
-	 * statement; SET LOCAL semantics suit pgbouncer's transaction mode. */
+	 * statements; SET LOCAL semantics suit pgbouncer's transaction mode. */
 	st->nexpect = 0;
 	st->side_rows = 0;
-	ok = store_send_stmt(st, st->named ? STORE_ID_TIMEOUT : -1, st->timeout_sql, 0, NULL,
-			     STORE_FORMAT_TEXT, STORE_RES_TIMEOUT);
+	if (op->kind == STORE_OP_FORGET)
+		ok = store_send_stmt(st, st->named ? STORE_ID_FORGET_TIMEOUT : -1,
+				     st->forget_timeout_sql, 0, NULL, STORE_FORMAT_TEXT,
+				     STORE_RES_TIMEOUT);
+	else
+		ok = store_send_stmt(st, st->named ? STORE_ID_TIMEOUT : -1, st->timeout_sql, 0,
+				     NULL, STORE_FORMAT_TEXT, STORE_RES_TIMEOUT);
 	if (ok && op->kind == STORE_OP_QUERY) {
 		st->expect[st->nexpect++] = STORE_RES_MAIN;
 		ok = PQsendQueryParams(st->conn, op->stmt.sql, op->stmt.nparams, op->stmt.types,
@@ -1955,9 +2085,11 @@ static void store_send(struct store *st)
 	} else if (ok) {
 		q = &store_sqls[op->kind];
 		nparams = store_build_params(st);
-		ok = store_send_batch_stmt(st, 0, nparams);
+		if (q->first_head)
+			ok = store_send_batch_stmt(st, STORE_PART_FIRST, nparams);
+		ok = ok && store_send_batch_stmt(st, STORE_PART_MAIN, nparams);
 		if (ok && q->side_head)
-			ok = store_send_batch_stmt(st, 1, nparams);
+			ok = store_send_batch_stmt(st, STORE_PART_SIDE, nparams);
 		ok = ok && store_send_notify(st);
 	}
 	ok = ok && PQpipelineSync(st->conn);
@@ -1968,8 +2100,13 @@ static void store_send(struct store *st)
 	}
 	st->nbatches++;
 	st->nbatched_ops += st->nbatch;
-	for (int i = 0; i < st->nbatch; i++)
+	for (int i = 0; i < st->nbatch; i++) {
 		st->batch[i]->sent_ms = clock_now_ms();
+		/* The store's own forgets have no caller waiting: their time
+		 * runs from here, not from when they queued. */
+		if (op->kind == STORE_OP_FORGET)
+			st->batch[i]->deadline_ms = st->batch[i]->sent_ms + st->timeout_ms;
+	}
 	st->batch_deadline_ms = st->batch[0]->deadline_ms;
 	for (int i = 1; i < st->nbatch; i++)
 		if (st->batch[i]->deadline_ms < st->batch_deadline_ms)
@@ -2020,6 +2157,14 @@ static struct store_op *store_write_new(enum store_op_kind kind, const struct sc
 	return op;
 }
 
+/* How long a forget's probe may wait (lock_timeout): never 0, which is no limit. */
+static int64_t store_forget_wait_ms(int64_t timeout_ms)
+{
+	int64_t half = timeout_ms / 2 > 0 ? timeout_ms / 2 : 1;
+
+	return half < STORE_FORGET_WAIT_MS ? half : STORE_FORGET_WAIT_MS;
+}
+
 struct store *store_new(struct event_base *base, const char *conninfo, int64_t timeout_ms,
 			const char *owner_id, int named)
 {
@@ -2033,14 +2178,19 @@ struct store *store_new(struct event_base *base, const char *conninfo, int64_t t
 	st->named_told = -1;
 	snprintf(st->names[STORE_ID_TIMEOUT], STORE_NAME_MAX, "idemproxy_timeout");
 	snprintf(st->names[STORE_ID_NOTIFY], STORE_NAME_MAX, "idemproxy_notify");
+	snprintf(st->names[STORE_ID_FORGET_TIMEOUT], STORE_NAME_MAX, "idemproxy_forget_timeout");
 	for (int id = STORE_ID_BATCHES; id < STORE_NAMED_IDS; id++) {
+		static const char *const suffixes[STORE_PARTS] = {"", "_side", "_first"};
 		int part = (id - STORE_ID_BATCHES) / STORE_NAMED_ROWS;
 
-		snprintf(st->names[id], STORE_NAME_MAX, "idemproxy_%d_%d%s", part / 2,
-			 (id - STORE_ID_BATCHES) % STORE_NAMED_ROWS + 1, part % 2 ? "_side" : "");
+		snprintf(st->names[id], STORE_NAME_MAX, "idemproxy_%d_%d%s", part / STORE_PARTS,
+			 (id - STORE_ID_BATCHES) % STORE_NAMED_ROWS + 1,
+			 suffixes[part % STORE_PARTS]);
 	}
 	st->timeout_ms = timeout_ms;
 	snprintf(st->timeout_sql, sizeof(st->timeout_sql), STORE_SQL_TIMEOUT, timeout_ms);
+	snprintf(st->forget_timeout_sql, sizeof(st->forget_timeout_sql), STORE_SQL_FORGET_TIMEOUT,
+		 timeout_ms, store_forget_wait_ms(timeout_ms));
 	st->backoff_ms = STORE_BACKOFF_MIN_MS;
 	st->io_fd = -1;
 	st->conninfo = strdup(conninfo ? conninfo : "");

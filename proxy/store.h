@@ -107,10 +107,12 @@ int store_ready(const struct store *st);
  * record. Each claim's lease_owner is a token of its own (owner_id:nonce:N, the
  * nonce random per store, so no two stores ever share one).
  * When the answer is lost (STORE_LOST), the store removes that claim
- * later by its token, once the statement cannot still commit (a
- * store_timeout after it was sent) and it is connected again: a record it
- * inserted is deleted, one it took over for recovery is marked unknown
- * again. The request was never forwarded, so no key stays in_progress.
+ * later by its token, once the statement has run out of time (a
+ * store_timeout after it was sent), it is connected again and the claim's
+ * transaction has ended (a commit waiting for a synchronous standby is
+ * waited for, with backoff, as long as it takes): a record it inserted is
+ * deleted, one it took over for recovery is marked unknown again. The
+ * request was never forwarded, so no key stays in_progress.
  */
 void store_claim(struct store *st, const struct scope *sc, const unsigned char *fp,
 		 int64_t lease_ms, int flags, store_claim_cb cb, void *arg);

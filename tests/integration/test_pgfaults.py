@@ -1,7 +1,9 @@
 """PostgreSQL faults: backends killed during a claim or a finish, a restart
 while the owner waits upstream, statements blocked by a lock, a read-only
-server, failover to a promoted standby through multi-host conninfo, and
-pgbouncer in transaction pooling mode."""
+server, failover to a promoted standby through multi-host conninfo,
+pgbouncer in transaction pooling mode, and the removal of claims whose
+answer was lost (one that never committed, one whose commit waits for a
+synchronous standby that is not there)."""
 import os
 import shutil
 import subprocess
@@ -562,3 +564,276 @@ def test_pgbouncer_transaction_mode_gets_unnamed_statements(private_pg, proxy, u
     finally:
         print("pgbouncer log:\n" + bouncer.log_text())
         bouncer.stop()
+
+
+# ---- a claim whose answer is lost: its removal ----
+#
+# The removal runs once the claim's statement has run out of time; these
+# tests find its statements in the server's log (every statement, with its
+# parameters, the key among them).
+
+def log_size(cluster):
+    return os.path.getsize(os.path.join(cluster.dir, "log"))
+
+
+def logged_since(cluster, offset, text):
+    """1 when cluster's log names text after byte offset."""
+    with open(os.path.join(cluster.dir, "log"), "rb") as f:
+        f.seek(offset)
+        return text.encode() in f.read()
+
+
+FORWARD_ROUTE = """
+route pay.forward {
+    match        POST /api/forward
+    recovery     forward
+}
+"""
+
+
+def test_lost_claim_that_never_committed_leaves_nothing(private_pg, proxy, upstream, ids):
+    """The claim's backend is killed while its insert waits on a lock: its
+    answer is lost, and it never committed. Its removal finds the slot
+    free, removes nothing (and says so by saying nothing), leaves no row
+    behind, and a retry is executed once."""
+    pgx = private_pg()
+    log_statements(pgx)
+    p = proxy(dict(NO_CACHE, workers="1", store_timeout="1s"), database=pgx.conninfo,
+              wait_store=True)
+    key = ids.key()
+    with TableLock(pgx):
+        req = Background(lambda: p.post("/api/courses", key=key, actor=ids.actor, body=course()))
+        waiters = wait_lock_waiters(pgx, 2.0)
+        assert waiters, "the claim never waited on the table lock"
+        terminate(pgx, [w["pid"] for w in waiters])
+        r = req.join()
+    assert isinstance(r, helpers.Response), r
+    problem(r, "store-unavailable", 503)
+    after = log_size(pgx)
+    assert helpers.poll(lambda: logged_since(pgx, after, key), POLL_LIMIT, POLL_STEP), \
+        "no statement of the lost claim's removal:\n" + p.stderr_tail()
+    assert pgx.records.rows(ids.actor) == []
+    first = helpers.poll(lambda: (lambda r: r if r.status != 503 else None)(
+        p.post("/api/courses", key=key, actor=ids.actor, body=course())), POLL_LIMIT, 0.2)
+    assert first, "only 503s: %r" % pgx.records.rows(ids.actor)
+    assert_owner(first)
+    assert_replay_of(p.post("/api/courses", key=key, actor=ids.actor, body=course()), first)
+    assert upstream.count(key=key) == 1
+    rows = pgx.records.rows(ids.actor)
+    assert len(rows) == 1 and rows[0]["generation"] > 0, rows
+    assert "whose answer was lost" not in p.stderr_text(), p.stderr_tail()
+
+
+def test_lost_takeover_of_a_record_deleted_since_leaves_nothing(private_pg, proxy, upstream,
+                                                                ids):
+    """A `recovery forward` takeover waits on the record's row lock and its
+    backend is killed there (answer lost, nothing committed); the record is
+    then deleted. The removal finds the slot free and leaves nothing in it
+    (no record of its own, no unknown one), so a retry is a new request."""
+    import psycopg2
+    pgx = private_pg()
+    log_statements(pgx)
+    p = proxy(dict(NO_CACHE, workers="1", store_timeout="1s"), routes=FORWARD_ROUTE,
+              database=pgx.conninfo, wait_store=True)
+    key = ids.key()
+    problem(p.post("/api/forward", key=key, actor=ids.actor, body=course(),
+                   headers=[("X-Test-Action", "reset")]), "upstream-error", 502)
+    row = pgx.records.one(ids.actor)
+    assert helpers.record_state(row) == "unknown"
+    locker = psycopg2.connect(pgx.conninfo, connect_timeout=5)
+    try:
+        with locker.cursor() as cur:
+            cur.execute("SET lock_timeout = '%s'" % LOCK_TIMEOUT)
+            cur.execute("SELECT 1 FROM idempotency_records WHERE actor = %s AND idem_key = %s"
+                        " FOR UPDATE", (row["actor"], key))
+            req = Background(lambda: p.post("/api/forward", key=key, actor=ids.actor,
+                                            body=course()))
+            waiters = wait_lock_waiters(pgx, 2.0)
+            assert waiters, "the takeover never waited on the row lock"
+            terminate(pgx, [w["pid"] for w in waiters])
+            r = req.join()
+            assert isinstance(r, helpers.Response), r
+            problem(r, "store-unavailable", 503)
+            cur.execute("DELETE FROM idempotency_records WHERE actor = %s AND idem_key = %s",
+                        (row["actor"], key))
+        locker.commit()
+    finally:
+        locker.close()
+    assert upstream.count(key=key) == 1
+    after = log_size(pgx)
+    assert helpers.poll(lambda: logged_since(pgx, after, key), POLL_LIMIT, POLL_STEP), \
+        "no statement of the lost claim's removal:\n" + p.stderr_tail()
+    again = helpers.poll(lambda: (lambda r: r if r.status != 503 else None)(
+        p.post("/api/forward", key=key, actor=ids.actor, body=course())), POLL_LIMIT, 0.2)
+    assert again, "only 503s: %r" % pgx.records.rows(ids.actor)
+    assert_owner(again)
+    assert upstream.count(key=key) == 2
+    rows = pgx.records.rows(ids.actor)
+    assert len(rows) == 1 and helpers.record_state(rows[0]) == "completed", rows
+    assert "whose answer was lost" not in p.stderr_text(), p.stderr_tail()
+
+
+# ---- a synchronous standby that is not there ----
+#
+# With synchronous_standby_names set, a commit waits for the standby, and
+# statement_timeout does not bound that wait (the server lifts it before
+# committing). Until the commit ends, its rows are invisible to every other
+# session. A claim waiting there loses its answer at store_timeout (503);
+# its removal must wait for the commit's fate, or the claim lands later and
+# the key stays in_progress, then unknown, for good.
+
+GHOST = "ghost_standby"
+
+
+def standby_required(cluster, name):
+    """Have commits on cluster wait for the synchronous standby name
+    ('' lifts it, which lets every waiting commit go)."""
+    cluster.query("ALTER SYSTEM SET synchronous_standby_names = %s", (name,))
+    cluster.query("SELECT pg_reload_conf()")
+
+
+def syncrep_waiters(cluster):
+    """Pids of the backends whose commit waits for a synchronous standby."""
+    rows = cluster.query("""SELECT pid FROM pg_stat_activity
+                             WHERE wait_event = 'SyncRep' AND datname = current_database()""")
+    return [r["pid"] for r in rows]
+
+
+def commits_wait(cluster):
+    """1 when a commit on cluster now waits for the standby: a write of our
+    own is seen waiting, then cancelled (it has committed locally)."""
+    conn = cluster.records.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_backend_pid()")
+            pid = cur.fetchone()[0]
+        write = Background(lambda: conn.cursor().execute("INSERT INTO standby_probe VALUES (1)"))
+        waited = helpers.poll(lambda: pid in syncrep_waiters(cluster), 1.0, POLL_STEP)
+        if waited:
+            cluster.query("SELECT pg_cancel_backend(%s)", (pid,))
+        write.join()
+        return waited
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("claim_backend", ["waits", "terminated"])
+def test_lost_claim_waits_for_a_missing_synchronous_standby(private_pg, proxy, upstream, ids,
+                                                            claim_backend):
+    """The claim's commit waits for a standby that is not there: 503, never
+    forwarded, the claim invisible. Its removal does not give up on it:
+    once the standby requirement is lifted (or, terminated, the claim's
+    backend committed locally and the removal's own delete waits in turn),
+    a retry with the key is executed exactly once."""
+    pgx = private_pg()
+    pgx.query("CREATE TABLE standby_probe (n int)")
+    log_statements(pgx)
+    standby_required(pgx, GHOST)
+    try:
+        assert helpers.poll(lambda: commits_wait(pgx), POLL_LIMIT), \
+            "commits never waited for the standby"
+        p = proxy(dict(NO_CACHE, workers="1", store_timeout="1s"), database=pgx.conninfo,
+                  wait_store=True)
+        key = ids.key()
+        r = p.post("/api/courses", key=key, actor=ids.actor, body=course())
+        problem(r, "store-unavailable", 503)
+        assert upstream.count(key=key) == 0
+        assert pgx.records.rows(ids.actor) == []   # its commit has not ended
+        # The removal has looked at the slot (the server logs every
+        # statement with its parameters, the key among them).
+        after = log_size(pgx)
+        assert helpers.poll(lambda: logged_since(pgx, after, key), POLL_LIMIT, POLL_STEP), \
+            "no statement of the lost claim's removal:\n" + p.stderr_tail()
+        # ... and found the claim's transaction still running (unasserted:
+        # an idemproxy that does not wait lifts the standby after the bound,
+        # and fails below with the key taken).
+        helpers.poll(lambda: "store waits to remove 1 claim" in p.stderr_text(), POLL_LIMIT,
+                     POLL_STEP)
+        # A retry meanwhile waits on the claim's row, and gets 503 too.
+        problem(p.post("/api/courses", key=key, actor=ids.actor, body=course()),
+                "store-unavailable", 503)
+        if claim_backend == "terminated":
+            waiting = syncrep_waiters(pgx)
+            assert len(waiting) == 1, waiting
+            terminate(pgx, waiting)
+            # "The transaction has already committed locally"
+            row = wait_state(pgx.records, ids.actor, "in_progress")
+            assert row["lease_owner"], row
+            # Let the removal find it: its delete's commit then waits for
+            # the standby too (unasserted: an idemproxy that never looks
+            # again fails below, with the key taken).
+            helpers.poll(lambda: syncrep_waiters(pgx), POLL_LIMIT, POLL_STEP)
+        assert upstream.count(key=key) == 0
+        standby_required(pgx, "")
+
+        def executed_once():
+            r = p.post("/api/courses", key=key, actor=ids.actor, body=course())
+            return r if r.status == 201 else None
+
+        first = helpers.poll(executed_once, POLL_LIMIT, 0.2)
+        assert first, "the key stayed taken: %r\n%s" % (
+            pgx.records.rows(ids.actor), p.stderr_tail())
+        assert_owner(first)
+        assert_replay_of(p.post("/api/courses", key=key, actor=ids.actor, body=course()), first)
+        assert upstream.count(key=key) == 1
+        if claim_backend == "waits":
+            assert "store removed 1 claim whose answer was lost" in p.stderr_text(), \
+                p.stderr_tail()
+            # Each attempt ran the removal's statements by name, prepared once
+            # per session (the probe goes first: idemproxy_<kind>_<rows>_first).
+            names = executed(pgx)
+            assert names.get("idemproxy_forget_timeout", 0) >= 2, names
+            assert sum(c for n, c in names.items() if n.endswith("_1_first")) >= 2, names
+        # (terminated, the removal's delete waited for the standby in turn:
+        # its answer was lost at store_timeout, and the attempt after the
+        # lift found the slot free)
+    finally:
+        standby_required(pgx, "")
+
+
+def test_lost_takeover_waits_for_a_missing_synchronous_standby(private_pg, proxy, upstream,
+                                                               ids):
+    """`recovery forward` takes over an unknown record, and that commit
+    waits for a standby that is not there: 503, never forwarded. Its
+    removal waits too, then marks the record unknown again, so once the
+    standby requirement is lifted a retry takes it over at once (one more
+    upstream effect, as recovery forward does) instead of meeting the lost
+    takeover's in_progress lease."""
+    pgx = private_pg()
+    pgx.query("CREATE TABLE standby_probe (n int)")
+    log_statements(pgx)
+    p = proxy(dict(NO_CACHE, workers="1", store_timeout="1s", lease="30s"),
+              routes=FORWARD_ROUTE, database=pgx.conninfo, wait_store=True)
+    key = ids.key()
+    problem(p.post("/api/forward", key=key, actor=ids.actor, body=course(),
+                   headers=[("X-Test-Action", "reset")]), "upstream-error", 502)
+    assert helpers.record_state(pgx.records.one(ids.actor)) == "unknown"
+    standby_required(pgx, GHOST)
+    try:
+        assert helpers.poll(lambda: commits_wait(pgx), POLL_LIMIT), \
+            "commits never waited for the standby"
+        r = p.post("/api/forward", key=key, actor=ids.actor, body=course())
+        problem(r, "store-unavailable", 503)
+        assert upstream.count(key=key) == 1
+        assert helpers.record_state(pgx.records.one(ids.actor)) == "unknown"
+        after = log_size(pgx)
+        assert helpers.poll(lambda: logged_since(pgx, after, key), POLL_LIMIT, POLL_STEP), \
+            "no statement of the lost claim's removal:\n" + p.stderr_tail()
+        helpers.poll(lambda: "store waits to remove 1 claim" in p.stderr_text(), POLL_LIMIT,
+                     POLL_STEP)
+        standby_required(pgx, "")
+
+        def executed():
+            r = p.post("/api/forward", key=key, actor=ids.actor, body=course())
+            return r if r.status == 201 else None
+
+        taker = helpers.poll(executed, POLL_LIMIT, 0.2)
+        assert taker, "the key stayed taken: %r\n%s" % (
+            pgx.records.rows(ids.actor), p.stderr_tail())
+        assert_owner(taker)
+        assert_replay_of(p.post("/api/forward", key=key, actor=ids.actor, body=course()), taker)
+        assert upstream.count(key=key) == 2
+        assert "store removed 1 claim whose answer was lost" in p.stderr_text(), \
+            p.stderr_tail()
+    finally:
+        standby_required(pgx, "")

@@ -16,6 +16,7 @@ import pytest
 import helpers
 from conftest import Cluster, PGBIN, PG_USER, run_as_pg
 from helpers import problem, course, assert_owner, assert_replay_of
+from test_admin import admin
 
 POLL_LIMIT = 10.0
 POLL_STEP = 0.05
@@ -288,7 +289,7 @@ def set_read_only(cluster, on):
 
 
 def readyz(p):
-    return helpers.request(p.admin, "GET", "/readyz").status
+    return admin(p, "GET", "/readyz").status
 
 
 def test_read_only_server(private_pg, proxy, upstream, ids):
@@ -307,7 +308,7 @@ def test_read_only_server(private_pg, proxy, upstream, ids):
     terminate(pgx, client_backends(pgx))
     assert helpers.poll(lambda: readyz(p) == 503)
     # ... and says why, once the workers are connected again.
-    assert helpers.poll(lambda: helpers.request(p.admin, "GET", "/readyz").body
+    assert helpers.poll(lambda: admin(p, "GET", "/readyz").body
                         == b"not ready: the store is read-only (a standby?)\n")
     keys = [ids.key() for _ in range(4)]
     for key in keys:

@@ -292,7 +292,8 @@ def test_sigterm_waiting_duplicate_answered(proxy, upstream, pg, ids):
     got = []
 
     def waiting():
-        r = helpers.request(admin_port, "GET", "/metrics")
+        r = helpers.request(admin_port, "GET", "/metrics",
+                            [("Host", "127.0.0.1:%d" % admin_port)])
         return "\nidemproxy_waits_total 1\n" in r.body.decode()
     with helpers.SlowOwner(p, upstream, "/api/wait", key, ids.actor, 3.0):
         t = threading.Thread(target=lambda: got.append(

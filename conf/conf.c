@@ -1194,6 +1194,8 @@ static const struct conf_directive conf_directives[] = {
     CONF_ROW("max_stored_body", CONF_TOP, 1, 1, CT_SIZE, TOP(max_stored_body), NULL, "1m", CF_NONZERO),
     CONF_ROW("replay_cache", CONF_TOP, 1, 1, CT_SIZE, TOP(replay_cache), NULL, "4m", CF_RESTART),
     CONF_ROW("relay_buffer", CONF_TOP, 1, 1, CT_SIZE, TOP(relay_buffer), NULL, "256k", CF_NONZERO),
+    CONF_ROW("relay_budget", CONF_TOP, 1, 1, CT_SIZE, TOP(relay_budget), NULL, "256m", 0),
+    CONF_ROW("relay_budget_per_peer", CONF_TOP, 1, 1, CT_SIZE, TOP(relay_budget_per_peer), NULL, "64m", 0),
     CONF_ROW("tunnel_timeout", CONF_TOP, 1, 1, CT_DURATION, TOP(tunnel_timeout_ms), NULL, "1h", 0),
     CONF_ROW("tunnel_upgrades", CONF_TOP, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_tunnel_upgrades, "websocket", 0),
     CONF_ROW("max_connections", CONF_TOP, 1, 1, CT_INT, TOP(max_connections), conf_set_max_connections, "10000", 0),

@@ -215,6 +215,8 @@ struct conf {
 	size_t max_request_body;       /* intercepted requests only */
 	size_t max_stored_body;
 	size_t relay_buffer;           /* unsent bytes per direction of a relayed exchange */
+	size_t relay_budget;           /* unsent bytes of the whole process; 0 = none */
+	size_t relay_budget_per_peer;  /* ... of one peer address (IPv6: /64); 0 = none */
 	int64_t tunnel_timeout_ms;     /* idle limit of an upgraded connection */
 	char **tunnel_upgrades;        /* protocols a pass-through upgrade may switch to */
 	int ntunnel_upgrades;

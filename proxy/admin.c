@@ -43,6 +43,7 @@
 
 #include "conf/conf.h"
 #include "proxy/admin.h"
+#include "proxy/budget.h"
 #include "proxy/clock.h"
 #include "proxy/contract.h"
 #include "proxy/evfree.h"
@@ -356,6 +357,7 @@ static void admin_metrics(struct admin *a, struct evhttp_request *req)
 	};
 
 	stats_render(out, a->each, a->nworkers, &limits);
+	budget_render(out, a->conf->relay_budget);
 	if (a->sweeper)
 		sweeper_render(a->sweeper, out);
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",

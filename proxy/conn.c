@@ -15,6 +15,35 @@
 #include "proxy/http.h"
 #include "proxy/io.h"
 
+/* The output's meter follows what the socket took at once; what is added waits for a flush. */
+static void conn_output_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct client_conn *c = arg;
+	size_t n = evbuffer_get_length(buf);
+
+	if (info->n_deleted && n < c->out_meter.charged)
+		budget_meter_set(&c->out_meter, n);
+}
+
+void conn_meter_start(struct client_conn *c, struct budget_queue *q, const struct sockaddr *peer)
+{
+	budget_meter_init(&c->out_meter, q, peer);
+	if (!evbuffer_add_cb(bufferevent_get_output(c->bev), conn_output_cb, c))
+		c->out_meter.q = NULL; /* out of memory: this connection goes uncounted */
+}
+
+void conn_meter_stop(struct client_conn *c)
+{
+	budget_meter_set(&c->out_meter, 0);
+	evbuffer_remove_cb(bufferevent_get_output(c->bev), conn_output_cb, c);
+}
+
+/* A flush is over: what it left queued is counted. */
+static void conn_meter_settle(struct client_conn *c)
+{
+	budget_meter_set(&c->out_meter, conn_pending(c));
+}
+
 void conn_attach(struct client_conn *c, struct request *req)
 {
 	c->req = req;
@@ -51,6 +80,7 @@ void conn_respond_frame(struct client_conn *c, size_t body_len, int flags)
 void conn_respond_send(struct client_conn *c)
 {
 	struct evbuffer *out = bufferevent_get_output(c->bev);
+	int failed;
 
 	c->req = NULL;
 	c->streaming = 0;
@@ -58,7 +88,9 @@ void conn_respond_send(struct client_conn *c)
 		c->marked = 0;
 		bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
 	}
-	if (io_write_now(c->bev) < 0 || evbuffer_get_length(out) > 0)
+	failed = io_write_now(c->bev) < 0;
+	conn_meter_settle(c);
+	if (failed || evbuffer_get_length(out) > 0)
 		bufferevent_enable(c->bev, EV_WRITE);
 	else if (c->writing)
 		event_active(c->next_ev, EV_WRITE, 0);
@@ -85,7 +117,10 @@ void conn_stream_wait(struct client_conn *c, size_t mark)
 
 void conn_stream_flush(struct client_conn *c)
 {
-	if (io_write_now(c->bev) < 0 || evbuffer_get_length(bufferevent_get_output(c->bev)) > 0)
+	int failed = io_write_now(c->bev) < 0;
+
+	conn_meter_settle(c);
+	if (failed || conn_pending(c) > 0)
 		bufferevent_enable(c->bev, EV_WRITE);
 }
 

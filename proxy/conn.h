@@ -15,6 +15,8 @@
 #include <sys/queue.h>
 #include <sys/socket.h>
 
+#include "proxy/budget.h"
+
 struct bufferevent;
 struct event;
 struct evbuffer;
@@ -53,6 +55,7 @@ struct client_conn {
 	int lingering;              /* write side shut, draining input */
 	int tls;                    /* bev is an OpenSSL bufferevent: it reads and writes itself */
 	int64_t started_us;         /* the current request's first byte arrived */
+	struct budget_meter out_meter; /* its output in the relay budget (conn_meter_start) */
 };
 
 enum respond_flags {
@@ -95,6 +98,16 @@ void conn_stream_wait(struct client_conn *c, size_t mark);
 
 /* Bytes queued for the client and not yet written. */
 size_t conn_pending(const struct client_conn *c);
+
+/*
+ * From now on the bytes waiting in c's output count against q's relay
+ * budget, for peer (NULL: for the process only), whatever wrote them; they
+ * are counted once flushed (a response the socket takes whole is never
+ * counted) and uncounted as the socket takes them. conn_meter_stop uncounts
+ * what is left; it comes before c's bufferevent is freed.
+ */
+void conn_meter_start(struct client_conn *c, struct budget_queue *q, const struct sockaddr *peer);
+void conn_meter_stop(struct client_conn *c);
 
 /*
  * The response cannot be completed (the upstream broke off): what is

@@ -66,6 +66,7 @@ struct listener {
 	int paused;                   /* accept_ev removed (limit or descriptors) */
 	const struct conf_gens *gens; /* the configuration new requests get */
 	struct request_ctx *reqs;
+	struct budget_queue *budget;  /* the worker's relay budget: the outputs count in it */
 	LIST_HEAD(, client_conn) conns;
 	int nconns;
 	int draining;                 /* shutdown: close after each response */
@@ -104,6 +105,7 @@ static void listener_conn_free(struct client_conn *c)
 	c->l->nconns--;
 	atomic_fetch_sub(&listener_open, 1);
 	listener_resume(c->l);
+	conn_meter_stop(c);
 	evfree_event(&c->read_ev);
 	evfree_event(&c->timer);
 	evfree_event(&c->next_ev);
@@ -515,6 +517,8 @@ static void listener_accepted(struct listener *l, evutil_socket_t fd, const stru
 	}
 	LIST_INSERT_HEAD(&l->conns, c, link);
 	l->nconns++;
+	/* A trusted proxy speaks for many clients: the process's budget only. */
+	conn_meter_start(c, l->budget, conf_trusted_proxy(conf, sa) ? NULL : sa);
 	/* A client that stops reading its response is dropped after
 	 * client_timeout without progress, with whatever was queued for it. */
 	write_tv = clock_tv(conf->client_timeout_ms);
@@ -645,7 +649,7 @@ static evutil_socket_t listener_socket(const struct sockaddr *sa, socklen_t len)
 }
 
 struct listener *listener_new(struct event_base *base, const struct conf_gens *gens,
-			      struct request_ctx *reqs)
+			      struct request_ctx *reqs, struct budget_queue *budget)
 {
 	const struct conf *conf = conf_gens_conf(gens);
 	struct listener *l = calloc(1, sizeof(*l));
@@ -658,6 +662,7 @@ struct listener *listener_new(struct event_base *base, const struct conf_gens *g
 	l->base = base;
 	l->gens = gens;
 	l->reqs = reqs;
+	l->budget = budget;
 	l->fd = -1;
 	LIST_INIT(&l->conns);
 	if (strchr(conf->listen.host, ':'))

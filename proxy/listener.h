@@ -6,6 +6,7 @@
 #ifndef IDEMPROXY_LISTENER_H
 #define IDEMPROXY_LISTENER_H
 
+struct budget_queue;
 struct conf_gens;
 struct event_base;
 struct listener;
@@ -13,11 +14,12 @@ struct request_ctx;
 
 /*
  * Listen on the listen address of gens' configuration, on base; requests
- * go to reqs. gens and reqs must outlive the listener. NULL, with the
- * reason logged, when it cannot listen.
+ * go to reqs; what waits unsent to each client counts against budget.
+ * gens, reqs and budget must outlive the listener. NULL, with the reason
+ * logged, when it cannot listen.
  */
 struct listener *listener_new(struct event_base *base, const struct conf_gens *gens,
-			      struct request_ctx *reqs);
+			      struct request_ctx *reqs, struct budget_queue *budget);
 
 /* Stop accepting (shutdown); open connections go on. */
 void listener_stop(struct listener *l);

@@ -15,7 +15,10 @@
  *
  * Backpressure: when p.buffer bytes wait unsent on one side, reading on the
  * other side stops (upstream_read_pause, conn_read_pause, or the tunnel's
- * EV_READ) until the waiting bytes fall to half of that.
+ * EV_READ) until the waiting bytes fall to half of that. The same reads
+ * stop while the relay budget (budget.h) has no room for one more: bytes
+ * waiting for the client count in its connection's meter, bytes waiting
+ * for the upstream in the relay's own.
  */
 #include "proxy/relay.h"
 
@@ -25,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/budget.h"
 #include "proxy/clock.h"
 #include "proxy/conn.h"
 #include "proxy/evalloc.h"
@@ -37,6 +41,26 @@
 #include "proxy/upgrade.h"
 
 static const char relay_last_chunk[] = "0\r\n\r\n";
+
+/* The two sides a relay reads from, named by where what they read goes. */
+enum relay_side {
+	RELAY_DOWN, /* the upstream's response, or tunnel bytes: to the client */
+	RELAY_UP,   /* the client's streamed body, or tunnel bytes: to the upstream */
+};
+
+/* How a side reads. */
+enum relay_read {
+	RELAY_READ_OFF,
+	RELAY_READ_LITTLE, /* RELAY_SPENT_READ at a time (the upstream's side only) */
+	RELAY_READ_ON,
+};
+
+/*
+ * What the upstream's side reads at a time while nothing waits for the
+ * client but the relay budget is spent: so little that a client that
+ * stalls keeps one 4 KiB block beyond the budget (see IO_HEAD_FIRST).
+ */
+#define RELAY_SPENT_READ IO_HEAD_FIRST
 
 struct relay {
 	struct event_base *base;
@@ -58,6 +82,9 @@ struct relay {
 	struct evbuffer *piece;     /* framing scratch (chunked bodies only) */
 	struct bufferevent *tunnel; /* the upstream connection after a 101 */
 	struct event *tunnel_timer;
+	struct budget_meter up_meter; /* bytes waiting for the upstream, in the relay budget */
+	struct budget_wait wait;    /* on the worker's queue while a side waits for the budget */
+	unsigned held;              /* sides (1 << enum relay_side) stopped on the budget */
 };
 
 static void relay_interim(void *arg, const struct http_msg *m);
@@ -88,6 +115,7 @@ static void relay_upgraded(void *arg, struct bufferevent *bev);
 static void relay_drained(void *arg);
 static void relay_caught_up(void *arg);
 static void relay_tunnel_idle(evutil_socket_t fd, short what, void *arg);
+static void relay_budget_retry(void *arg);
 
 static const struct upstream_events relay_upstream_events = {
 	.interim = relay_interim,
@@ -111,6 +139,9 @@ struct relay *relay_start(struct event_base *base, struct upstream_pool *pool,
 	if (!r || !out)
 		goto fail;
 	r->c = c;
+	if (c)
+		budget_meter_twin(&r->up_meter, &c->out_meter);
+	budget_wait_init(&r->wait, &r->up_meter, relay_budget_retry, r);
 	r->p = *p;
 	r->req = req;
 	r->cb = cb;
@@ -160,6 +191,139 @@ static int relay_full(const struct relay *r, size_t pending)
 	return pending + IO_BODY_CHUNK > r->p.buffer;
 }
 
+/*
+ * 1 while the reads of side are the relay's to stop: the client is there,
+ * and a tunnel is open, or the exchange is under way with its response
+ * streaming (down) or its body still coming from the client (up).
+ */
+static int relay_side_open(const struct relay *r, enum relay_side side)
+{
+	if (!r->c)
+		return 0;
+	if (r->tunnel)
+		return 1;
+	if (!r->up)
+		return 0;
+	return side == RELAY_DOWN ? r->streaming : r->body_streams && !r->body_ended;
+}
+
+/* Bytes waiting to be written where side's reads go (side open). */
+static size_t relay_pending(const struct relay *r, enum relay_side side)
+{
+	if (side == RELAY_DOWN)
+		return conn_pending(r->c);
+	return r->tunnel ? evbuffer_get_length(bufferevent_get_output(r->tunnel))
+			 : upstream_pending(r->up);
+}
+
+/* Where side's waiting bytes are counted (side open). */
+static struct budget_meter *relay_meter(struct relay *r, enum relay_side side)
+{
+	return side == RELAY_DOWN ? &r->c->out_meter : &r->up_meter;
+}
+
+/* Let side's reads go on (a little at a time) or stop them. */
+static void relay_reading(struct relay *r, enum relay_side side, enum relay_read how)
+{
+	size_t max = how == RELAY_READ_LITTLE ? RELAY_SPENT_READ : 0;
+
+	if (side == RELAY_UP) {
+		if (r->c)
+			conn_read_pause(r->c, how == RELAY_READ_OFF);
+	} else if (r->tunnel) {
+		bufferevent_set_max_single_read(r->tunnel, max ? max : IO_SINGLE_MAX);
+		if (how == RELAY_READ_OFF)
+			bufferevent_disable(r->tunnel, EV_READ);
+		else
+			bufferevent_enable(r->tunnel, EV_READ);
+	} else if (r->up) {
+		upstream_read_max(r->up, max);
+		upstream_read_pause(r->up, how == RELAY_READ_OFF);
+	}
+}
+
+/*
+ * Stop side's reads while bytes wait where they go. The client's output
+ * is written on meanwhile, and says when it fell to half of p.buffer
+ * (relay_output_drained): its write callback turns its writing off, so a
+ * stop from there must turn it on again. The upstream's side is written
+ * until it is empty (relay_drained, relay_tunnel_written).
+ */
+static void relay_stop(struct relay *r, enum relay_side side)
+{
+	relay_reading(r, side, RELAY_READ_OFF);
+	if (side == RELAY_DOWN)
+		conn_stream_wait(r->c, r->p.buffer / 2);
+}
+
+/*
+ * Whether side's reads go on, once what they brought was passed on. They
+ * stop while the receiving end holds nearly p.buffer, until it falls to
+ * half of that (relay_output_drained, relay_drained). They also stop
+ * while, with bytes already waiting there, one more read could take the
+ * process's or the peer's count past its budget, until the budget has
+ * room again (to three quarters of it: relay_budget_retry); a read let go
+ * then is reserved in the counts until it has arrived, so a worker's
+ * waits do not all go at once. A side with nothing waiting always reads,
+ * so no exchange waits forever on the others; while the budget is spent,
+ * the upstream's side reads RELAY_SPENT_READ at a time.
+ */
+static void relay_pace(struct relay *r, enum relay_side side)
+{
+	unsigned bit = 1u << side;
+	int held = (r->held & bit) != 0;
+	struct budget_meter *m;
+	enum budget_verdict v;
+	size_t pending;
+
+	if (!relay_side_open(r, side)) {
+		r->held &= ~bit;
+		relay_reading(r, side, RELAY_READ_ON);
+		goto out;
+	}
+	pending = relay_pending(r, side);
+	if (pending > 0 && relay_full(r, pending)) {
+		relay_stop(r, side);
+		goto out;
+	}
+	m = relay_meter(r, side);
+	v = budget_check(m, IO_BODY_CHUNK, held);
+	if (v != BUDGET_ROOM && pending > 0) {
+		if (!held)
+			budget_paused(v);
+		r->held |= bit;
+		relay_stop(r, side);
+		goto out;
+	}
+	if (v == BUDGET_ROOM && held)
+		budget_meter_reserve(m, IO_BODY_CHUNK);
+	r->held &= ~bit;
+	relay_reading(r, side, v == BUDGET_ROOM ? RELAY_READ_ON : RELAY_READ_LITTLE);
+out:
+	if (r->held)
+		budget_wait_start(&r->wait);
+	else
+		budget_wait_end(&r->wait);
+}
+
+/* The worker's queue found room in the budget: the sides stopped on it look again. */
+static void relay_budget_retry(void *arg)
+{
+	struct relay *r = arg;
+
+	if (r->held & (1u << RELAY_DOWN))
+		relay_pace(r, RELAY_DOWN);
+	if (r->held & (1u << RELAY_UP))
+		relay_pace(r, RELAY_UP);
+}
+
+/* The exchange, or the client's part in it, is over: no read stays stopped on its account. */
+static void relay_unpace(struct relay *r)
+{
+	relay_pace(r, RELAY_DOWN);
+	relay_pace(r, RELAY_UP);
+}
+
 /* Memory an exchange under way cannot do without: running out ends the
  * process (as store.c's store_alloc), never an exchange half relayed. */
 static void *relay_need(void *p)
@@ -196,13 +360,13 @@ static void relay_tunnel_up(struct relay *r)
 	struct evbuffer *out = bufferevent_get_output(r->tunnel);
 	struct timeval tv = clock_tv(r->p.tunnel_timeout_ms);
 
-	if (evbuffer_get_length(in) == 0)
-		return;
-	evbuffer_add_buffer(out, in);
-	bufferevent_enable(r->tunnel, EV_WRITE);
-	evtimer_add(r->tunnel_timer, &tv);
-	if (relay_full(r, evbuffer_get_length(out)))
-		conn_read_pause(r->c, 1);
+	if (evbuffer_get_length(in) > 0) {
+		evbuffer_add_buffer(out, in);
+		bufferevent_enable(r->tunnel, EV_WRITE);
+		evtimer_add(r->tunnel_timer, &tv);
+	}
+	budget_meter_set(&r->up_meter, evbuffer_get_length(out));
+	relay_pace(r, RELAY_UP);
 }
 
 void relay_input(struct relay *r, int end)
@@ -226,8 +390,8 @@ void relay_input(struct relay *r, int end)
 		upstream_send_end(r->up);
 		r->body_ended = 1;
 	}
-	if (relay_full(r, upstream_pending(r->up)))
-		conn_read_pause(r->c, 1);
+	budget_meter_set(&r->up_meter, upstream_pending(r->up));
+	relay_pace(r, RELAY_UP);
 }
 
 /* The upstream took the request bytes that were waiting: read the client again. */
@@ -235,10 +399,9 @@ static void relay_drained(void *arg)
 {
 	struct relay *r = arg;
 
-	if (r->c && r->body_streams && !r->body_ended) {
-		conn_read_pause(r->c, 0);
+	budget_meter_set(&r->up_meter, upstream_pending(r->up));
+	if (r->c && r->body_streams && !r->body_ended)
 		relay_input(r, 0);
-	}
 }
 
 /* ---- the response ---- */
@@ -281,19 +444,17 @@ static void relay_out(struct relay *r, struct evbuffer *data)
 	} else {
 		evbuffer_add_buffer(out, data);
 	}
-	if (r->up && relay_full(r, conn_pending(r->c))) {
-		upstream_read_pause(r->up, 1);
-		conn_stream_wait(r->c, r->p.buffer / 2);
-	}
 }
 
-/* What arrived has been queued: write it out. */
+/* What arrived has been queued: write it out, then see whether to read on. */
 static void relay_caught_up(void *arg)
 {
 	struct relay *r = arg;
 
-	if (r->streaming && r->c)
+	if (r->streaming && r->c) {
 		conn_stream_flush(r->c);
+		relay_pace(r, RELAY_DOWN);
+	}
 }
 
 /* The response goes to the client from now on, head first, then what was held. */
@@ -382,8 +543,8 @@ static void relay_done(void *arg, enum upstream_result res)
 	struct relay *r = arg;
 
 	r->up = NULL;
-	if (r->c && r->body_streams && !r->body_ended)
-		conn_read_pause(r->c, 0);
+	budget_meter_set(&r->up_meter, 0);
+	relay_unpace(r);
 	if (r->streaming) {
 		if (res != UPSTREAM_OK)
 			relay_cut(r);
@@ -402,10 +563,7 @@ void relay_release(struct relay *r)
 
 void relay_output_drained(struct relay *r)
 {
-	if (r->tunnel)
-		bufferevent_enable(r->tunnel, EV_READ);
-	else if (r->up)
-		upstream_read_pause(r->up, 0);
+	relay_pace(r, RELAY_DOWN);
 }
 
 /* ---- tunnels ---- */
@@ -415,6 +573,8 @@ static void relay_tunnel_end(struct relay *r)
 {
 	evfree_bufferevent(&r->tunnel);
 	evfree_event(&r->tunnel_timer);
+	budget_meter_set(&r->up_meter, 0);
+	relay_unpace(r);
 	if (r->c) {
 		conn_close_after(r->c);
 		conn_respond_send(r->c);
@@ -432,10 +592,7 @@ static void relay_tunnel_read(struct bufferevent *bev, void *arg)
 	evbuffer_add_buffer(bufferevent_get_output(r->c->bev), bufferevent_get_input(bev));
 	conn_stream_flush(r->c);
 	evtimer_add(r->tunnel_timer, &tv);
-	if (relay_full(r, conn_pending(r->c))) {
-		bufferevent_disable(bev, EV_READ);
-		conn_stream_wait(r->c, r->p.buffer / 2);
-	}
+	relay_pace(r, RELAY_DOWN);
 }
 
 /* The upstream took what the client sent: read the client again. */
@@ -445,7 +602,6 @@ static void relay_tunnel_written(struct bufferevent *bev, void *arg)
 
 	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
 		bufferevent_disable(bev, EV_WRITE);
-	conn_read_pause(r->c, 0);
 	relay_tunnel_up(r);
 }
 
@@ -470,6 +626,7 @@ static void relay_upgraded(void *arg, struct bufferevent *bev)
 	struct timeval tv = clock_tv(r->p.tunnel_timeout_ms);
 
 	r->up = NULL;
+	budget_meter_set(&r->up_meter, 0);
 	r->tunnel = bev;
 	r->streaming = 1;
 	r->tunnel_timer = relay_need(evtimer_new(r->base, relay_tunnel_idle, r));
@@ -492,11 +649,15 @@ static void relay_upgraded(void *arg, struct bufferevent *bev)
 int relay_conn_gone(struct relay *r)
 {
 	r->c = NULL;
-	if (r->p.owner && !r->tunnel)
-		return 0; /* the response is still read and recorded */
+	if (r->p.owner && !r->tunnel) {
+		relay_unpace(r); /* the response is still read and recorded */
+		return 0;
+	}
 	upstream_cancel(r->up);
 	r->up = NULL;
 	evfree_bufferevent(&r->tunnel);
+	budget_meter_set(&r->up_meter, 0);
+	relay_unpace(r);
 	return 1;
 }
 
@@ -523,6 +684,8 @@ void relay_free(struct relay *r)
 	if (r->streaming && r->c)
 		relay_cut(r);
 	evfree_bufferevent(&r->tunnel);
+	budget_meter_set(&r->up_meter, 0);
+	budget_wait_end(&r->wait);
 	evfree_event(&r->tunnel_timer);
 	evfree_evbuffer(&r->tail);
 	evfree_evbuffer(&r->piece);

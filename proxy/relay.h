@@ -6,7 +6,9 @@
  * a limit so that it can be recorded before the client sees it. Upgraded
  * connections become a byte tunnel. At most `buffer` bytes wait unsent in
  * either direction: reading from the sending side stops while the
- * receiving side is behind, so memory never grows with a body's size.
+ * receiving side is behind, so memory never grows with a body's size. The
+ * same reads stop while the relay budget (budget.h) is spent, so it does
+ * not grow with the number of slow readers either.
  *
  * request.c starts a relay and hears back once, through relay_done_cb;
  * the listener's events about the client reach it through request.c.

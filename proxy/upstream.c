@@ -69,6 +69,7 @@ struct upstream_req {
 	int keep_alive;             /* the final response lets the connection be reused */
 	int bodiless;               /* the final response has no body (HEAD, 204, 304) */
 	int paused;                 /* the caller stopped the reads */
+	size_t read_max;            /* body bytes one read takes at most; 0: IO_BODY_CHUNK */
 	int64_t progress_us;        /* the last byte moved either way */
 	int dispatching;            /* inside a callback */
 	int cancelled;              /* upstream_cancel() during a callback */
@@ -245,6 +246,18 @@ static struct upstream_conn *upstream_idle_take(struct upstream_pool *pool, int 
 	return NULL;
 }
 
+/*
+ * What one read of uc may take, for a TLS connection, whose bufferevent
+ * reads (and decrypts) by itself: its exchange's read_max, or the usual.
+ */
+static void upstream_conn_read_size(struct upstream_conn *uc)
+{
+	size_t max = uc->ur && uc->ur->read_max ? uc->ur->read_max : IO_SINGLE_MAX;
+
+	if (uc->pool->tls)
+		bufferevent_set_max_single_read(uc->bev, max);
+}
+
 static void upstream_conn_park(struct upstream_conn *uc)
 {
 	struct upstream_pool *pool = uc->pool;
@@ -255,6 +268,7 @@ static void upstream_conn_park(struct upstream_conn *uc)
 		upstream_conn_free(uc);
 		return;
 	}
+	upstream_conn_read_size(uc);
 	/* The next request is written directly (upstream_conn_attach). */
 	bufferevent_disable(uc->bev, EV_WRITE);
 	if (uc->marked) {
@@ -313,6 +327,7 @@ static int upstream_conn_attach(struct upstream_req *ur, struct upstream_conn *u
 
 	ur->conn = uc;
 	uc->ur = ur;
+	upstream_conn_read_size(uc);
 	http_parser_expect_no_body(uc->parser, (ur->params.flags & UPSTREAM_HEAD_REQUEST) != 0);
 	http_parser_expect_upgrade(uc->parser, (ur->params.flags & UPSTREAM_UPGRADE) != 0);
 	bufferevent_set_timeouts(uc->bev, NULL, NULL);
@@ -552,10 +567,12 @@ static int upstream_upgrade(struct upstream_req *ur, struct http_msg *m)
 	return 1;
 }
 
-/* How much one read takes: more once a body streams. */
+/* How much one read takes: more once a body streams (unless the caller said less). */
 static size_t upstream_chunk(const struct upstream_conn *uc)
 {
-	return uc->ur && uc->ur->head_taken ? IO_BODY_CHUNK : io_head_chunk(uc->bev);
+	if (!uc->ur || !uc->ur->head_taken)
+		return io_head_chunk(uc->bev);
+	return uc->ur->read_max ? uc->ur->read_max : IO_BODY_CHUNK;
 }
 
 static void upstream_conn_read_cb(struct bufferevent *bev, void *arg)
@@ -767,6 +784,15 @@ void upstream_read_pause(struct upstream_req *ur, int pause)
 	ur->paused = pause;
 	if (ur->conn)
 		upstream_conn_reading(ur->conn, !pause);
+}
+
+void upstream_read_max(struct upstream_req *ur, size_t max)
+{
+	if (ur->read_max == max)
+		return;
+	ur->read_max = max;
+	if (ur->conn)
+		upstream_conn_read_size(ur->conn);
 }
 
 void upstream_cancel(struct upstream_req *ur)

@@ -104,6 +104,13 @@ size_t upstream_pending(const struct upstream_req *ur);
 /* Stop (1) or go on (0) reading the response: the caller's receiver is behind. */
 void upstream_read_pause(struct upstream_req *ur, int pause);
 
+/*
+ * Read at most max bytes of the response's body at a time from now on (0:
+ * the usual IO_BODY_CHUNK; a TLS connection's usual is the bufferevent's
+ * IO_SINGLE_MAX): the caller's receiver has room for little.
+ */
+void upstream_read_max(struct upstream_req *ur, size_t max);
+
 /* 1 while not a byte of ur's request has been written to the upstream. */
 int upstream_unsent(const struct upstream_req *ur);
 

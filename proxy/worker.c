@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "conf/conf.h"
+#include "proxy/budget.h"
 #include "proxy/cache.h"
 #include "proxy/clock.h"
 #include "proxy/evalloc.h"
@@ -63,6 +64,12 @@ static void worker_listen(struct worker *w, const struct conf *conf)
 			w->listening = 1;
 		}
 	}
+}
+
+/* The relay budget's limits of conf, for this worker's exchanges from now on. */
+static void worker_budget(struct worker *w, const struct conf *conf)
+{
+	budget_queue_limits(w->budget, conf->relay_budget, conf->relay_budget_per_peer);
 }
 
 /* Wake the worker's loop from another thread: its wake_ev reads the eventfd. */
@@ -158,6 +165,7 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
 	if (gen) {
 		conf_gens_switch(&w->gens, gen);
 		worker_listen(w, worker_conf(w));
+		worker_budget(w, worker_conf(w));
 	}
 	while (w->stops_seen < atomic_load(&w->stops)) {
 		w->stops_seen++;
@@ -197,17 +205,19 @@ int worker_init(struct worker *w, int id, struct conf_gen *gen, struct pace *pac
 				    conf->upstream_server_name ? conf->upstream_server_name
 							       : conf->upstream_host);
 	w->cache = cache_new(conf->replay_cache, REPLAY_CACHE_MAX_AGE_US);
+	w->budget = budget_queue_new(w->base);
 	w->reqs = request_ctx_new(w->base, &w->gens, w->store, w->pool, w->cache, pace, &w->stats,
 				  (uint64_t)id << REQUEST_ID_WORKER_SHIFT);
 	w->drain_timer = evtimer_new(w->base, drain_cb, w);
 	w->wake_ev = event_new(w->base, w->wake_fd, EV_READ | EV_PERSIST, wake_cb, w);
 	w->tick_timer = event_new(w->base, -1, EV_PERSIST, worker_tick_cb, w);
-	if (!w->dns || !w->store || !w->pool || !w->cache || !w->reqs || !w->drain_timer ||
-	    !w->wake_ev || !w->tick_timer || event_add(w->wake_ev, NULL) < 0 ||
+	if (!w->dns || !w->store || !w->pool || !w->cache || !w->budget || !w->reqs ||
+	    !w->drain_timer || !w->wake_ev || !w->tick_timer || event_add(w->wake_ev, NULL) < 0 ||
 	    event_add(w->tick_timer, &tick_tv) < 0)
 		return -1;
 	worker_listen(w, conf);
-	w->listener = listener_new(w->base, &w->gens, w->reqs);
+	worker_budget(w, conf);
+	w->listener = listener_new(w->base, &w->gens, w->reqs, w->budget);
 	return w->listener ? 0 : -1;
 }
 
@@ -216,6 +226,7 @@ void worker_free(struct worker *w)
 	/* Requests first: freeing a connection tells its request. */
 	request_ctx_free(w->reqs);
 	listener_free(w->listener);
+	budget_queue_free(w->budget);
 	upstream_pool_free(w->pool);
 	store_free(w->store);
 	cache_free(w->cache);

@@ -15,6 +15,7 @@
 #include "proxy/conf_gen.h"
 #include "proxy/stats.h"
 
+struct budget_queue;
 struct cache;
 struct evdns_base;
 struct event;
@@ -39,6 +40,7 @@ struct worker {
 	int listening;              /* the store LISTENs (a route may wait) */
 	struct upstream_pool *pool;
 	struct cache *cache;        /* completed records, for replays */
+	struct budget_queue *budget; /* the relay budget's limits and this worker's waits */
 	struct request_ctx *reqs;
 	char owner_id[96];          /* lease owner: host:pid:worker */
 	int id;

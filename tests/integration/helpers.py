@@ -90,10 +90,13 @@ def build_request(method, path, headers=(), body=None, chunked=None, host="test"
 class Client:
     """One client connection (keep-alive) to 127.0.0.1:port."""
 
-    def __init__(self, port, timeout=IO_TIMEOUT, tls=None):
-        """tls: an ssl.SSLContext to speak TLS with (server name "localhost")."""
+    def __init__(self, port, timeout=IO_TIMEOUT, tls=None, source=None):
+        """tls: an ssl.SSLContext to speak TLS with (server name "localhost");
+        source: the local address to connect from (any of 127/8), else the
+        kernel's choice."""
         self.port = port
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout,
+                                             source_address=(source, 0) if source else None)
         if tls is not None:
             self.sock = tls.wrap_socket(self.sock, server_hostname="localhost")
         self.buf = b""

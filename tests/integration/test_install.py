@@ -51,6 +51,8 @@ ALLOWED_METRICS = {
     "idemproxy_conflicts_total", "idemproxy_upstream_connections", "idemproxy_store_connections",
     "idemproxy_requests_active", "idemproxy_waits_total", "idemproxy_sweeper_runs_total",
     "idemproxy_sweeper_errors_total", "idemproxy_store_retries_total",
+    "idemproxy_relay_budget_bytes", "idemproxy_relay_budget_bytes_limit",
+    "idemproxy_relay_budget_pauses_total",
 }
 # ... and those it must show.
 REQUIRED_METRICS = ALLOWED_METRICS - {

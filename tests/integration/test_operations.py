@@ -354,6 +354,11 @@ def test_every_series_is_there_from_the_start(binary, proxy):
         assert name in fams, name
     assert fams["idemproxy_client_connections_limit"].samples[0][2] == 10000
     assert fams["idemproxy_replay_cache_bytes_limit"].samples[0][2] > 0
+    assert fams["idemproxy_relay_budget_bytes"].samples == [("idemproxy_relay_budget_bytes", {}, 0)]
+    assert fams["idemproxy_relay_budget_bytes_limit"].samples[0][2] == 256 << 20
+    assert sorted((l["limit"], v) for _, l, v in
+                  fams["idemproxy_relay_budget_pauses_total"].samples) \
+        == [("peer", 0), ("process", 0)]
     missing = set(DASHBOARD_METRICS) - set(fams)
     assert not missing, "the dashboard queries metrics /metrics lacks: %s" % missing
 

@@ -113,6 +113,8 @@ static void test_defaults(void)
 	CHECK(c->sweep_interval_ms == 10000);
 	CHECK(c->max_request_body == 1048576);
 	CHECK(c->max_stored_body == 1048576);
+	CHECK(c->relay_budget == 256u << 20);
+	CHECK(c->relay_budget_per_peer == 64u << 20);
 	CHECK(c->store_unavailable == STORE_FAIL_CLOSED);
 	CHECK_STR(c->problem_base, "https://idemproxy.dev/problems/");
 	CHECK(c->max_connections == 10000);
@@ -178,6 +180,11 @@ static void test_top_level(void)
 	CHECK(c->max_stored_body == 2097152);
 	CHECK(c->store_unavailable == STORE_FAIL_OPEN);
 	CHECK_STR(c->problem_base, "https://example.com/p/");
+	conf_free(c);
+
+	/* the relay budget: sizes, 0 turns either off */
+	c = parse(UPSTREAM "relay_budget 4m\nrelay_budget_per_peer 0\n");
+	CHECK(c && c->relay_budget == 4u << 20 && c->relay_budget_per_peer == 0);
 	conf_free(c);
 
 	c = parse("upstream http://example.com\nadmin off\nworkers auto\n");

@@ -767,15 +767,7 @@ def test_lost_claim_waits_for_a_missing_synchronous_standby(private_pg, proxy, u
         assert upstream.count(key=key) == 0
         standby_required(pgx, "")
 
-        def executed_once():
-            r = p.post("/api/courses", key=key, actor=ids.actor, body=course())
-            return r if r.status == 201 else None
-
-        first = helpers.poll(executed_once, POLL_LIMIT, 0.2)
-        assert first, "the key stayed taken: %r\n%s" % (
-            pgx.records.rows(ids.actor), p.stderr_tail())
-        assert_owner(first)
-        assert_replay_of(p.post("/api/courses", key=key, actor=ids.actor, body=course()), first)
+        run_once_then_replay(p, pgx, "/api/courses", key, ids.actor)
         assert upstream.count(key=key) == 1
         if claim_backend == "waits":
             assert "store removed 1 claim whose answer was lost" in p.stderr_text(), \
@@ -790,6 +782,19 @@ def test_lost_claim_waits_for_a_missing_synchronous_standby(private_pg, proxy, u
         # lift found the slot free)
     finally:
         standby_required(pgx, "")
+
+
+def run_once_then_replay(p, pgx, path, key, actor):
+    """Retries of key until one is executed (201), then a replay of it: the
+    key was not left taken."""
+    def executed():
+        r = p.post(path, key=key, actor=actor, body=course())
+        return r if r.status == 201 else None
+
+    first = helpers.poll(executed, POLL_LIMIT, 0.2)
+    assert first, "the key stayed taken: %r\n%s" % (pgx.records.rows(actor), p.stderr_tail())
+    assert_owner(first)
+    assert_replay_of(p.post(path, key=key, actor=actor, body=course()), first)
 
 
 def test_lost_takeover_waits_for_a_missing_synchronous_standby(private_pg, proxy, upstream,
@@ -824,15 +829,7 @@ def test_lost_takeover_waits_for_a_missing_synchronous_standby(private_pg, proxy
                      POLL_STEP)
         standby_required(pgx, "")
 
-        def executed():
-            r = p.post("/api/forward", key=key, actor=ids.actor, body=course())
-            return r if r.status == 201 else None
-
-        taker = helpers.poll(executed, POLL_LIMIT, 0.2)
-        assert taker, "the key stayed taken: %r\n%s" % (
-            pgx.records.rows(ids.actor), p.stderr_tail())
-        assert_owner(taker)
-        assert_replay_of(p.post("/api/forward", key=key, actor=ids.actor, body=course()), taker)
+        run_once_then_replay(p, pgx, "/api/forward", key, ids.actor)
         assert upstream.count(key=key) == 2
         assert "store removed 1 claim whose answer was lost" in p.stderr_text(), \
             p.stderr_tail()

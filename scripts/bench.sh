@@ -40,8 +40,9 @@
 # count (A B A B ..., as the machine is noisy) and report the median rps and
 # p99 with min-max, their ratios from the medians; (d), (j) run once, (e)-(h)
 # as described. Prints one table and a target check per row (the targets in
-# README.md), writes bench-out/bench.csv, bench-out/bench.png (gnuplot) and
-# bench-out/bench.txt, and copies the CSV and PNG to docs/bench/.
+# docs/performance.md), writes bench-out/bench.csv, bench-out/bench.png
+# (gnuplot) and bench-out/bench.txt, and copies the CSV and PNG to
+# docs/bench/.
 #
 # Environment: BENCH_SECONDS (per measured run, default 5), BENCH_ROUNDS
 # (1-9, default 3), BENCH_WORKERS (idemproxy and nginx workers, default the
@@ -102,7 +103,7 @@ SQL_TIMEOUT=120           # seconds for one psql call (the 1M load included)
 # shellcheck disable=SC2034  # read by free_port (scripts/lib.sh)
 PORT_TRIES=200            # candidate ports tried for each listener
 
-# The targets (README.md, Performance).
+# The targets (docs/performance.md, Targets).
 TARGET_PASS_RPS=1.0       # pass-through rps >= this x nginx, at 64 connections
 TARGET_PASS_P99=1.0       # pass-through p99 <= this x nginx, at 64 connections
 TARGET_PASS_CPU=1.0       # pass-through CPU per request <= this x nginx's, at 64
@@ -1092,7 +1093,7 @@ ELAPSED=$(($(date +%s) - T0))
 	printf '%s\n' "${FP_TABLE[@]}"
 	echo "    (h: CPU ms of one fingerprint of a 1 MiB JSON body, the raw-bytes one, their ratio, heap beyond the body)"
 	echo
-	echo "targets (README.md, Performance; medians of $ROUNDS rounds where there are rounds):"
+	echo "targets (docs/performance.md; medians of $ROUNDS rounds where there are rounds):"
 	printf '  %s\n' "${CHECKS[@]}"
 	echo
 	echo "wall time ${ELAPSED}s; CSV $CSV, chart $OUT/bench.png"

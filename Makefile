@@ -42,7 +42,7 @@ FUZZERS      := build/fuzz/fuzz_http build/fuzz/fuzz_fingerprint build/fuzz/fuzz
                 build/fuzz/fuzz_jwt build/fuzz/fuzz_seal build/fuzz/fuzz_keysource
 CONF_SRC     := conf/conf.c conf/route.c proxy/path.c proxy/marker.c
 
-.PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc check-modules lint fuzz chaos ha
+.PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc check-modules check-docs lint fuzz chaos ha
 
 all: $(BIN)
 
@@ -105,11 +105,16 @@ ha:
 check-conf-doc: $(BIN)
 	@sh scripts/check-conf-doc.sh
 
+# The Markdown documents: links to files and headings that exist, no second
+# table of directives.
+check-docs:
+	@sh scripts/check-docs.sh
+
 # The module graph: no include circle, no function defined in two files.
 check-modules:
 	@sh scripts/check-modules.sh -q
 
-lint: check-modules check-conf-doc
+lint: check-modules check-conf-doc check-docs
 
 # `make install [PREFIX=/usr/local] [DESTDIR=]`: the binary, the man pages,
 # the example configuration, the systemd unit (its @SBINDIR@ and

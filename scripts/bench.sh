@@ -40,13 +40,14 @@
 # count (A B A B ..., as the machine is noisy) and report the median rps and
 # p99 with min-max, their ratios from the medians; (d), (j) run once, (e)-(h)
 # as described. Prints one table and a target check per row (the targets in
-# README.md), writes bench-out/bench.csv, bench-out/bench.png (gnuplot) and
-# bench-out/bench.txt, and copies the CSV and PNG to docs/.
+# docs/performance.md), writes bench-out/bench.csv, bench-out/bench.png
+# (gnuplot) and bench-out/bench.txt, and copies the CSV and PNG to
+# docs/bench/.
 #
 # Environment: BENCH_SECONDS (per measured run, default 5), BENCH_ROUNDS
 # (1-9, default 3), BENCH_WORKERS (idemproxy and nginx workers, default the
 # number of CPUs), BENCH_SKIP_MILLION=1 (skip (d)), BENCH_NO_DOCS=1 (leave
-# docs/ alone), IDEMPROXY_BIN (default ./idemproxy), BENCH_PROXY_LOG=FILE
+# docs/bench/ alone), IDEMPROXY_BIN (default ./idemproxy), BENCH_PROXY_LOG=FILE
 # (idemproxy's stderr, one line per request; default /dev/null, as nginx
 # runs with access_log off).
 # Runtime: 14 x 2 x ROUNDS runs for (a) (b) (c) (i) and 12 more for (d) (j),
@@ -55,7 +56,7 @@
 # 10 minutes on 2 CPUs (an estimate); BENCH_SECONDS=2 BENCH_ROUNDS=2
 # BENCH_SKIP_MILLION=1 (64 runs) took 2m50s.
 # A missed target is reported, not an error: the exit status is 1 only when
-# something could not be measured (and then docs/ is left alone).
+# something could not be measured (and then docs/bench/ is left alone).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -euo pipefail
 
@@ -69,7 +70,7 @@ PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 NGINX=/usr/sbin/nginx
 PY=/usr/bin/python3
 OUT=$ROOT/bench-out
-DOCS=$ROOT/docs
+DOCS=$ROOT/docs/bench
 
 SECONDS_PER=${BENCH_SECONDS:-5}
 ROUNDS=${BENCH_ROUNDS:-3}
@@ -102,7 +103,7 @@ SQL_TIMEOUT=120           # seconds for one psql call (the 1M load included)
 # shellcheck disable=SC2034  # read by free_port (scripts/lib.sh)
 PORT_TRIES=200            # candidate ports tried for each listener
 
-# The targets (README.md, Performance).
+# The targets (docs/performance.md, Targets).
 TARGET_PASS_RPS=1.0       # pass-through rps >= this x nginx, at 64 connections
 TARGET_PASS_P99=1.0       # pass-through p99 <= this x nginx, at 64 connections
 TARGET_PASS_CPU=1.0       # pass-through CPU per request <= this x nginx's, at 64
@@ -1092,7 +1093,7 @@ ELAPSED=$(($(date +%s) - T0))
 	printf '%s\n' "${FP_TABLE[@]}"
 	echo "    (h: CPU ms of one fingerprint of a 1 MiB JSON body, the raw-bytes one, their ratio, heap beyond the body)"
 	echo
-	echo "targets (README.md, Performance; medians of $ROUNDS rounds where there are rounds):"
+	echo "targets (docs/performance.md; medians of $ROUNDS rounds where there are rounds):"
 	printf '  %s\n' "${CHECKS[@]}"
 	echo
 	echo "wall time ${ELAPSED}s; CSV $CSV, chart $OUT/bench.png"
@@ -1106,14 +1107,14 @@ if ! gnuplot -e "data='$DAT'; sdata='$SDAT'; out='$OUT/bench.png'; subtitle='$su
 fi
 
 if [ "$MISSING" -gt 0 ]; then
-	say "$MISSING measurement(s) could not be made (see above); docs/ left unchanged"
+	say "$MISSING measurement(s) could not be made (see above); docs/bench/ left unchanged"
 	exit 1
 fi
 if [ "$NO_DOCS" = 1 ]; then
-	say "docs/ left unchanged (BENCH_NO_DOCS=1)"
+	say "docs/bench/ left unchanged (BENCH_NO_DOCS=1)"
 	exit 0
 fi
 mkdir -p "$DOCS"
 cp "$CSV" "$DOCS/bench.csv"
 cp "$OUT/bench.png" "$DOCS/bench.png"
-say "copied to docs/bench.csv and docs/bench.png"
+say "copied to docs/bench/bench.csv and docs/bench/bench.png"

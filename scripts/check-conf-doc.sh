@@ -7,6 +7,9 @@
 #   the name in another item's text does not count);
 # then check the example with ./idemproxy -t when the binary exists. Run
 # from the repository root.
+#
+# With --names it only prints the directive names of the table, one a line
+# (scripts/check-docs.sh reads them there).
 set -eu
 
 table=conf/conf.c
@@ -18,6 +21,11 @@ names=$(sed -n '/conf_directives\[\] = {/,/^};/s/^[[:space:]]*CONF_[A-Z_]*ROW("\
 if [ -z "$names" ]; then
 	echo "check-conf-doc: no directives found in $table" >&2
 	exit 1
+fi
+if [ "${1:-}" = "--names" ]; then
+	# shellcheck disable=SC2086  # one name a line
+	printf '%s\n' $names
+	exit 0
 fi
 if [ ! -r "$man" ]; then
 	echo "check-conf-doc: cannot read $man" >&2

@@ -31,8 +31,8 @@
 #               of one partition.
 #
 # Writes bench-out/scale.csv (section,layout,rows,connections,metric,value,unit)
-# and replaces the rows of the sections it ran in docs/scale.csv
-# (SCALE_NO_DOCS=1 leaves docs/ alone). With the defaults on 2 CPUs the
+# and replaces the rows of the sections it ran in docs/bench/scale.csv
+# (SCALE_NO_DOCS=1 leaves docs/bench/ alone). With the defaults on 2 CPUs the
 # throughput phase takes about 2 minutes and the table phase about 50 s per
 # million records (about 2.5 minutes for both sizes).
 # Environment: SCALE_SECONDS (per wrk run, default 10), IDEMPROXY_BIN
@@ -50,7 +50,7 @@ BIN=${IDEMPROXY_BIN:-./idemproxy}
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 NGINX=/usr/sbin/nginx
 OUT=$ROOT/bench-out
-DOCS=$ROOT/docs
+DOCS=$ROOT/docs/bench
 SECONDS_PER=${SCALE_SECONDS:-10}
 NO_DOCS=${SCALE_NO_DOCS:-0}
 
@@ -481,7 +481,7 @@ table_run() {
 case " $phases " in *" throughput "*) throughput ;; esac
 case " $phases " in *" table "*) for r in $ROWS; do table_run "$r"; done ;; esac
 
-# docs/scale.csv: this run's sections replace the same sections there.
+# docs/bench/scale.csv: this run's sections replace the same sections there.
 if [ "$NO_DOCS" != 1 ]; then
 	sections=$(awk -F, 'NR > 1 { print $1 }' "$CSV" | sort -u | tr '\n' ' ')
 	{

@@ -17,12 +17,11 @@
 #include <string.h>
 #include <strings.h>
 
-#include <yajl/yajl_gen.h>
-
 #include "conf/conf.h"
 #include "proxy/actor.h"
 #include "proxy/http.h"
 #include "proxy/idemkey.h"
+#include "proxy/json.h"
 #include "proxy/keysource.h"
 #include "proxy/problem.h"
 #include "proxy/respond.h"
@@ -1049,90 +1048,11 @@ static void md_doc(FILE *f, const struct contract *c)
 
 /* ---- OpenAPI ---- */
 
-/* A generator that remembers its first failure and then does nothing. */
+/* The document being written and the contract it tells. */
 struct oa {
-	yajl_gen g;
-	int failed;
+	struct json_writer w;
 	const struct contract *c;
 };
-
-static void oa_check(struct oa *o, yajl_gen_status st)
-{
-	if (st != yajl_gen_status_ok)
-		o->failed = 1;
-}
-
-static void oa_strn(struct oa *o, const char *s, size_t n)
-{
-	if (!o->failed)
-		oa_check(o, yajl_gen_string(o->g, (const unsigned char *)s, n));
-}
-
-static void oa_str(struct oa *o, const char *s)
-{
-	oa_strn(o, s, strlen(s));
-}
-
-static void oa_int(struct oa *o, long long v)
-{
-	if (!o->failed)
-		oa_check(o, yajl_gen_integer(o->g, v));
-}
-
-static void oa_bool(struct oa *o, int v)
-{
-	if (!o->failed)
-		oa_check(o, yajl_gen_bool(o->g, v));
-}
-
-static void oa_map(struct oa *o)
-{
-	if (!o->failed)
-		oa_check(o, yajl_gen_map_open(o->g));
-}
-
-static void oa_end_map(struct oa *o)
-{
-	if (!o->failed)
-		oa_check(o, yajl_gen_map_close(o->g));
-}
-
-static void oa_array(struct oa *o)
-{
-	if (!o->failed)
-		oa_check(o, yajl_gen_array_open(o->g));
-}
-
-static void oa_end_array(struct oa *o)
-{
-	if (!o->failed)
-		oa_check(o, yajl_gen_array_close(o->g));
-}
-
-static void oa_kstr(struct oa *o, const char *key, const char *value)
-{
-	oa_str(o, key);
-	oa_str(o, value);
-}
-
-static void oa_kint(struct oa *o, const char *key, long long value)
-{
-	oa_str(o, key);
-	oa_int(o, value);
-}
-
-static void oa_kbool(struct oa *o, const char *key, int value)
-{
-	oa_str(o, key);
-	oa_bool(o, value);
-}
-
-/* "key": { (closed by oa_end_map) */
-static void oa_kmap(struct oa *o, const char *key)
-{
-	oa_str(o, key);
-	oa_map(o);
-}
 
 /* {"$ref": "#/components/KIND/NAME"}, with a description when it is not NULL. */
 static void oa_ref(struct oa *o, const char *kind, const char *name, const char *description)
@@ -1140,71 +1060,71 @@ static void oa_ref(struct oa *o, const char *kind, const char *name, const char 
 	char ref[CONTRACT_ID_MAX];
 
 	snprintf(ref, sizeof(ref), "#/components/%s/%s", kind, name);
-	oa_map(o);
-	oa_kstr(o, "$ref", ref);
+	json_map_open(&o->w);
+	json_key_str(&o->w, "$ref", ref);
 	if (description)
-		oa_kstr(o, "description", description);
-	oa_end_map(o);
+		json_key_str(&o->w, "description", description);
+	json_map_close(&o->w);
 }
 
 /* {"type": "string", "const": value} or {"type": type} */
 static void oa_schema(struct oa *o, const char *type, const char *value)
 {
-	oa_kmap(o, "schema");
-	oa_kstr(o, "type", type);
+	json_key_map(&o->w, "schema");
+	json_key_str(&o->w, "type", type);
 	if (value)
-		oa_kstr(o, "const", value);
-	oa_end_map(o);
+		json_key_str(&o->w, "const", value);
+	json_map_close(&o->w);
 }
 
 /* A key's schema: idemkey.c's rules; from a JSON body an integer too. */
 static void oa_key_schema(struct oa *o, int json)
 {
-	oa_map(o);
-	oa_str(o, "type");
+	json_map_open(&o->w);
+	json_str(&o->w, "type");
 	if (json) {
-		oa_array(o);
-		oa_str(o, "string");
-		oa_str(o, "integer");
-		oa_end_array(o);
+		json_array_open(&o->w);
+		json_str(&o->w, "string");
+		json_str(&o->w, "integer");
+		json_array_close(&o->w);
 	} else {
-		oa_str(o, "string");
+		json_str(&o->w, "string");
 	}
-	oa_kint(o, "minLength", 1);
-	oa_kint(o, "maxLength", CONTRACT_KEY_WIRE_MAX);
-	oa_kstr(o, "pattern", CONTRACT_KEY_PATTERN);
-	oa_end_map(o);
+	json_key_int(&o->w, "minLength", 1);
+	json_key_int(&o->w, "maxLength", CONTRACT_KEY_WIRE_MAX);
+	json_key_str(&o->w, "pattern", CONTRACT_KEY_PATTERN);
+	json_map_close(&o->w);
 }
 
 /* The key as a header or query parameter. */
 static void oa_key_param(struct oa *o, const struct contract_route *cr, const char *in,
 			 const char *name)
 {
-	oa_map(o);
-	oa_kstr(o, "name", name);
-	oa_kstr(o, "in", in);
-	oa_kbool(o, "required", cr->r->key != KEY_OPTIONAL);
-	oa_kstr(o, "description", cr->fact[FACT_KEY_SYNTAX]);
-	oa_str(o, "schema");
+	json_map_open(&o->w);
+	json_key_str(&o->w, "name", name);
+	json_key_str(&o->w, "in", in);
+	json_key_bool(&o->w, "required", cr->r->key != KEY_OPTIONAL);
+	json_key_str(&o->w, "description", cr->fact[FACT_KEY_SYNTAX]);
+	json_str(&o->w, "schema");
 	oa_key_schema(o, 0);
-	oa_end_map(o);
+	json_map_close(&o->w);
 }
 
 /* The actor's header, when the actor is one a parameter can say (not Authorization). */
 static void oa_actor_param(struct oa *o, const struct contract_route *cr)
 {
-	oa_map(o);
-	oa_kstr(o, "name", cr->r->actor_header);
-	oa_kstr(o, "in", "header");
-	oa_kbool(o, "required", 1);
-	oa_kstr(o, "description", cr->fact[FACT_ACTOR]);
-	oa_kmap(o, "schema");
-	oa_kstr(o, "type", "string");
-	oa_kint(o, "minLength", 1);
+	json_map_open(&o->w);
+	json_key_str(&o->w, "name", cr->r->actor_header);
+	json_key_str(&o->w, "in", "header");
+	json_key_bool(&o->w, "required", 1);
+	json_key_str(&o->w, "description", cr->fact[FACT_ACTOR]);
+	json_key_map(&o->w, "schema");
+	json_key_str(&o->w, "type", "string");
+	json_key_int(&o->w, "minLength", 1);
 	if (cr->r->actor == ACTOR_HEADER)
-		oa_kint(o, "maxLength", ACTOR_MAX);
-	oa_end_map(o);
-	oa_end_map(o);
+		json_key_int(&o->w, "maxLength", ACTOR_MAX);
+	json_map_close(&o->w);
+	json_map_close(&o->w);
 }
 
 static void oa_parameters(struct oa *o, const struct contract_route *cr)
@@ -1212,15 +1132,15 @@ static void oa_parameters(struct oa *o, const struct contract_route *cr)
 	const char *name, *in = contract_key_in(o->c->conf, cr->r, &name);
 	int key_param = strcmp(in, "json") != 0;
 
-	oa_str(o, "parameters");
-	oa_array(o);
+	json_str(&o->w, "parameters");
+	json_array_open(&o->w);
 	if (key_param)
 		oa_key_param(o, cr, in, name);
 	/* A header named twice (key and actor) is one parameter. */
 	if ((cr->r->actor == ACTOR_HEADER || (cr->r->actor == ACTOR_JWT && cr->r->actor_header)) &&
 	    !(key_param && strcmp(in, "header") == 0 && strcasecmp(name, cr->r->actor_header) == 0))
 		oa_actor_param(o, cr);
-	oa_end_array(o);
+	json_array_close(&o->w);
 }
 
 /* The JSON body holding the key at its dot path, as nested object schemas. */
@@ -1229,35 +1149,35 @@ static void oa_json_key_body(struct oa *o, const struct contract_route *cr, cons
 	int required = cr->r->key != KEY_OPTIONAL, depth = 0;
 	const char *seg = path, *dot;
 
-	oa_kmap(o, "requestBody");
-	oa_kstr(o, "description", cr->fact[FACT_KEY]);
-	oa_kbool(o, "required", required);
-	oa_kmap(o, "content");
-	oa_kmap(o, "application/json");
-	oa_str(o, "schema");
+	json_key_map(&o->w, "requestBody");
+	json_key_str(&o->w, "description", cr->fact[FACT_KEY]);
+	json_key_bool(&o->w, "required", required);
+	json_key_map(&o->w, "content");
+	json_key_map(&o->w, "application/json");
+	json_str(&o->w, "schema");
 	for (;; seg = dot + 1, depth++) {
 		dot = strchr(seg, '.');
-		oa_map(o);
-		oa_kstr(o, "type", "object");
+		json_map_open(&o->w);
+		json_key_str(&o->w, "type", "object");
 		if (required) {
-			oa_str(o, "required");
-			oa_array(o);
-			oa_strn(o, seg, dot ? (size_t)(dot - seg) : strlen(seg));
-			oa_end_array(o);
+			json_str(&o->w, "required");
+			json_array_open(&o->w);
+			json_strn(&o->w, seg, dot ? (size_t)(dot - seg) : strlen(seg));
+			json_array_close(&o->w);
 		}
-		oa_kmap(o, "properties");
-		oa_strn(o, seg, dot ? (size_t)(dot - seg) : strlen(seg));
+		json_key_map(&o->w, "properties");
+		json_strn(&o->w, seg, dot ? (size_t)(dot - seg) : strlen(seg));
 		if (!dot)
 			break;
 	}
 	oa_key_schema(o, 1);
 	for (depth++; depth > 0; depth--) {
-		oa_end_map(o); /* properties */
-		oa_end_map(o); /* the object */
+		json_map_close(&o->w); /* properties */
+		json_map_close(&o->w); /* the object */
 	}
-	oa_end_map(o); /* application/json */
-	oa_end_map(o); /* content */
-	oa_end_map(o); /* requestBody */
+	json_map_close(&o->w); /* application/json */
+	json_map_close(&o->w); /* content */
+	json_map_close(&o->w); /* requestBody */
 }
 
 /* A set of statuses as ["4xx", "503"]. */
@@ -1266,11 +1186,11 @@ static void oa_status_set(struct oa *o, const char *key, const struct status_set
 	char item[CONTRACT_STATUS_TEXT];
 	int st = CONTRACT_STATUS_MIN;
 
-	oa_str(o, key);
-	oa_array(o);
+	json_str(&o->w, key);
+	json_array_open(&o->w);
 	while (contract_status_next(s, &st, item) == 0)
-		oa_str(o, item);
-	oa_end_array(o);
+		json_str(&o->w, item);
+	json_array_close(&o->w);
 }
 
 /* x-idempotency's key and actor: where each comes from. */
@@ -1278,75 +1198,76 @@ static void oa_x_key_actor(struct oa *o, const struct route *r)
 {
 	const char *name, *in = contract_key_in(o->c->conf, r, &name);
 
-	oa_kmap(o, "key");
-	oa_kstr(o, "in", in);
-	oa_kstr(o, strcmp(in, "json") == 0 ? "path" : "name", name);
-	oa_kbool(o, "required", r->key != KEY_OPTIONAL);
-	oa_kint(o, "max_length", IDEMKEY_MAX);
-	oa_end_map(o);
-	oa_kmap(o, "actor");
-	oa_kstr(o, "source", contract_actor_source(r));
+	json_key_map(&o->w, "key");
+	json_key_str(&o->w, "in", in);
+	json_key_str(&o->w, strcmp(in, "json") == 0 ? "path" : "name", name);
+	json_key_bool(&o->w, "required", r->key != KEY_OPTIONAL);
+	json_key_int(&o->w, "max_length", IDEMKEY_MAX);
+	json_map_close(&o->w);
+	json_key_map(&o->w, "actor");
+	json_key_str(&o->w, "source", contract_actor_source(r));
 	if (contract_actor_header(r))
-		oa_kstr(o, "header", contract_actor_header(r));
+		json_key_str(&o->w, "header", contract_actor_header(r));
 	if (r->actor == ACTOR_JWT) {
 		if (r->jwt_issuer)
-			oa_kstr(o, "issuer", r->jwt_issuer);
+			json_key_str(&o->w, "issuer", r->jwt_issuer);
 		if (r->jwt_audience)
-			oa_kstr(o, "audience", r->jwt_audience);
-		oa_kstr(o, "claim", r->jwt_claim ? r->jwt_claim : "sub");
-		oa_kbool(o, "require_exp", r->jwt_require_exp);
+			json_key_str(&o->w, "audience", r->jwt_audience);
+		json_key_str(&o->w, "claim", r->jwt_claim ? r->jwt_claim : "sub");
+		json_key_bool(&o->w, "require_exp", r->jwt_require_exp);
 	}
-	oa_end_map(o);
+	json_map_close(&o->w);
 }
 
 static void oa_x_fingerprint(struct oa *o, const struct route *r)
 {
-	oa_kmap(o, "fingerprint");
-	oa_kstr(o, "mode",
-		r->fingerprint == FP_BODY   ? "body"
-		: r->fingerprint == FP_NONE ? "none"
-					    : "json");
+	json_key_map(&o->w, "fingerprint");
+	json_key_str(&o->w, "mode",
+		     r->fingerprint == FP_BODY	 ? "body"
+		     : r->fingerprint == FP_NONE ? "none"
+						 : "json");
 	if (r->nfields) {
-		oa_str(o, "fields");
-		oa_array(o);
+		json_str(&o->w, "fields");
+		json_array_open(&o->w);
 		for (int i = 0; i < r->nfields; i++) {
-			oa_map(o);
-			oa_kstr(o, "path", r->fields[i].path);
+			json_map_open(&o->w);
+			json_key_str(&o->w, "path", r->fields[i].path);
 			if (contract_transform_names[r->fields[i].transform])
-				oa_kstr(o, "transform",
-					contract_transform_names[r->fields[i].transform]);
-			oa_end_map(o);
+				json_key_str(&o->w, "transform",
+					     contract_transform_names[r->fields[i].transform]);
+			json_map_close(&o->w);
 		}
-		oa_end_array(o);
+		json_array_close(&o->w);
 	}
-	oa_str(o, "headers");
-	oa_array(o);
+	json_str(&o->w, "headers");
+	json_array_open(&o->w);
 	for (int i = 0; i < r->nfp_headers; i++)
-		oa_str(o, r->fp_headers[i]);
-	oa_end_array(o);
-	oa_end_map(o);
+		json_str(&o->w, r->fp_headers[i]);
+	json_array_close(&o->w);
+	json_map_close(&o->w);
 }
 
 /* The x-idempotency extension: the route's facts as data. */
 static void oa_x_idempotency(struct oa *o, const struct route *r)
 {
-	oa_kmap(o, "x-idempotency");
-	oa_kstr(o, "operation", r->operation);
+	json_key_map(&o->w, "x-idempotency");
+	json_key_str(&o->w, "operation", r->operation);
 	oa_x_key_actor(o, r);
 	oa_x_fingerprint(o, r);
-	oa_kint(o, "retention_seconds", r->retention_ms / 1000);
-	oa_kmap(o, "in_progress");
-	oa_kstr(o, "mode", r->in_progress == IN_PROGRESS_WAIT ? "wait" : "reject");
+	json_key_int(&o->w, "retention_seconds", r->retention_ms / 1000);
+	json_key_map(&o->w, "in_progress");
+	json_key_str(&o->w, "mode", r->in_progress == IN_PROGRESS_WAIT ? "wait" : "reject");
 	if (r->in_progress == IN_PROGRESS_WAIT)
-		oa_kint(o, "wait_ms", r->in_progress_wait_ms);
-	oa_end_map(o);
-	oa_kstr(o, "recovery", r->recovery == RECOVERY_FORWARD ? "forward" : "hold");
+		json_key_int(&o->w, "wait_ms", r->in_progress_wait_ms);
+	json_map_close(&o->w);
+	json_key_str(&o->w, "recovery", r->recovery == RECOVERY_FORWARD ? "forward" : "hold");
 	oa_status_set(o, "release_on", &r->release_on);
 	oa_status_set(o, "unknown_on", &r->unknown_on);
-	oa_kstr(o, "errors", r->errors == ERRORS_STRIPE ? "stripe" : "problem");
-	oa_kstr(o, "store_unavailable",
-		o->c->conf->store_unavailable == STORE_FAIL_OPEN ? "fail-open" : "fail-closed");
-	oa_end_map(o);
+	json_key_str(&o->w, "errors", r->errors == ERRORS_STRIPE ? "stripe" : "problem");
+	json_key_str(&o->w, "store_unavailable",
+		     o->c->conf->store_unavailable == STORE_FAIL_OPEN ? "fail-open"
+								      : "fail-closed");
+	json_map_close(&o->w);
 }
 
 /* The name of the components.responses entry for status in cr's dialect. */
@@ -1377,8 +1298,8 @@ static void oa_responses(struct oa *o, const struct contract_route *cr)
 {
 	char code[CONTRACT_STATUS_TEXT], name[CONTRACT_NAME_MAX], *text;
 
-	oa_kmap(o, "responses");
-	oa_str(o, "default");
+	json_key_map(&o->w, "responses");
+	json_str(&o->w, "default");
 	oa_ref(o, "responses", "Response", NULL);
 	for (int i = 0; i < cr->nrows; i++) {
 		if (i && cr->rows[i - 1].status == cr->rows[i].status)
@@ -1387,12 +1308,12 @@ static void oa_responses(struct oa *o, const struct contract_route *cr)
 		oa_response_name(name, sizeof(name), cr->stripe, cr->rows[i].status);
 		text = oa_status_description(o->c, cr, cr->rows[i].status);
 		if (!text)
-			o->failed = 1;
-		oa_str(o, code);
+			json_writer_fail(&o->w);
+		json_str(&o->w, code);
 		oa_ref(o, "responses", name, text ? text : "");
 		free(text);
 	}
-	oa_end_map(o);
+	json_map_close(&o->w);
 }
 
 static void oa_operation(struct oa *o, const struct contract_op *op)
@@ -1400,27 +1321,28 @@ static void oa_operation(struct oa *o, const struct contract_op *op)
 	const struct contract_route *cr = op->cr;
 	const char *name, *in = contract_key_in(o->c->conf, cr->r, &name);
 
-	oa_map(o);
-	oa_kstr(o, "operationId", op->id);
-	oa_kstr(o, "summary", cr->r->operation);
-	oa_kstr(o, "description", cr->facts_list);
+	json_map_open(&o->w);
+	json_key_str(&o->w, "operationId", op->id);
+	json_key_str(&o->w, "summary", cr->r->operation);
+	json_key_str(&o->w, "description", cr->facts_list);
 	oa_parameters(o, cr);
 	if (strcmp(in, "json") == 0)
 		oa_json_key_body(o, cr, name);
 	if (cr->r->actor == ACTOR_AUTHORIZATION ||
 	    (cr->r->actor == ACTOR_JWT && !cr->r->actor_header)) {
-		oa_str(o, "security");
-		oa_array(o);
-		oa_map(o);
-		oa_str(o, cr->r->actor == ACTOR_JWT ? CONTRACT_SCHEME_JWT : CONTRACT_SCHEME_AUTH);
-		oa_array(o);
-		oa_end_array(o);
-		oa_end_map(o);
-		oa_end_array(o);
+		json_str(&o->w, "security");
+		json_array_open(&o->w);
+		json_map_open(&o->w);
+		json_str(&o->w,
+			 cr->r->actor == ACTOR_JWT ? CONTRACT_SCHEME_JWT : CONTRACT_SCHEME_AUTH);
+		json_array_open(&o->w);
+		json_array_close(&o->w);
+		json_map_close(&o->w);
+		json_array_close(&o->w);
 	}
 	oa_x_idempotency(o, cr->r);
 	oa_responses(o, cr);
-	oa_end_map(o);
+	json_map_close(&o->w);
 }
 
 /* 1 for a method an OpenAPI 3.1 path item has a field for (the unsafe ones). */
@@ -1460,7 +1382,7 @@ static void oa_path_operations(struct oa *o, int first, int fixed)
 		snprintf(method, sizeof(method), "%s", c->ops[k].m->method);
 		for (char *s = method; fixed && *s; s++)
 			*s = (char)(*s - 'A' + 'a');
-		oa_str(o, method);
+		json_str(&o->w, method);
 		oa_operation(o, &c->ops[k]);
 	}
 }
@@ -1468,29 +1390,29 @@ static void oa_path_operations(struct oa *o, int first, int fixed)
 /* The path's parameters: each {name}, and a final "*" as {rest}. */
 static void oa_path_params(struct oa *o, const struct contract_op *op)
 {
-	oa_str(o, "parameters");
-	oa_array(o);
+	json_str(&o->w, "parameters");
+	json_array_open(&o->w);
 	for (int i = 0; i < op->m->nsegs; i++) {
 		const struct path_seg *s = &op->m->segs[i];
 
 		if (s->kind == SEG_LITERAL)
 			continue;
-		oa_map(o);
-		oa_str(o, "name");
+		json_map_open(&o->w);
+		json_str(&o->w, "name");
 		if (s->kind == SEG_PARAM)
-			oa_strn(o, s->text, s->len);
+			json_strn(&o->w, s->text, s->len);
 		else
-			oa_str(o, op->rest);
-		oa_kstr(o, "in", "path");
-		oa_kbool(o, "required", 1);
-		oa_kstr(o, "description",
-			s->kind == SEG_PARAM ? "one path segment"
-					     : "the rest of the path: it matches zero or more "
-					       "segments, \"/\" included");
+			json_str(&o->w, op->rest);
+		json_key_str(&o->w, "in", "path");
+		json_key_bool(&o->w, "required", 1);
+		json_key_str(&o->w, "description",
+			     s->kind == SEG_PARAM ? "one path segment"
+						  : "the rest of the path: it matches zero or more "
+						    "segments, \"/\" included");
 		oa_schema(o, "string", NULL);
-		oa_end_map(o);
+		json_map_close(&o->w);
 	}
-	oa_end_array(o);
+	json_array_close(&o->w);
 }
 
 static void oa_paths(struct oa *o)
@@ -1498,14 +1420,14 @@ static void oa_paths(struct oa *o)
 	const struct contract *c = o->c;
 	int seen, other;
 
-	oa_kmap(o, "paths");
+	json_key_map(&o->w, "paths");
 	for (int k = 0; k < c->nops; k++) {
 		seen = other = 0;
 		for (int i = 0; i < k && !seen; i++)
 			seen = !strcmp(c->ops[i].oa_path, c->ops[k].oa_path);
 		if (seen)
 			continue;
-		oa_kmap(o, c->ops[k].oa_path);
+		json_key_map(&o->w, c->ops[k].oa_path);
 		if (strchr(c->ops[k].oa_path, '{'))
 			oa_path_params(o, &c->ops[k]);
 		oa_path_operations(o, k, 1);
@@ -1514,13 +1436,13 @@ static void oa_paths(struct oa *o)
 		/* OpenAPI 3.1 has no field for other methods (3.2 calls them
 		 * additionalOperations). */
 		if (other) {
-			oa_kmap(o, "x-additionalOperations");
+			json_key_map(&o->w, "x-additionalOperations");
 			oa_path_operations(o, k, 0);
-			oa_end_map(o);
+			json_map_close(&o->w);
 		}
-		oa_end_map(o);
+		json_map_close(&o->w);
 	}
-	oa_end_map(o);
+	json_map_close(&o->w);
 }
 
 /* What the document's headers need besides a route that answers with them. */
@@ -1578,46 +1500,46 @@ static void oa_header(struct oa *o, const struct oa_header *h)
 {
 	char *link = NULL;
 
-	oa_kmap(o, h->name);
-	oa_kstr(o, "description", h->description);
-	oa_kmap(o, "schema");
-	oa_kstr(o, "type", strcmp(h->type, "boolean") == 0 ? "string" : h->type);
+	json_key_map(&o->w, h->name);
+	json_key_str(&o->w, "description", h->description);
+	json_key_map(&o->w, "schema");
+	json_key_str(&o->w, "type", strcmp(h->type, "boolean") == 0 ? "string" : h->type);
 	if (strcmp(h->type, "boolean") == 0) {
-		oa_str(o, "enum");
-		oa_array(o);
-		oa_str(o, "true");
-		oa_str(o, "false");
-		oa_end_array(o);
+		json_str(&o->w, "enum");
+		json_array_open(&o->w);
+		json_str(&o->w, "true");
+		json_str(&o->w, "false");
+		json_array_close(&o->w);
 	} else if (strcmp(h->type, "integer") == 0) {
-		oa_kint(o, "minimum", 1);
+		json_key_int(&o->w, "minimum", 1);
 	}
 	if (h->value)
-		oa_kstr(o, "const", h->value);
+		json_key_str(&o->w, "const", h->value);
 	if (h->need == OA_NEED_LINK) {
 		if (asprintf(&link, "<%s>; rel=\"describedby\"", o->c->conf->contract_url) < 0) {
 			link = NULL;
-			o->failed = 1;
+			json_writer_fail(&o->w);
 		}
-		oa_kstr(o, "const", link ? link : "");
+		json_key_str(&o->w, "const", link ? link : "");
 		free(link);
 	}
-	oa_end_map(o);
-	oa_end_map(o);
+	json_map_close(&o->w);
+	json_map_close(&o->w);
 }
 
 static void oa_component_headers(struct oa *o)
 {
-	oa_kmap(o, "headers");
+	json_key_map(&o->w, "headers");
 	for (size_t i = 0; i < sizeof(oa_headers) / sizeof(oa_headers[0]); i++)
 		if (oa_header_needed(o->c, oa_headers[i].need))
 			oa_header(o, &oa_headers[i]);
-	oa_end_map(o);
+	json_map_close(&o->w);
 }
 
 /* "NAME": {"$ref": "#/components/headers/NAME"} */
 static void oa_header_ref(struct oa *o, const char *name)
 {
-	oa_str(o, name);
+	json_str(&o->w, name);
 	oa_ref(o, "headers", name, NULL);
 }
 
@@ -1656,9 +1578,9 @@ static void oa_component_response(struct oa *o, int stripe, int status, unsigned
 					      stripe ? o->c->stripe_code[k] : problem_name(k));
 	}
 	oa_response_name(name, sizeof(name), stripe, status);
-	oa_kmap(o, name);
-	oa_kstr(o, "description", text);
-	oa_kmap(o, "headers");
+	json_key_map(&o->w, name);
+	json_key_str(&o->w, "description", text);
+	json_key_map(&o->w, "headers");
 	oa_header_ref(o, "X-Should-Retry");
 	if (stripe)
 		oa_header_ref(o, "Stripe-Should-Retry");
@@ -1670,14 +1592,14 @@ static void oa_component_response(struct oa *o, int stripe, int status, unsigned
 		oa_header_ref(o, "WWW-Authenticate");
 	if (o->c->conf->contract_url)
 		oa_header_ref(o, "Link");
-	oa_end_map(o);
-	oa_kmap(o, "content");
-	oa_kmap(o, stripe ? "application/json" : "application/problem+json");
-	oa_str(o, "schema");
+	json_map_close(&o->w);
+	json_key_map(&o->w, "content");
+	json_key_map(&o->w, stripe ? "application/json" : "application/problem+json");
+	json_str(&o->w, "schema");
 	oa_ref(o, "schemas", stripe ? "StripeError" : "Problem", NULL);
-	oa_end_map(o);
-	oa_end_map(o);
-	oa_end_map(o);
+	json_map_close(&o->w);
+	json_map_close(&o->w);
+	json_map_close(&o->w);
 }
 
 /* components.responses: the API's own response, then every problem status. */
@@ -1685,19 +1607,19 @@ static void oa_component_responses(struct oa *o)
 {
 	unsigned kinds;
 
-	oa_kmap(o, "responses");
-	oa_kmap(o, "Response");
-	oa_kstr(o, "description",
-		"The API's own response. A retry of a completed request gets "
-		"it again, from the record, with `Idempotent-Replayed: true`.");
-	oa_kmap(o, "headers");
+	json_key_map(&o->w, "responses");
+	json_key_map(&o->w, "Response");
+	json_key_str(&o->w, "description",
+		     "The API's own response. A retry of a completed request gets "
+		     "it again, from the record, with `Idempotent-Replayed: true`.");
+	json_key_map(&o->w, "headers");
 	oa_header_ref(o, "Idempotent-Replayed");
 	oa_header_ref(o, "Idempotency-Key-Expires");
 	oa_header_ref(o, "Idempotency-Body-Omitted");
 	if (o->c->conf->store_unavailable == STORE_FAIL_OPEN)
 		oa_header_ref(o, "Idempotency-Enforced");
-	oa_end_map(o);
-	oa_end_map(o);
+	json_map_close(&o->w);
+	json_map_close(&o->w);
 	for (int stripe = 0; stripe <= 1; stripe++) {
 		for (int st = CONTRACT_STATUS_MIN; st <= CONTRACT_STATUS_MAX; st++) {
 			kinds = oa_status_kinds(o->c, stripe, st);
@@ -1705,49 +1627,49 @@ static void oa_component_responses(struct oa *o)
 				oa_component_response(o, stripe, st, kinds);
 		}
 	}
-	oa_end_map(o);
+	json_map_close(&o->w);
 }
 
 /* {"type": "string"} as the property key of an object schema. */
 static void oa_string_property(struct oa *o, const char *key, const char *description)
 {
-	oa_kmap(o, key);
-	oa_kstr(o, "type", "string");
+	json_key_map(&o->w, key);
+	json_key_str(&o->w, "type", "string");
 	if (description)
-		oa_kstr(o, "description", description);
-	oa_end_map(o);
+		json_key_str(&o->w, "description", description);
+	json_map_close(&o->w);
 }
 
 static void oa_required(struct oa *o, const char *const *names)
 {
-	oa_str(o, "required");
-	oa_array(o);
+	json_str(&o->w, "required");
+	json_array_open(&o->w);
 	for (; *names; names++)
-		oa_str(o, *names);
-	oa_end_array(o);
+		json_str(&o->w, *names);
+	json_array_close(&o->w);
 }
 
 static void oa_problem_schema(struct oa *o)
 {
 	static const char *const required[] = {"type", "title", "status", NULL};
 
-	oa_kmap(o, "Problem");
-	oa_kstr(o, "description", "RFC 9457 problem details");
-	oa_kstr(o, "type", "object");
+	json_key_map(&o->w, "Problem");
+	json_key_str(&o->w, "description", "RFC 9457 problem details");
+	json_key_str(&o->w, "type", "object");
 	oa_required(o, required);
-	oa_kmap(o, "properties");
-	oa_kmap(o, "type");
-	oa_kstr(o, "type", "string");
-	oa_kstr(o, "format", "uri-reference");
-	oa_kstr(o, "description", "problem_base followed by the error's name");
-	oa_end_map(o);
+	json_key_map(&o->w, "properties");
+	json_key_map(&o->w, "type");
+	json_key_str(&o->w, "type", "string");
+	json_key_str(&o->w, "format", "uri-reference");
+	json_key_str(&o->w, "description", "problem_base followed by the error's name");
+	json_map_close(&o->w);
 	oa_string_property(o, "title", NULL);
-	oa_kmap(o, "status");
-	oa_kstr(o, "type", "integer");
-	oa_end_map(o);
+	json_key_map(&o->w, "status");
+	json_key_str(&o->w, "type", "integer");
+	json_map_close(&o->w);
 	oa_string_property(o, "detail", NULL);
-	oa_end_map(o);
-	oa_end_map(o);
+	json_map_close(&o->w);
+	json_map_close(&o->w);
 }
 
 static void oa_stripe_schema(struct oa *o)
@@ -1756,19 +1678,19 @@ static void oa_stripe_schema(struct oa *o)
 									      "message", NULL};
 	const struct contract *c = o->c;
 
-	oa_kmap(o, "StripeError");
-	oa_kstr(o, "description", "An error in Stripe's shape (`errors stripe`)");
-	oa_kstr(o, "type", "object");
+	json_key_map(&o->w, "StripeError");
+	json_key_str(&o->w, "description", "An error in Stripe's shape (`errors stripe`)");
+	json_key_str(&o->w, "type", "object");
 	oa_required(o, outer);
-	oa_kmap(o, "properties");
-	oa_kmap(o, "error");
-	oa_kstr(o, "type", "object");
+	json_key_map(&o->w, "properties");
+	json_key_map(&o->w, "error");
+	json_key_str(&o->w, "type", "object");
 	oa_required(o, inner);
-	oa_kmap(o, "properties");
-	oa_kmap(o, "type");
-	oa_kstr(o, "type", "string");
-	oa_str(o, "enum");
-	oa_array(o);
+	json_key_map(&o->w, "properties");
+	json_key_map(&o->w, "type");
+	json_key_str(&o->w, "type", "string");
+	json_str(&o->w, "enum");
+	json_array_open(&o->w);
 	for (int i = 0; i < CONTRACT_NKINDS; i++) {
 		int seen = 0;
 
@@ -1776,97 +1698,81 @@ static void oa_stripe_schema(struct oa *o)
 			seen = !strcmp(c->stripe_type[contract_kinds[j]],
 				       c->stripe_type[contract_kinds[i]]);
 		if (!seen)
-			oa_str(o, c->stripe_type[contract_kinds[i]]);
+			json_str(&o->w, c->stripe_type[contract_kinds[i]]);
 	}
-	oa_end_array(o);
-	oa_end_map(o);
+	json_array_close(&o->w);
+	json_map_close(&o->w);
 	oa_string_property(o, "code", "the error's name in snake_case");
 	oa_string_property(o, "message", NULL);
-	oa_end_map(o);
-	oa_end_map(o);
-	oa_end_map(o);
-	oa_end_map(o);
+	json_map_close(&o->w);
+	json_map_close(&o->w);
+	json_map_close(&o->w);
+	json_map_close(&o->w);
 }
 
 /* The credentials a jwt or authorization actor comes from. */
 static void oa_security_schemes(struct oa *o)
 {
-	oa_kmap(o, "securitySchemes");
+	json_key_map(&o->w, "securitySchemes");
 	if (o->c->any_jwt) {
-		oa_kmap(o, CONTRACT_SCHEME_JWT);
-		oa_kstr(o, "type", "http");
-		oa_kstr(o, "scheme", "bearer");
-		oa_kstr(o, "bearerFormat", "JWT");
-		oa_kstr(o, "description", "the token's claim is the actor a key belongs to");
-		oa_end_map(o);
+		json_key_map(&o->w, CONTRACT_SCHEME_JWT);
+		json_key_str(&o->w, "type", "http");
+		json_key_str(&o->w, "scheme", "bearer");
+		json_key_str(&o->w, "bearerFormat", "JWT");
+		json_key_str(&o->w, "description",
+			     "the token's claim is the actor a key belongs to");
+		json_map_close(&o->w);
 	}
 	if (o->c->any_auth) {
-		oa_kmap(o, CONTRACT_SCHEME_AUTH);
-		oa_kstr(o, "type", "apiKey");
-		oa_kstr(o, "in", "header");
-		oa_kstr(o, "name", "Authorization");
-		oa_kstr(o, "description",
-			"a hash of the whole value is the actor a key belongs to");
-		oa_end_map(o);
+		json_key_map(&o->w, CONTRACT_SCHEME_AUTH);
+		json_key_str(&o->w, "type", "apiKey");
+		json_key_str(&o->w, "in", "header");
+		json_key_str(&o->w, "name", "Authorization");
+		json_key_str(&o->w, "description",
+			     "a hash of the whole value is the actor a key belongs to");
+		json_map_close(&o->w);
 	}
-	oa_end_map(o);
+	json_map_close(&o->w);
 }
 
 static void oa_components(struct oa *o)
 {
-	oa_kmap(o, "components");
-	oa_kmap(o, "schemas");
+	json_key_map(&o->w, "components");
+	json_key_map(&o->w, "schemas");
 	if (o->c->any_problem)
 		oa_problem_schema(o);
 	if (o->c->any_stripe)
 		oa_stripe_schema(o);
-	oa_end_map(o);
+	json_map_close(&o->w);
 	oa_component_responses(o);
 	oa_component_headers(o);
 	if (o->c->any_jwt || o->c->any_auth)
 		oa_security_schemes(o);
-	oa_end_map(o);
+	json_map_close(&o->w);
 }
 
 static void oa_doc(struct oa *o)
 {
-	oa_map(o);
-	oa_kstr(o, "openapi", CONTRACT_OPENAPI_VERSION);
-	oa_kmap(o, "info");
-	oa_kstr(o, "title", CONTRACT_TITLE);
-	oa_kstr(o, "version", IDEMPROXY_VERSION);
-	oa_kstr(o, "description", o->c->intro);
-	oa_end_map(o);
+	json_map_open(&o->w);
+	json_key_str(&o->w, "openapi", CONTRACT_OPENAPI_VERSION);
+	json_key_map(&o->w, "info");
+	json_key_str(&o->w, "title", CONTRACT_TITLE);
+	json_key_str(&o->w, "version", IDEMPROXY_VERSION);
+	json_key_str(&o->w, "description", o->c->intro);
+	json_map_close(&o->w);
 	oa_paths(o);
 	oa_components(o);
-	oa_end_map(o);
+	json_map_close(&o->w);
 }
 
 /* The OpenAPI document of c, ending with a newline; NULL when it could not be made. */
 static char *oa_render(const struct contract *c, size_t *len)
 {
-	struct oa o = {yajl_gen_alloc(NULL), 0, c};
-	const unsigned char *buf;
-	char *out = NULL;
-	size_t n;
+	struct oa o = {.c = c};
 
-	if (!o.g)
-		return NULL;
-	if (!yajl_gen_config(o.g, yajl_gen_beautify, 1) ||
-	    !yajl_gen_config(o.g, yajl_gen_indent_string, "  ") ||
-	    !yajl_gen_config(o.g, yajl_gen_validate_utf8, 1))
-		o.failed = 1;
+	json_writer_init(&o.w, JSON_PRETTY | JSON_NEWLINE);
 	oa_doc(&o);
-	if (!o.failed && yajl_gen_get_buf(o.g, &buf, &n) == yajl_gen_status_ok &&
-	    (out = malloc(n + 2))) {
-		memcpy(out, buf, n);
-		if (n == 0 || buf[n - 1] != '\n')
-			out[n++] = '\n';
-		out[n] = '\0';
-		*len = n;
-	}
-	yajl_gen_free(o.g);
-	return out;
+	return json_writer_finish(&o.w, len);
 }
 
 static char *md_render(const struct contract *c, size_t *len)

@@ -23,6 +23,7 @@
 #include "proxy/idemkey.h"
 #include "proxy/json.h"
 #include "proxy/keysource.h"
+#include "proxy/marker.h"
 #include "proxy/problem.h"
 #include "proxy/respond.h"
 
@@ -486,15 +487,16 @@ static void fact_upstream(FILE *f, const struct conf *conf, const struct route *
 static void fact_errors(FILE *f, const struct conf *conf, const struct route *r)
 {
 	if (r->errors == ERRORS_STRIPE) {
-		fputs("Stripe's shape: `application/json`, `{\"error\":{\"type\",\"code\","
-		      "\"message\"}}` with `code` the error's name below, and "
-		      "`Stripe-Should-Retry` besides `X-Should-Retry`",
+		fputs("Stripe's shape: ", f);
+		contract_code(f, PROBLEM_STRIPE_MEDIA_TYPE);
+		fputs(", `{\"error\":{\"type\",\"code\",\"message\"}}` with `code` the error's "
+		      "name below, and `Stripe-Should-Retry` besides `X-Should-Retry`",
 		      f);
 		return;
 	}
-	fputs("RFC 9457 `application/problem+json` with `type`, `title`, `status` and "
-	      "`detail`; `type` is ",
-	      f);
+	fputs("RFC 9457 ", f);
+	contract_code(f, PROBLEM_MEDIA_TYPE);
+	fputs(" with `type`, `title`, `status` and `detail`; `type` is ", f);
 	contract_code(f, conf->problem_base ? conf->problem_base : "");
 	fputs(" followed by the error's name below", f);
 }
@@ -841,7 +843,8 @@ static int contract_intro(FILE *f, const struct contract *c)
 	contract_retry_kinds(f, conf);
 	fputs("), `false` otherwise.\n", f);
 	if (conf->contract_url) {
-		if (asprintf(&link, "Link: <%s>; rel=\"describedby\"", conf->contract_url) < 0)
+		if (asprintf(&link, "%s: " RESPOND_LINK_FORMAT,
+			     respond_problem_header(RESPOND_PH_LINK)->name, conf->contract_url) < 0)
 			return -1;
 		fputs("- ", f);
 		contract_code(f, link);
@@ -942,18 +945,26 @@ static void contract_error_name(FILE *f, const struct contract *c, const struct 
 	fputc(')', f);
 }
 
-/* The headers that come with kind on cr besides the body. */
-static void contract_error_headers(FILE *f, const struct contract_route *cr, enum problem_kind kind)
+/* The advice that comes with kind on cr (respond.c's headers), Link aside:
+ * the intro tells it once for every error. */
+static void contract_error_headers(FILE *f, const struct contract *c,
+				   const struct contract_route *cr, enum problem_kind kind)
 {
-	const char *retry = problem_should_retry(kind) ? "true" : "false";
+	const struct respond_ph_def *d;
+	int n = 0;
 
-	fprintf(f, "`X-Should-Retry: %s`", retry);
-	if (cr->stripe)
-		fprintf(f, ", `Stripe-Should-Retry: %s`", retry);
-	if (respond_problem_retry_after(kind))
-		fputs(", `Retry-After`, `Retry-After-Ms`", f);
-	if (kind == PROBLEM_ACTOR_MISSING || kind == PROBLEM_ACTOR_INVALID)
-		fputs(", `WWW-Authenticate`", f);
+	for (int h = 0; h < RESPOND_PH_COUNT; h++) {
+		d = respond_problem_header(h);
+		if (!d->advice || d->on == RESPOND_ON_CONTRACT_URL ||
+		    !respond_problem_carries(c->conf, cr->stripe, kind, h))
+			continue;
+		fputs(n++ ? ", " : "", f);
+		if (d->value == RESPOND_VALUE_BOOL)
+			fprintf(f, "`%s: %s`", d->name,
+				problem_should_retry(kind) ? "true" : "false");
+		else
+			contract_code(f, d->name);
+	}
 }
 
 /* ---- Markdown ---- */
@@ -1012,7 +1023,7 @@ static void md_statuses(FILE *f, const struct contract *c, const struct contract
 		fputs(" | ", f);
 		md_cell(f, row->when);
 		fputs(" | ", f);
-		contract_error_headers(f, cr, row->kind);
+		contract_error_headers(f, c, cr, row->kind);
 		fputs(" |\n", f);
 	}
 }
@@ -1445,94 +1456,102 @@ static void oa_paths(struct oa *o)
 	json_map_close(&o->w);
 }
 
-/* What the document's headers need besides a route that answers with them. */
-enum oa_header_need {
-	OA_NEED_NONE,
-	OA_NEED_STRIPE,	   /* some route says errors stripe */
-	OA_NEED_LINK,	   /* contract_url is set */
-	OA_NEED_FAIL_OPEN, /* store_unavailable fail-open */
+/* The schema type of a header's value; "boolean" is the text true or false. */
+static const char *const oa_value_types[] = {
+    [RESPOND_VALUE_TEXT] = "string",
+    [RESPOND_VALUE_BOOL] = "boolean",
+    [RESPOND_VALUE_INTEGER] = "integer",
 };
 
-/* components.headers: every header the responses name. */
-static const struct oa_header {
+/* What the problem headers (respond.c's advice) mean, for components.headers. */
+static const char *const oa_problem_header_descriptions[RESPOND_PH_COUNT] = {
+    [RESPOND_PH_SHOULD_RETRY] = "`true` when the same request may succeed later, `false` "
+				"otherwise",
+    [RESPOND_PH_STRIPE_SHOULD_RETRY] = "as `X-Should-Retry`, for Stripe's SDKs",
+    [RESPOND_PH_RETRY_AFTER] = "seconds to wait before retrying; for `operation-in-progress` an "
+			       "estimate of when the first request will be done",
+    [RESPOND_PH_RETRY_AFTER_MS] = "`Retry-After` in milliseconds",
+    [RESPOND_PH_WWW_AUTHENTICATE] = "`Bearer`, or `Bearer error=\"invalid_token\"` for an actor "
+				    "that is not valid",
+    [RESPOND_PH_LINK] = "where this contract is published",
+};
+
+/* The headers of the API's own response: idemproxy's markers. */
+static const struct oa_marker {
 	const char *name;
-	const char *type;  /* JSON Schema type; "boolean" is the text true or false */
 	const char *value; /* the one value it takes, or NULL */
-	enum oa_header_need need;
+	int fail_open;	   /* only with store_unavailable fail-open */
 	const char *description;
-} oa_headers[] = {
-    {"X-Should-Retry", "boolean", NULL, OA_NEED_NONE,
-     "`true` when the same request may succeed later, `false` otherwise"},
-    {"Stripe-Should-Retry", "boolean", NULL, OA_NEED_STRIPE,
-     "as `X-Should-Retry`, for Stripe's SDKs"},
-    {"Retry-After", "integer", NULL, OA_NEED_NONE,
-     "seconds to wait before retrying; for `operation-in-progress` an estimate of when the "
-     "first request will be done"},
-    {"Retry-After-Ms", "integer", NULL, OA_NEED_NONE, "`Retry-After` in milliseconds"},
-    {"WWW-Authenticate", "string", NULL, OA_NEED_NONE,
-     "`Bearer`, or `Bearer error=\"invalid_token\"` for an actor that is not valid"},
-    {"Link", "string", NULL, OA_NEED_LINK, "where this contract is published"},
-    {"Idempotent-Replayed", "string", "true", OA_NEED_NONE,
+} oa_markers[] = {
+    {MARKER_REPLAYED, "true", 0,
      "the response is the stored one of the first request with this key"},
-    {"Idempotency-Key-Expires", "string", NULL, OA_NEED_NONE,
-     "an HTTP date: after it the key may run again"},
-    {"Idempotency-Body-Omitted", "string", "true", OA_NEED_NONE,
+    {MARKER_KEY_EXPIRES, NULL, 0, "an HTTP date: after it the key may run again"},
+    {MARKER_BODY_OMITTED, "true", 0,
      "a replay whose body was too large to store: status and headers only"},
-    {"Idempotency-Enforced", "string", "false", OA_NEED_FAIL_OPEN,
+    {MARKER_ENFORCED, "false", 1,
      "the store was unreachable: the request was forwarded without idempotency"},
 };
 
-static int oa_header_needed(const struct contract *c, enum oa_header_need need)
+/* components.headers' entry name: {description, schema}; value: the one it takes, or NULL. */
+static void oa_header(struct oa *o, const char *name, const char *type, const char *value,
+		      const char *description)
 {
-	switch (need) {
-	case OA_NEED_STRIPE:
-		return c->any_stripe;
-	case OA_NEED_LINK:
-		return c->conf->contract_url != NULL;
-	case OA_NEED_FAIL_OPEN:
-		return c->conf->store_unavailable == STORE_FAIL_OPEN;
-	default:
-		return 1;
-	}
-}
-
-static void oa_header(struct oa *o, const struct oa_header *h)
-{
-	char *link = NULL;
-
-	json_key_map(&o->w, h->name);
-	json_key_str(&o->w, "description", h->description);
+	json_key_map(&o->w, name);
+	json_key_str(&o->w, "description", description);
 	json_key_map(&o->w, "schema");
-	json_key_str(&o->w, "type", strcmp(h->type, "boolean") == 0 ? "string" : h->type);
-	if (strcmp(h->type, "boolean") == 0) {
+	json_key_str(&o->w, "type", strcmp(type, "boolean") == 0 ? "string" : type);
+	if (strcmp(type, "boolean") == 0) {
 		json_str(&o->w, "enum");
 		json_array_open(&o->w);
 		json_str(&o->w, "true");
 		json_str(&o->w, "false");
 		json_array_close(&o->w);
-	} else if (strcmp(h->type, "integer") == 0) {
+	} else if (strcmp(type, "integer") == 0) {
 		json_key_int(&o->w, "minimum", 1);
 	}
-	if (h->value)
-		json_key_str(&o->w, "const", h->value);
-	if (h->need == OA_NEED_LINK) {
-		if (asprintf(&link, "<%s>; rel=\"describedby\"", o->c->conf->contract_url) < 0) {
-			link = NULL;
-			json_writer_fail(&o->w);
-		}
-		json_key_str(&o->w, "const", link ? link : "");
-		free(link);
-	}
+	if (value)
+		json_key_str(&o->w, "const", value);
 	json_map_close(&o->w);
 	json_map_close(&o->w);
 }
 
+/* 1 when some answer of the document may carry the problem header h. */
+static int oa_problem_header_described(const struct contract *c, enum respond_problem_header h)
+{
+	switch (respond_problem_header(h)->on) {
+	case RESPOND_ON_STRIPE:
+		return c->any_stripe;
+	case RESPOND_ON_CONTRACT_URL:
+		return c->conf->contract_url != NULL;
+	default:
+		return 1;
+	}
+}
+
+/* components.headers: every header the responses name. */
 static void oa_component_headers(struct oa *o)
 {
+	const struct respond_ph_def *d;
+	char *link = NULL;
+
 	json_key_map(&o->w, "headers");
-	for (size_t i = 0; i < sizeof(oa_headers) / sizeof(oa_headers[0]); i++)
-		if (oa_header_needed(o->c, oa_headers[i].need))
-			oa_header(o, &oa_headers[i]);
+	for (int h = 0; h < RESPOND_PH_COUNT; h++) {
+		d = respond_problem_header(h);
+		if (!d->advice || !oa_problem_header_described(o->c, h))
+			continue;
+		if (h == RESPOND_PH_LINK &&
+		    asprintf(&link, RESPOND_LINK_FORMAT, o->c->conf->contract_url) < 0) {
+			link = NULL;
+			json_writer_fail(&o->w);
+		}
+		oa_header(o, d->name, oa_value_types[d->value], h == RESPOND_PH_LINK ? link : NULL,
+			  oa_problem_header_descriptions[h]);
+	}
+	free(link);
+	for (size_t i = 0; i < sizeof(oa_markers) / sizeof(oa_markers[0]); i++)
+		if (!oa_markers[i].fail_open || o->c->conf->store_unavailable == STORE_FAIL_OPEN)
+			oa_header(o, oa_markers[i].name, "string", oa_markers[i].value,
+				  oa_markers[i].description);
 	json_map_close(&o->w);
 }
 
@@ -1561,17 +1580,35 @@ static unsigned oa_status_kinds(const struct contract *c, int stripe, int status
 	return kinds;
 }
 
+/* The advice headers that come with one of kinds, in one dialect. */
+static void oa_problem_header_refs(struct oa *o, int stripe, unsigned kinds)
+{
+	const struct respond_ph_def *d;
+	int carried;
+
+	json_key_map(&o->w, "headers");
+	for (int h = 0; h < RESPOND_PH_COUNT; h++) {
+		d = respond_problem_header(h);
+		carried = 0;
+		for (int k = 0; d->advice && k < PROBLEM_KIND_COUNT && !carried; k++)
+			carried = (kinds & OA_KIND(k)) &&
+				  respond_problem_carries(o->c->conf, stripe, k, h);
+		if (carried)
+			oa_header_ref(o, d->name);
+	}
+	json_map_close(&o->w);
+}
+
 /* components.responses' entry of one dialect and status: kinds say what it may be. */
 static void oa_component_response(struct oa *o, int stripe, int status, unsigned kinds)
 {
 	char name[CONTRACT_NAME_MAX], text[CONTRACT_ID_MAX * 4];
 	size_t n = (size_t)snprintf(text, sizeof(text), "Answered %d:", status);
-	int retry_after = 0, named = 0;
+	int named = 0;
 
 	for (int k = 0; k < PROBLEM_KIND_COUNT; k++) {
 		if (!(kinds & OA_KIND(k)))
 			continue;
-		retry_after |= respond_problem_retry_after(k);
 		if (n < sizeof(text))
 			n += (size_t)snprintf(text + n, sizeof(text) - n, "%s `%s`",
 					      named++ ? "," : "",
@@ -1580,21 +1617,9 @@ static void oa_component_response(struct oa *o, int stripe, int status, unsigned
 	oa_response_name(name, sizeof(name), stripe, status);
 	json_key_map(&o->w, name);
 	json_key_str(&o->w, "description", text);
-	json_key_map(&o->w, "headers");
-	oa_header_ref(o, "X-Should-Retry");
-	if (stripe)
-		oa_header_ref(o, "Stripe-Should-Retry");
-	if (retry_after) {
-		oa_header_ref(o, "Retry-After");
-		oa_header_ref(o, "Retry-After-Ms");
-	}
-	if (kinds & (OA_KIND(PROBLEM_ACTOR_MISSING) | OA_KIND(PROBLEM_ACTOR_INVALID)))
-		oa_header_ref(o, "WWW-Authenticate");
-	if (o->c->conf->contract_url)
-		oa_header_ref(o, "Link");
-	json_map_close(&o->w);
+	oa_problem_header_refs(o, stripe, kinds);
 	json_key_map(&o->w, "content");
-	json_key_map(&o->w, stripe ? "application/json" : "application/problem+json");
+	json_key_map(&o->w, stripe ? PROBLEM_STRIPE_MEDIA_TYPE : PROBLEM_MEDIA_TYPE);
 	json_str(&o->w, "schema");
 	oa_ref(o, "schemas", stripe ? "StripeError" : "Problem", NULL);
 	json_map_close(&o->w);
@@ -1613,11 +1638,11 @@ static void oa_component_responses(struct oa *o)
 		     "The API's own response. A retry of a completed request gets "
 		     "it again, from the record, with `Idempotent-Replayed: true`.");
 	json_key_map(&o->w, "headers");
-	oa_header_ref(o, "Idempotent-Replayed");
-	oa_header_ref(o, "Idempotency-Key-Expires");
-	oa_header_ref(o, "Idempotency-Body-Omitted");
+	oa_header_ref(o, MARKER_REPLAYED);
+	oa_header_ref(o, MARKER_KEY_EXPIRES);
+	oa_header_ref(o, MARKER_BODY_OMITTED);
 	if (o->c->conf->store_unavailable == STORE_FAIL_OPEN)
-		oa_header_ref(o, "Idempotency-Enforced");
+		oa_header_ref(o, MARKER_ENFORCED);
 	json_map_close(&o->w);
 	json_map_close(&o->w);
 	for (int stripe = 0; stripe <= 1; stripe++) {

@@ -299,24 +299,16 @@ static const char *contract_key_in(const struct conf *conf, const struct route *
 				   const char **name)
 {
 	*name = keysource_name(conf, r);
-	if (r->key_from == KEY_FROM_QUERY)
-		return "query";
-	return r->key_from == KEY_FROM_JSON ? "json" : "header";
+	return keysource_wording(r)->in;
 }
 
 static void fact_key(FILE *f, const struct conf *conf, const struct route *r)
 {
-	const char *name, *in = contract_key_in(conf, r, &name);
+	const struct keysource_wording *w = keysource_wording(r);
 
-	if (strcmp(in, "json") == 0) {
-		fputs("the string or integer at ", f);
-		contract_code(f, name);
-		fputs(" in the JSON body", f);
-		return;
-	}
-	fputs("the ", f);
-	contract_code(f, name);
-	fputs(strcmp(in, "query") == 0 ? " query parameter (percent-decoded)" : " header", f);
+	fputs(w->before, f);
+	contract_code(f, keysource_name(conf, r));
+	fputs(w->after, f);
 }
 
 static void fact_key_syntax(FILE *f, const struct conf *conf, const struct route *r)

@@ -508,6 +508,42 @@ def test_the_published_key_pattern_is_what_the_proxy_takes(proxy, pg, upstream, 
                for i in range(len(GOOD_KEYS) + len(BAD_KEYS))) == len(GOOD_KEYS)
 
 
+KEY_SOURCES = """
+route source.header {
+    match        POST /api/s/header
+}
+route source.other {
+    match        POST /api/s/other
+    key_from     header X-Delivery-Id
+}
+route source.json {
+    match        POST /api/s/json
+    key_from     json event.id
+}
+route source.query {
+    match        POST /api/s/query
+    key_from     query delivery
+}
+"""
+
+
+def test_a_missing_key_is_told_in_the_contracts_words(proxy, upstream, binary, ids):
+    """The detail of idempotency-key-missing says where the key goes as the
+    contract's Key fact does (its code spans as plain text)."""
+    p = proxy(routes=KEY_SOURCES)
+    r = describe(binary, p.conf)
+    assert r.returncode == 0, r.stderr
+    md = r.stdout.decode("utf-8")
+    for operation, path in (("source.header", "/api/s/header"), ("source.other", "/api/s/other"),
+                            ("source.json", "/api/s/json"), ("source.query", "/api/s/query?x=1")):
+        facts = {row[0]: row[1] for row in table_rows(section(md, operation))}
+        doc = helpers.problem(p.post(path, actor=ids.actor, body=b'{"event": {}}'),
+                              "idempotency-key-missing", 400)
+        assert doc["detail"] == "this operation requires an idempotency key (%s)" % (
+            facts["Key"].replace("`", "")), (operation, doc)
+    assert upstream.count(actor=ids.actor) == 0
+
+
 def test_reload_changes_the_contract(proxy, pg, binary, tmp_path):
     p = contract_proxy(proxy, pg, tmp_path)
     before = admin(p, "GET", "/contract").body.decode()

@@ -199,11 +199,11 @@ build/fuzz/fuzz_idemkey: tests/fuzz/fuzz_idemkey.c proxy/idemkey.c proxy/idemkey
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_idemkey.c proxy/idemkey.c
 
-build/fuzz/fuzz_records: tests/fuzz/fuzz_records.c proxy/records.c proxy/records.h $(CONF_SRC) \
+build/fuzz/fuzz_records: tests/fuzz/fuzz_records.c proxy/records.c proxy/records.h $(CONF_SRC) proxy/json.c \
 		proxy/scope.c proxy/digest.c proxy/record.c proxy/seal.c proxy/http.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -I/usr/include/postgresql -o $@ tests/fuzz/fuzz_records.c \
-		proxy/records.c proxy/base64.c proxy/utf8.c proxy/scope.c proxy/digest.c \
+		proxy/records.c proxy/json.c proxy/base64.c proxy/utf8.c proxy/scope.c proxy/digest.c \
 		proxy/record.c proxy/seal.c proxy/http.c $(CONF_SRC) -levent -lyajl -lpq -lcrypto
 
 build/fuzz/fuzz_jwt: tests/fuzz/fuzz_jwt.c proxy/jwt.c proxy/jwt.h proxy/jwks.c proxy/jwks.h \

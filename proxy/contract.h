@@ -1,5 +1,5 @@
 /*
- * The published idempotency contract (DESIGN section 10): what a client of
+ * The published idempotency contract: what a client of
  * each route is told about keys, actors, fingerprints, retention, duplicates
  * and the answers it may get, generated from the configuration alone.
  */

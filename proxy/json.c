@@ -1,11 +1,13 @@
-/* The yajl_tree helpers for untrusted JSON. */
+/* The yajl_tree helpers for untrusted JSON, and the writer (json.h). */
 #include "proxy/json.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define JSON_HIGH_SURROGATE(c) ((c) >= 0xd800 && (c) <= 0xdbff)
 #define JSON_LOW_SURROGATE(c)  ((c) >= 0xdc00 && (c) <= 0xdfff)
 #define JSON_ESCAPE_U_LEN      6 /* \uXXXX */
+#define JSON_INDENT	       "  "
 
 /* The code unit of the \uXXXX at s (avail bytes there), or -1 when there is none. */
 static long json_escape_u(const char *s, size_t avail)
@@ -93,4 +95,135 @@ int json_member(yajl_val v, const char *name, yajl_val *out)
 		*out = v->u.object.values[i];
 	}
 	return 0;
+}
+
+/* ---- writing ---- */
+
+void json_writer_init(struct json_writer *w, int flags)
+{
+	w->flags = flags;
+	w->failed = 0;
+	w->g = yajl_gen_alloc(NULL);
+	if (!w->g || !yajl_gen_config(w->g, yajl_gen_validate_utf8, 1) ||
+	    ((flags & JSON_PRETTY) &&
+	     (!yajl_gen_config(w->g, yajl_gen_beautify, 1) ||
+	      !yajl_gen_config(w->g, yajl_gen_indent_string, JSON_INDENT))))
+		w->failed = 1;
+}
+
+void json_writer_fail(struct json_writer *w)
+{
+	w->failed = 1;
+}
+
+/* Latch st when it is a failure. */
+static void json_check(struct json_writer *w, yajl_gen_status st)
+{
+	if (st != yajl_gen_status_ok)
+		w->failed = 1;
+}
+
+void json_strn(struct json_writer *w, const char *s, size_t n)
+{
+	if (!w->failed)
+		json_check(w, yajl_gen_string(w->g, (const unsigned char *)s, n));
+}
+
+void json_str(struct json_writer *w, const char *s)
+{
+	if (!w->failed)
+		json_check(w, yajl_gen_string(w->g, (const unsigned char *)s, strlen(s)));
+}
+
+void json_int(struct json_writer *w, long long v)
+{
+	if (!w->failed)
+		json_check(w, yajl_gen_integer(w->g, v));
+}
+
+void json_number(struct json_writer *w, const char *s, size_t n)
+{
+	if (!w->failed)
+		json_check(w, yajl_gen_number(w->g, s, n));
+}
+
+void json_bool(struct json_writer *w, int v)
+{
+	if (!w->failed)
+		json_check(w, yajl_gen_bool(w->g, v));
+}
+
+void json_null(struct json_writer *w)
+{
+	if (!w->failed)
+		json_check(w, yajl_gen_null(w->g));
+}
+
+void json_map_open(struct json_writer *w)
+{
+	if (!w->failed)
+		json_check(w, yajl_gen_map_open(w->g));
+}
+
+void json_map_close(struct json_writer *w)
+{
+	if (!w->failed)
+		json_check(w, yajl_gen_map_close(w->g));
+}
+
+void json_array_open(struct json_writer *w)
+{
+	if (!w->failed)
+		json_check(w, yajl_gen_array_open(w->g));
+}
+
+void json_array_close(struct json_writer *w)
+{
+	if (!w->failed)
+		json_check(w, yajl_gen_array_close(w->g));
+}
+
+void json_key_str(struct json_writer *w, const char *key, const char *value)
+{
+	json_str(w, key);
+	json_str(w, value);
+}
+
+void json_key_int(struct json_writer *w, const char *key, long long value)
+{
+	json_str(w, key);
+	json_int(w, value);
+}
+
+void json_key_bool(struct json_writer *w, const char *key, int value)
+{
+	json_str(w, key);
+	json_bool(w, value);
+}
+
+void json_key_map(struct json_writer *w, const char *key)
+{
+	json_str(w, key);
+	json_map_open(w);
+}
+
+char *json_writer_finish(struct json_writer *w, size_t *len)
+{
+	const unsigned char *buf;
+	char *out = NULL;
+	size_t n;
+
+	if (!w->failed && yajl_gen_get_buf(w->g, &buf, &n) == yajl_gen_status_ok &&
+	    (out = malloc(n + 2))) {
+		memcpy(out, buf, n);
+		if ((w->flags & JSON_NEWLINE) && (n == 0 || buf[n - 1] != '\n'))
+			out[n++] = '\n';
+		out[n] = '\0';
+		*len = n;
+	}
+	if (w->g)
+		yajl_gen_free(w->g);
+	w->g = NULL;
+	w->failed = 1;
+	return out;
 }

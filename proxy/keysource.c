@@ -157,6 +157,18 @@ const char *keysource_name(const struct conf *conf, const struct route *r)
 	return r->key_from && r->key_from_name ? r->key_from_name : conf->key_header;
 }
 
+static const struct keysource_wording keysource_wordings[] = {
+    [KEY_FROM_UNSET] = {"header", "the ", " header"},
+    [KEY_FROM_HEADER] = {"header", "the ", " header"},
+    [KEY_FROM_JSON] = {"json", "the string or integer at ", " in the JSON body"},
+    [KEY_FROM_QUERY] = {"query", "the ", " query parameter (percent-decoded)"},
+};
+
+const struct keysource_wording *keysource_wording(const struct route *r)
+{
+	return &keysource_wordings[r->key_from];
+}
+
 int keysource_maybe(const struct conf *conf, const struct route *r, const struct http_msg *head)
 {
 	char raw[KEYSOURCE_RAW_MAX + 1];

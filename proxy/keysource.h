@@ -33,8 +33,24 @@ enum keysource_result keysource_get(const struct conf *conf, const struct route 
  */
 int keysource_maybe(const struct conf *conf, const struct route *r, const struct http_msg *head);
 
-/* The source's name for messages and the contract ("the Idempotency-Key header"). */
+/* The source's name: the header's ("Idempotency-Key"), the query parameter's or the JSON
+ * dot path. */
 const char *keysource_name(const struct conf *conf, const struct route *r);
+
+/*
+ * How messages and the contract tell r's source: before, its name
+ * (keysource_name), after, as in "the Idempotency-Key header", "the idem
+ * query parameter (percent-decoded)" or "the string or integer at event.id
+ * in the JSON body"; in is where OpenAPI says it is ("header", "query") or
+ * "json". Static strings.
+ */
+struct keysource_wording {
+	const char *in;
+	const char *before;
+	const char *after;
+};
+
+const struct keysource_wording *keysource_wording(const struct route *r);
 
 /* The query parameter name's value in query (len bytes), percent-decoded into
  * out (outlen bytes, NUL-terminated): its length, -1 when absent, -2 when

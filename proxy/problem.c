@@ -7,9 +7,8 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include <yajl/yajl_gen.h>
+#include "proxy/json.h"
 
 #define PROBLEM_NAME_MAX 64
 
@@ -94,87 +93,56 @@ void problem_stripe_code(enum problem_kind kind, char *out, size_t n)
 		out[i] = '\0';
 }
 
-static int problem_gen_string(yajl_gen g, const char *s)
-{
-	return yajl_gen_string(g, (const unsigned char *)s, strlen(s)) == yajl_gen_status_ok ? 0
-											     : -1;
-}
-
-/* The generator's text as a malloc'd string, its length in *len; NULL when out of memory. */
-static char *problem_gen_take(yajl_gen g, size_t *len)
-{
-	const unsigned char *buf;
-	char *body;
-	size_t n;
-
-	if (yajl_gen_get_buf(g, &buf, &n) != yajl_gen_status_ok || !(body = malloc(n + 1)))
-		return NULL;
-	memcpy(body, buf, n);
-	body[n] = '\0';
-	*len = n;
-	return body;
-}
-
 char *problem_render_stripe(enum problem_kind kind, const char *detail, size_t *len)
 {
 	const struct problem_def *def = &problem_table[kind];
-	char code[PROBLEM_NAME_MAX], *message = NULL, *body = NULL;
-	yajl_gen g = yajl_gen_alloc(NULL);
+	char code[PROBLEM_NAME_MAX], *message = NULL, *body;
+	struct json_writer w;
 
-	if (!g)
-		return NULL;
+	json_writer_init(&w, 0);
 	problem_stripe_code(kind, code, sizeof(code));
-	if (asprintf(&message, "%s%s%s", def->title, detail ? ": " : "", detail ? detail : "") < 0) {
+	if (asprintf(&message, "%s%s%s", def->title, detail ? ": " : "", detail ? detail : "") <
+	    0) {
 		message = NULL;
-		goto out;
+		json_writer_fail(&w);
 	}
-	if (!yajl_gen_config(g, yajl_gen_validate_utf8, 1) ||
-	    yajl_gen_map_open(g) != yajl_gen_status_ok || problem_gen_string(g, "error") < 0 ||
-	    yajl_gen_map_open(g) != yajl_gen_status_ok || problem_gen_string(g, "type") < 0 ||
-	    problem_gen_string(g, def->stripe) < 0 || problem_gen_string(g, "code") < 0 ||
-	    problem_gen_string(g, code) < 0 || problem_gen_string(g, "message") < 0 ||
-	    problem_gen_string(g, message) < 0 || yajl_gen_map_close(g) != yajl_gen_status_ok ||
-	    yajl_gen_map_close(g) != yajl_gen_status_ok)
-		goto out;
-	body = problem_gen_take(g, len);
-out:
+	json_map_open(&w);
+	json_key_map(&w, "error");
+	json_key_str(&w, "type", def->stripe);
+	json_key_str(&w, "code", code);
+	json_key_str(&w, "message", message);
+	json_map_close(&w);
+	json_map_close(&w);
+	body = json_writer_finish(&w, len);
 	free(message);
-	yajl_gen_free(g);
 	return body;
 }
 
 /*
  * See problem.h. A NULL base counts as "" (type is then the bare name).
- * base and detail must be UTF-8: the generator validates strings, and
+ * base and detail must be UTF-8: the writer validates strings, and
  * invalid ones make this return NULL rather than emit invalid JSON.
  */
 char *problem_render(enum problem_kind kind, int status, const char *base, const char *detail,
 		     size_t *len)
 {
 	const struct problem_def *def = &problem_table[kind];
-	char *type = NULL, *body = NULL;
-	yajl_gen g;
+	char *type = NULL, *body;
+	struct json_writer w;
 
-	g = yajl_gen_alloc(NULL);
-	if (!g)
-		return NULL;
+	json_writer_init(&w, 0);
 	if (asprintf(&type, "%s%s", base ? base : "", def->name) < 0) {
 		type = NULL;
-		goto out;
+		json_writer_fail(&w);
 	}
-	if (!yajl_gen_config(g, yajl_gen_validate_utf8, 1) ||
-	    yajl_gen_map_open(g) != yajl_gen_status_ok || problem_gen_string(g, "type") < 0 ||
-	    problem_gen_string(g, type) < 0 || problem_gen_string(g, "title") < 0 ||
-	    problem_gen_string(g, def->title) < 0 || problem_gen_string(g, "status") < 0 ||
-	    yajl_gen_integer(g, status > 0 ? status : def->status) != yajl_gen_status_ok)
-		goto out;
-	if (detail && (problem_gen_string(g, "detail") < 0 || problem_gen_string(g, detail) < 0))
-		goto out;
-	if (yajl_gen_map_close(g) != yajl_gen_status_ok)
-		goto out;
-	body = problem_gen_take(g, len);
-out:
+	json_map_open(&w);
+	json_key_str(&w, "type", type);
+	json_key_str(&w, "title", def->title);
+	json_key_int(&w, "status", status > 0 ? status : def->status);
+	if (detail)
+		json_key_str(&w, "detail", detail);
+	json_map_close(&w);
+	body = json_writer_finish(&w, len);
 	free(type);
-	yajl_gen_free(g);
 	return body;
 }

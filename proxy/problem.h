@@ -26,6 +26,10 @@ enum problem_kind {
 	PROBLEM_KIND_COUNT
 };
 
+/* The media types of problem_render's and problem_render_stripe's bodies. */
+#define PROBLEM_MEDIA_TYPE	  "application/problem+json"
+#define PROBLEM_STRIPE_MEDIA_TYPE "application/json"
+
 /* The kind's name ("idempotency-conflict"), title and default status. */
 const char *problem_name(enum problem_kind kind);
 const char *problem_title(enum problem_kind kind);

@@ -29,10 +29,10 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <libpq-fe.h>
-#include <yajl/yajl_gen.h>
 
 #include "conf/conf.h"
 #include "proxy/base64.h"
+#include "proxy/json.h"
 #include "proxy/record.h"
 #include "proxy/seal.h"
 #include "proxy/store.h"
@@ -471,32 +471,25 @@ void records_stmt_clear(struct records_stmt *st)
 
 /* ---- rendering ---- */
 
-static int records_gen_str(yajl_gen g, const char *s, size_t n)
-{
-	return yajl_gen_string(g, (const unsigned char *)s, n) == yajl_gen_status_ok ? 0 : -1;
-}
-
-static int records_gen_cstr(yajl_gen g, const char *s)
-{
-	return records_gen_str(g, s, strlen(s));
-}
-
 /*
  * Header lines as a JSON string. They are bytes: a value may hold obs-text
  * that is not UTF-8, and then every byte is taken as ISO-8859-1 (what
  * obs-text historically meant), so the string stays readable and every byte
- * is still shown. Returns 0 or -1.
+ * is still shown.
  */
-static int records_gen_headers(yajl_gen g, const unsigned char *s, size_t n)
+static void records_gen_headers(struct json_writer *w, const unsigned char *s, size_t n)
 {
 	unsigned char *latin, *o;
-	int rc;
 
-	if (utf8_valid(s, n))
-		return records_gen_str(g, (const char *)s, n);
+	if (utf8_valid(s, n)) {
+		json_strn(w, (const char *)s, n);
+		return;
+	}
 	latin = malloc(2 * n);
-	if (!latin)
-		return -1;
+	if (!latin) {
+		json_writer_fail(w);
+		return;
+	}
 	o = latin;
 	for (size_t i = 0; i < n; i++) {
 		if (s[i] < 0x80) {
@@ -506,117 +499,107 @@ static int records_gen_headers(yajl_gen g, const unsigned char *s, size_t n)
 			*o++ = (unsigned char)(0x80 | (s[i] & 0x3f));
 		}
 	}
-	rc = records_gen_str(g, (const char *)latin, (size_t)(o - latin));
+	json_strn(w, (const char *)latin, (size_t)(o - latin));
 	free(latin);
-	return rc;
 }
 
 /* The body members: "body" as text when it is UTF-8, else base64, and the
- * "body_encoding" that says which. Returns 0 or -1. */
-static int records_gen_body(yajl_gen g, const unsigned char *s, size_t n)
+ * "body_encoding" that says which. */
+static void records_gen_body(struct json_writer *w, const unsigned char *s, size_t n)
 {
-	char *b64 = NULL;
+	char *b64;
 	size_t b64len;
-	int rc = -1;
 
 	if (utf8_valid(s, n)) {
-		if (records_gen_str(g, (const char *)s, n) < 0 ||
-		    records_gen_cstr(g, "body_encoding") < 0 || records_gen_cstr(g, "utf-8") < 0)
-			goto out;
-	} else {
-		b64 = base64_encode(s, n, &b64len);
-		if (!b64 || records_gen_str(g, b64, b64len) < 0 ||
-		    records_gen_cstr(g, "body_encoding") < 0 || records_gen_cstr(g, "base64") < 0)
-			goto out;
+		json_strn(w, (const char *)s, n);
+		json_key_str(w, "body_encoding", "utf-8");
+		return;
 	}
-	rc = 0;
-out:
+	b64 = base64_encode(s, n, &b64len);
+	if (!b64)
+		json_writer_fail(w);
+	json_strn(w, b64, b64len);
+	json_key_str(w, "body_encoding", "base64");
 	free(b64);
-	return rc;
 }
 
 /* A bytea column (text output, hex or escape form) as headers or body. */
-static int records_gen_bytea(yajl_gen g, const char *text, enum records_kind kind)
+static void records_gen_bytea(struct json_writer *w, const char *text, enum records_kind kind)
 {
 	unsigned char *bytes;
 	size_t n;
-	int rc;
 
 	bytes = PQunescapeBytea((const unsigned char *)text, &n);
-	if (!bytes)
-		return -1;
+	if (!bytes) {
+		json_writer_fail(w);
+		return;
+	}
 	if (kind == KIND_HEADERS)
-		rc = records_gen_headers(g, bytes, n);
+		records_gen_headers(w, bytes, n);
 	else
-		rc = records_gen_body(g, bytes, n);
+		records_gen_body(w, bytes, n);
 	PQfreemem(bytes);
-	return rc;
 }
 
-/* The value of column col in row as the member's kind says. Returns 0 or -1. */
-static int records_gen_value(yajl_gen g, const PGresult *res, int row, enum records_col col,
-			     enum records_kind kind)
+/* The value of column col in row as the member's kind says. */
+static void records_gen_value(struct json_writer *w, const PGresult *res, int row,
+			      enum records_col col, enum records_kind kind)
 {
 	const char *v = PQgetvalue(res, row, col);
 	size_t n = (size_t)PQgetlength(res, row, col);
 
 	if (PQgetisnull(res, row, col)) {
-		if (yajl_gen_null(g) != yajl_gen_status_ok)
-			return -1;
-		if (kind == KIND_BODY && (records_gen_cstr(g, "body_encoding") < 0 ||
-					  yajl_gen_null(g) != yajl_gen_status_ok))
-			return -1;
-		return 0;
+		json_null(w);
+		if (kind == KIND_BODY) {
+			json_str(w, "body_encoding");
+			json_null(w);
+		}
+		return;
 	}
 	switch (kind) {
 	case KIND_TEXT:
-		return records_gen_str(g, v, n);
+		json_strn(w, v, n);
+		break;
 	case KIND_NUMBER:
-		return yajl_gen_number(g, v, n) == yajl_gen_status_ok ? 0 : -1;
+		json_number(w, v, n);
+		break;
 	case KIND_BOOL:
-		return yajl_gen_bool(g, v[0] == 't') == yajl_gen_status_ok ? 0 : -1;
+		json_bool(w, v[0] == 't');
+		break;
 	case KIND_HEADERS:
 	case KIND_BODY:
-		return records_gen_bytea(g, v, kind);
+		records_gen_bytea(w, v, kind);
+		break;
 	}
-	return -1;
 }
 
-/* Row row of res as a record object. Returns 0 or -1. */
-static int records_gen_record(yajl_gen g, const PGresult *res, int row)
+/* Row row of res as a record object. */
+static void records_gen_record(struct json_writer *w, const PGresult *res, int row)
 {
-	size_t i;
-
-	if (yajl_gen_map_open(g) != yajl_gen_status_ok)
-		return -1;
-	for (i = 0; i < sizeof(records_fields) / sizeof(records_fields[0]); i++) {
-		if (records_gen_cstr(g, records_fields[i].name) < 0 ||
-		    records_gen_value(g, res, row, records_fields[i].col, records_fields[i].kind) <
-			0)
-			return -1;
+	json_map_open(w);
+	for (size_t i = 0; i < sizeof(records_fields) / sizeof(records_fields[0]); i++) {
+		json_str(w, records_fields[i].name);
+		records_gen_value(w, res, row, records_fields[i].col, records_fields[i].kind);
 	}
-	return yajl_gen_map_close(g) == yajl_gen_status_ok ? 0 : -1;
+	json_map_close(w);
 }
 
 /* The members of a list document: every row, and their count. */
-static int records_gen_list(yajl_gen g, const PGresult *res)
+static void records_gen_list(struct json_writer *w, const PGresult *res)
 {
 	int rows = PQntuples(res);
 
-	if (records_gen_cstr(g, "records") < 0 || yajl_gen_array_open(g) != yajl_gen_status_ok)
-		return -1;
-	for (int i = 0; i < rows; i++) {
-		if (records_gen_record(g, res, i) < 0)
-			return -1;
-	}
-	if (yajl_gen_array_close(g) != yajl_gen_status_ok || records_gen_cstr(g, "count") < 0 ||
-	    yajl_gen_integer(g, rows) != yajl_gen_status_ok)
-		return -1;
-	return 0;
+	json_str(w, "records");
+	json_array_open(w);
+	for (int i = 0; i < rows; i++)
+		records_gen_record(w, res, i);
+	json_array_close(w);
+	json_key_int(w, "count", rows);
 }
 
 /* The members of a show, release or resolve document; sets *http_status. */
-static int records_gen_one(yajl_gen g, enum records_cmd cmd, const PGresult *res, int *http_status)
+static void records_gen_one(struct json_writer *w, enum records_cmd cmd, const PGresult *res,
+			    int *http_status)
 {
 	static const char *const done_names[] = {
 	    [RECORDS_SHOW] = "record",
@@ -626,60 +609,38 @@ static int records_gen_one(yajl_gen g, enum records_cmd cmd, const PGresult *res
 
 	if (PQntuples(res) == 0) {
 		*http_status = RECORDS_HTTP_NOT_FOUND;
-		return records_gen_cstr(g, "error") < 0 || records_gen_cstr(g, "no such record") < 0
-			   ? -1
-			   : 0;
+		json_key_str(w, "error", "no such record");
+		return;
 	}
 	if (strcmp(PQgetvalue(res, 0, COL_OUTCOME), RECORDS_NOT_STUCK) == 0) {
 		*http_status = RECORDS_HTTP_CONFLICT;
-		if (records_gen_cstr(g, "error") < 0 ||
-		    records_gen_cstr(g, "record is not stuck") < 0 ||
-		    records_gen_cstr(g, "record") < 0)
-			return -1;
-		return records_gen_record(g, res, 0);
+		json_key_str(w, "error", "record is not stuck");
+		json_str(w, "record");
+	} else {
+		*http_status = RECORDS_HTTP_OK;
+		json_str(w, done_names[cmd]);
 	}
-	*http_status = RECORDS_HTTP_OK;
-	if (records_gen_cstr(g, done_names[cmd]) < 0)
-		return -1;
-	return records_gen_record(g, res, 0);
+	records_gen_record(w, res, 0);
 }
 
 char *records_render(enum records_cmd cmd, const struct pg_result *res, int *http_status,
 		     size_t *len)
 {
-	const unsigned char *buf;
-	char *doc = NULL;
-	int rc;
-	size_t n;
-	yajl_gen g;
+	struct json_writer w;
 
 	if (cmd < RECORDS_LIST || cmd > RECORDS_RESOLVE || !res ||
 	    PQresultStatus(res) != PGRES_TUPLES_OK || PQnfields(res) != COL_COUNT)
 		return NULL;
-	g = yajl_gen_alloc(NULL);
-	if (!g)
-		return NULL;
-	if (!yajl_gen_config(g, yajl_gen_validate_utf8, 1) ||
-	    yajl_gen_map_open(g) != yajl_gen_status_ok)
-		goto out;
+	json_writer_init(&w, 0);
+	json_map_open(&w);
 	if (cmd == RECORDS_LIST) {
 		*http_status = RECORDS_HTTP_OK;
-		rc = records_gen_list(g, res);
+		records_gen_list(&w, res);
 	} else {
-		rc = records_gen_one(g, cmd, res, http_status);
+		records_gen_one(&w, cmd, res, http_status);
 	}
-	if (rc < 0 || yajl_gen_map_close(g) != yajl_gen_status_ok ||
-	    yajl_gen_get_buf(g, &buf, &n) != yajl_gen_status_ok)
-		goto out;
-	doc = malloc(n + 1);
-	if (!doc)
-		goto out;
-	memcpy(doc, buf, n);
-	doc[n] = '\0';
-	*len = n;
-out:
-	yajl_gen_free(g);
-	return doc;
+	json_map_close(&w);
+	return json_writer_finish(&w, len);
 }
 
 int64_t records_retention(const struct conf *conf, const char *operation)

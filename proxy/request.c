@@ -277,17 +277,16 @@ static enum keysource_result request_key(struct request *req)
 {
 	const struct route *r = req->route;
 	enum keysource_result res = keysource_get(req->conf, r, req->msg, req->key, &req->key_len);
-	char detail[128];
+	char detail[256];
 
 	if (res == KEYSOURCE_ABSENT && r->key == KEY_OPTIONAL) {
 		req->outcome = OUT_PASS;
 		request_forward(req, 0);
 	} else if (res == KEYSOURCE_ABSENT) {
-		snprintf(detail, sizeof(detail), "this operation requires an idempotency key (%s %s)",
-			 r->key_from == KEY_FROM_JSON ? "the JSON body's"
-			 : r->key_from == KEY_FROM_QUERY ? "the query parameter"
-							 : "the header",
-			 keysource_name(req->conf, r));
+		snprintf(detail, sizeof(detail),
+			 "this operation requires an idempotency key (%s%s%s)",
+			 keysource_wording(r)->before, keysource_name(req->conf, r),
+			 keysource_wording(r)->after);
 		request_reject(req, PROBLEM_KEY_MISSING, detail);
 	} else if (res == KEYSOURCE_INVALID) {
 		req->key_len = 0;

@@ -58,60 +58,113 @@ int respond_problem_status(const struct conf *conf, const struct route *r, enum 
 	return problem_default_status(kind);
 }
 
-int respond_problem_retry_after(enum problem_kind kind)
+/*
+ * Content-Type and Cache-Control say how to read and keep the body; the
+ * others are advice, what a client's SDK reads to decide what to do next:
+ * whether to retry (X-Should-Retry, and Stripe-Should-Retry for a Stripe
+ * SDK), when (Retry-After, Retry-After-Ms), the scheme a 401 asks for (RFC
+ * 9110 11.6.1; RFC 6750 3.1 for the error) and where the contract is.
+ */
+/* clang-format off */
+static const struct respond_ph_def respond_problem_headers[] = {
+    [RESPOND_PH_CONTENT_TYPE]        = {"Content-Type",        RESPOND_ON_EVERY,        RESPOND_VALUE_TEXT,    0},
+    [RESPOND_PH_CACHE_CONTROL]       = {"Cache-Control",       RESPOND_ON_EVERY,        RESPOND_VALUE_TEXT,    0},
+    [RESPOND_PH_SHOULD_RETRY]        = {"X-Should-Retry",      RESPOND_ON_EVERY,        RESPOND_VALUE_BOOL,    1},
+    [RESPOND_PH_STRIPE_SHOULD_RETRY] = {"Stripe-Should-Retry", RESPOND_ON_STRIPE,       RESPOND_VALUE_BOOL,    1},
+    [RESPOND_PH_RETRY_AFTER]         = {"Retry-After",         RESPOND_ON_RETRY_AFTER,  RESPOND_VALUE_INTEGER, 1},
+    [RESPOND_PH_RETRY_AFTER_MS]      = {"Retry-After-Ms",      RESPOND_ON_RETRY_AFTER,  RESPOND_VALUE_INTEGER, 1},
+    [RESPOND_PH_WWW_AUTHENTICATE]    = {"WWW-Authenticate",    RESPOND_ON_ACTOR,        RESPOND_VALUE_TEXT,    1},
+    [RESPOND_PH_LINK]                = {"Link",                RESPOND_ON_CONTRACT_URL, RESPOND_VALUE_TEXT,    1},
+};
+/* clang-format on */
+
+_Static_assert(sizeof(respond_problem_headers) / sizeof(respond_problem_headers[0]) ==
+		   RESPOND_PH_COUNT,
+	       "respond_problem_headers must have one row per respond_problem_header");
+
+const struct respond_ph_def *respond_problem_header(enum respond_problem_header h)
 {
-	/* An unreachable upstream gives nothing to estimate from. */
-	return problem_should_retry(kind) && kind != PROBLEM_UPSTREAM_UNAVAILABLE;
+	return &respond_problem_headers[h];
 }
 
-/*
- * What a client should do next, in the headers its SDK reads: whether to
- * retry (X-Should-Retry, and Stripe-Should-Retry for a Stripe SDK), when
- * (Retry-After, Retry-After-Ms), and where the contract is.
- */
-static void respond_problem_advice(struct evbuffer *out, const struct conf *conf,
-				   const struct route *r, enum problem_kind kind, int64_t retry_ms)
+int respond_problem_carries(const struct conf *conf, int stripe, enum problem_kind kind,
+			    enum respond_problem_header h)
 {
-	const char *retry = problem_should_retry(kind) ? "true" : "false";
-
-	evbuffer_add_printf(out, "X-Should-Retry: %s\r\n", retry);
-	if (respond_stripe(r))
-		evbuffer_add_printf(out, "Stripe-Should-Retry: %s\r\n", retry);
-	if (respond_problem_retry_after(kind)) {
-		if (retry_ms <= 0)
-			retry_ms = RETRY_AFTER_MS;
-		evbuffer_add_printf(out, "Retry-After: %lld\r\nRetry-After-Ms: %lld\r\n",
-				    (long long)((retry_ms + 999) / 1000), (long long)retry_ms);
+	switch (respond_problem_headers[h].on) {
+	case RESPOND_ON_STRIPE:
+		return stripe;
+	case RESPOND_ON_RETRY_AFTER:
+		/* An unreachable upstream gives nothing to estimate from. */
+		return problem_should_retry(kind) && kind != PROBLEM_UPSTREAM_UNAVAILABLE;
+	case RESPOND_ON_ACTOR:
+		return kind == PROBLEM_ACTOR_MISSING || kind == PROBLEM_ACTOR_INVALID;
+	case RESPOND_ON_CONTRACT_URL:
+		return conf->contract_url != NULL;
+	default:
+		return 1;
 	}
-	if (conf->contract_url)
-		evbuffer_add_printf(out, "Link: <%s>; rel=\"describedby\"\r\n", conf->contract_url);
+}
+
+/* The line of header h in a problem of kind; retry_ms says when to retry. */
+static void respond_problem_field(struct evbuffer *out, const struct conf *conf, int stripe,
+				  enum problem_kind kind, int64_t retry_ms,
+				  enum respond_problem_header h)
+{
+	const char *name = respond_problem_headers[h].name;
+
+	switch (h) {
+	case RESPOND_PH_CONTENT_TYPE:
+		evbuffer_add_printf(out, "%s: %s\r\n", name,
+				    stripe ? PROBLEM_STRIPE_MEDIA_TYPE : PROBLEM_MEDIA_TYPE);
+		break;
+	case RESPOND_PH_CACHE_CONTROL:
+		evbuffer_add_printf(out, "%s: no-store\r\n", name);
+		break;
+	case RESPOND_PH_SHOULD_RETRY:
+	case RESPOND_PH_STRIPE_SHOULD_RETRY:
+		evbuffer_add_printf(out, "%s: %s\r\n", name,
+				    problem_should_retry(kind) ? "true" : "false");
+		break;
+	case RESPOND_PH_RETRY_AFTER:
+		evbuffer_add_printf(out, "%s: %lld\r\n", name,
+				    (long long)((retry_ms + 999) / 1000));
+		break;
+	case RESPOND_PH_RETRY_AFTER_MS:
+		evbuffer_add_printf(out, "%s: %lld\r\n", name, (long long)retry_ms);
+		break;
+	case RESPOND_PH_WWW_AUTHENTICATE:
+		evbuffer_add_printf(out, "%s: %s\r\n", name,
+				    kind == PROBLEM_ACTOR_INVALID ? "Bearer error=\"invalid_token\""
+								  : "Bearer");
+		break;
+	case RESPOND_PH_LINK:
+		evbuffer_add_printf(out, "%s: " RESPOND_LINK_FORMAT "\r\n", name,
+				    conf->contract_url);
+		break;
+	case RESPOND_PH_COUNT:
+		break;
+	}
 }
 
 int respond_problem(struct client_conn *c, const struct conf *conf, const struct route *r,
 		    enum problem_kind kind, const char *detail, int64_t retry_ms, int flags)
 {
-	int status = respond_problem_status(conf, r, kind);
+	int status = respond_problem_status(conf, r, kind), stripe = respond_stripe(r);
 	struct evbuffer *out;
 	size_t len = 0;
 	char *json;
 
 	if (!c)
 		return status;
-	json = respond_stripe(r) ? problem_render_stripe(kind, detail, &len)
-				 : problem_render(kind, status, conf->problem_base, detail, &len);
+	if (retry_ms <= 0)
+		retry_ms = RETRY_AFTER_MS;
+	json = stripe ? problem_render_stripe(kind, detail, &len)
+		      : problem_render(kind, status, conf->problem_base, detail, &len);
 	out = conn_respond_start(c);
 	http_add_status_line(out, status, NULL);
-	if (respond_stripe(r))
-		http_add_lit(out, "Content-Type: application/json\r\n");
-	else
-		http_add_lit(out, "Content-Type: application/problem+json\r\n");
-	http_add_lit(out, "Cache-Control: no-store\r\n");
-	respond_problem_advice(out, conf, r, kind, retry_ms);
-	/* A 401 names its scheme (RFC 9110 11.6.1; RFC 6750 3.1 for the error). */
-	if (kind == PROBLEM_ACTOR_MISSING)
-		http_add_lit(out, "WWW-Authenticate: Bearer\r\n");
-	else if (kind == PROBLEM_ACTOR_INVALID)
-		http_add_lit(out, "WWW-Authenticate: Bearer error=\"invalid_token\"\r\n");
+	for (int h = 0; h < RESPOND_PH_COUNT; h++)
+		if (respond_problem_carries(conf, stripe, kind, h))
+			respond_problem_field(out, conf, stripe, kind, retry_ms, h);
 	/* Out of memory: the status line still says what happened. */
 	conn_respond_frame(c, json ? len : 0, flags | (json ? 0 : RESPOND_CLOSE));
 	if (json && !(flags & RESPOND_HEAD))

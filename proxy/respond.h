@@ -23,16 +23,63 @@ int respond_flags(const struct http_msg *msg);
 /*
  * A problem response of kind: problem+json under conf's problem_base, or
  * Stripe's shape when route r says `errors stripe` (r NULL: no route). A
- * conflict answers mismatch_status (400 under stripe). Every problem says
- * X-Should-Retry, and Link to contract_url when set; those that may be
- * retried say Retry-After and Retry-After-Ms: retry_ms, or 1 s when it is
- * 0. detail may be NULL.
+ * conflict answers mismatch_status (400 under stripe). Its headers are the
+ * rows of respond_problem_header that respond_problem_carries; those that
+ * say when to retry say retry_ms, or 1 s when it is 0. detail may be NULL.
  */
 int respond_problem(struct client_conn *c, const struct conf *conf, const struct route *r,
 		    enum problem_kind kind, const char *detail, int64_t retry_ms, int flags);
 
-/* 1 when respond_problem's answer of kind says Retry-After and Retry-After-Ms. */
-int respond_problem_retry_after(enum problem_kind kind);
+/*
+ * The headers of a problem response, one row each, in the order
+ * respond_problem writes them. The contract enumerates the same rows, so
+ * what it tells a client and what the client gets cannot disagree.
+ */
+enum respond_problem_header {
+	RESPOND_PH_CONTENT_TYPE,	/* PROBLEM_MEDIA_TYPE or PROBLEM_STRIPE_MEDIA_TYPE */
+	RESPOND_PH_CACHE_CONTROL,	/* no-store */
+	RESPOND_PH_SHOULD_RETRY,	/* X-Should-Retry: problem_should_retry */
+	RESPOND_PH_STRIPE_SHOULD_RETRY, /* the same for Stripe's SDKs */
+	RESPOND_PH_RETRY_AFTER,		/* seconds, rounded up */
+	RESPOND_PH_RETRY_AFTER_MS,
+	RESPOND_PH_WWW_AUTHENTICATE, /* Bearer; error="invalid_token": an actor not valid */
+	RESPOND_PH_LINK,	     /* RESPOND_LINK_FORMAT */
+	RESPOND_PH_COUNT
+};
+
+/* When a problem response carries a header. */
+enum respond_ph_on {
+	RESPOND_ON_EVERY,	 /* every problem */
+	RESPOND_ON_STRIPE,	 /* a route's, under `errors stripe` */
+	RESPOND_ON_RETRY_AFTER,	 /* a kind that may succeed later, the upstream reached */
+	RESPOND_ON_ACTOR,	 /* actor-missing and actor-invalid (a 401) */
+	RESPOND_ON_CONTRACT_URL, /* contract_url is set */
+};
+
+/* What a header's value is. */
+enum respond_ph_value {
+	RESPOND_VALUE_TEXT,
+	RESPOND_VALUE_BOOL,    /* true or false: problem_should_retry */
+	RESPOND_VALUE_INTEGER, /* a whole number, at least 1 */
+};
+
+struct respond_ph_def {
+	const char *name;
+	enum respond_ph_on on;
+	enum respond_ph_value value;
+	int advice; /* it says what to do next; 0: it says how to read the body */
+};
+
+/* The row of h (below RESPOND_PH_COUNT). */
+const struct respond_ph_def *respond_problem_header(enum respond_problem_header h);
+
+/* 1 when respond_problem's answer of kind under conf carries h; stripe: in
+ * Stripe's shape (a route's `errors stripe`). */
+int respond_problem_carries(const struct conf *conf, int stripe, enum problem_kind kind,
+			    enum respond_problem_header h);
+
+/* The value of Link (RESPOND_PH_LINK), of a contract_url. */
+#define RESPOND_LINK_FORMAT "<%s>; rel=\"describedby\""
 
 /* The status respond_problem answers kind with. */
 int respond_problem_status(const struct conf *conf, const struct route *r, enum problem_kind kind);

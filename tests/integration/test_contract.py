@@ -508,6 +508,98 @@ def test_the_published_key_pattern_is_what_the_proxy_takes(proxy, pg, upstream, 
                for i in range(len(GOOD_KEYS) + len(BAD_KEYS))) == len(GOOD_KEYS)
 
 
+KEY_SOURCES = """
+route source.header {
+    match        POST /api/s/header
+}
+route source.other {
+    match        POST /api/s/other
+    key_from     header X-Delivery-Id
+}
+route source.json {
+    match        POST /api/s/json
+    key_from     json event.id
+}
+route source.query {
+    match        POST /api/s/query
+    key_from     query delivery
+}
+"""
+
+
+def test_a_missing_key_is_told_in_the_contracts_words(proxy, upstream, binary, ids):
+    """The detail of idempotency-key-missing says where the key goes as the
+    contract's Key fact does (its code spans as plain text)."""
+    p = proxy(routes=KEY_SOURCES)
+    r = describe(binary, p.conf)
+    assert r.returncode == 0, r.stderr
+    md = r.stdout.decode("utf-8")
+    for operation, path in (("source.header", "/api/s/header"), ("source.other", "/api/s/other"),
+                            ("source.json", "/api/s/json"), ("source.query", "/api/s/query?x=1")):
+        facts = {row[0]: row[1] for row in table_rows(section(md, operation))}
+        doc = helpers.problem(p.post(path, actor=ids.actor, body=b'{"event": {}}'),
+                              "idempotency-key-missing", 400)
+        assert doc["detail"] == "this operation requires an idempotency key (%s)" % (
+            facts["Key"].replace("`", "")), (operation, doc)
+    assert upstream.count(actor=ids.actor) == 0
+
+
+ADVICE = {"X-Should-Retry", "Stripe-Should-Retry", "Retry-After", "Retry-After-Ms",
+          "WWW-Authenticate", "Link"}
+HEADER_ROUTES = """
+route headers.problem {
+    match        POST /api/h/problem
+}
+route headers.stripe {
+    match        POST /api/h/stripe
+    errors       stripe
+}
+"""
+
+
+def headers_cell(md, operation, error):
+    """{name: value or None} of the Headers cell of error's row in operation's status table."""
+    for row in table_rows(section(md, operation)):
+        if row[0].isdigit() and row[1].split(" ")[0].strip("`") == error:
+            return {name: value or None for name, _, value in
+                    (item.partition(": ") for item in re.findall(r"`([^`]*)`", row[3]))}
+    raise AssertionError("no %s row for %s" % (error, operation))
+
+
+def test_a_problem_carries_the_headers_its_contract_row_names(proxy, upstream, binary, ids):
+    """The advice headers of each problem response are those its row of the
+    contract names (with the value, where the row says one), and Link, which
+    the contract states once for every error."""
+    p = proxy({"contract_url": CONTRACT_URL}, routes=HEADER_ROUTES)
+    r = describe(binary, p.conf)
+    assert r.returncode == 0, r.stderr
+    md = r.stdout.decode("utf-8")
+    link = '<%s>; rel="describedby"' % CONTRACT_URL
+    assert "`Link: %s` on every error" % link in md
+    for operation, path, stripe in (("headers.problem", "/api/h/problem", False),
+                                    ("headers.stripe", "/api/h/stripe", True)):
+        name = (lambda n: n.replace("-", "_")) if stripe else (lambda n: n)
+        key, actor = ids.key(), "%s-%s" % (ids.actor, operation)
+        answers = [("idempotency-key-missing", p.post(path, actor=actor, body=helpers.course(title="one"))),
+                   ("idempotency-key-invalid", p.post(path, key="a b", actor=actor,
+                                                      body=helpers.course(title="one"))),
+                   ("actor-missing", p.post(path, key=key, body=helpers.course(title="one")))]
+        with helpers.SlowOwner(p, upstream, path, key, actor, 1.0, body=helpers.course(title="one")) as owner:
+            answers.append(("operation-in-progress",
+                            p.post(path, key=key, actor=actor, body=helpers.course(title="one"))))
+        assert owner.response.status == 201, owner.response
+        answers.append(("idempotency-conflict", p.post(path, key=key, actor=actor,
+                                                       body=helpers.course(title="two"))))
+        for error, resp in answers:
+            cell = headers_cell(md, operation, name(error))
+            got = {h: resp.headers.get(h) for h in ADVICE if resp.headers.get(h) is not None}
+            assert set(got) == set(cell) | {"Link"}, (operation, error, got, cell)
+            assert got["Link"] == link, resp
+            for h, value in cell.items():
+                assert value is None or got[h] == value, (operation, error, h, got)
+        assert upstream.count(actor=actor) == 1
+
+
 def test_reload_changes_the_contract(proxy, pg, binary, tmp_path):
     p = contract_proxy(proxy, pg, tmp_path)
     before = admin(p, "GET", "/contract").body.decode()

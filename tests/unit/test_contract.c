@@ -1,5 +1,5 @@
 /*
- * Unit tests for proxy/contract.c: the facts each format states for a few
+ * Unit tests for proxy/contract*.c: the facts each format states for a few
  * configurations, that secrets and file paths never appear, and that the
  * OpenAPI document parses with the keys, parameters, responses and $refs
  * a client's tooling reads.

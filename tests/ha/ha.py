@@ -1,8 +1,8 @@
-#!/usr/bin/python3
 """High-availability stage for idemproxy: failover and switchover of a
 Patroni cluster under keyed traffic.
 
-    /usr/bin/python3 tests/ha/ha.py [--seconds N] [--clients N] [--seed N] [--keep]
+    /usr/bin/python3 -m tests.ha.ha [--seconds N] [--clients N] [--seed N] [--keep]
+                            (from the repository root; `make ha`)
 
 Starts, on loopback only and on free ports: one etcd (Debian's
 etcd-server, v3 API, a private data directory on tmpfs), two PostgreSQL 15 nodes
@@ -40,7 +40,7 @@ Each step waits on states (Patroni's /cluster, the clients' successes),
 never on fixed sleeps. Then the clients stop, every (actor, key) that got a
 2xx is sent again and must be answered with a replay identical to that 2xx
 (check 7: no completed record was lost in a failover), with no new upstream
-effect (check 8), and the chaos checker (tests/chaos/checker.py, checks 1-6)
+effect (check 8), and the chaos checker (tests/lib/checker.py, checks 1-6)
 runs over everything the clients saw and the upstream's request log.
 
 Why synchronous_mode without synchronous_mode_strict: Patroni promotes
@@ -82,21 +82,17 @@ import time
 import urllib.error
 import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "chaos"))
+import psycopg2
+import pytest  # (Proxy.start reports a failed start with pytest.fail)
+import yaml  # (python3-yaml, a dependency of patroni)
 
-import psycopg2  # noqa: E402
-import pytest  # noqa: E402  (Proxy.start reports a failed start with pytest.fail)
-import yaml  # noqa: E402  (python3-yaml, a dependency of patroni)
-
-import helpers  # noqa: E402
-from conftest import idemproxy_bin, PGBIN, PG_USER  # noqa: E402
-from checker import (make_body, send, is_2xx, is_replay, check, stuck_records,  # noqa: E402
-                     effects_by_scope)
-import harness  # noqa: E402
-from harness import (INSTANCES, HarnessError, guarded, owner_extra,  # noqa: E402
-                     proxy_settings, start_proxy)
+from tests.lib import harness, helpers
+from tests.lib.checker import (make_body, send, is_2xx, is_replay, check, stuck_records,
+                               effects_by_scope)
+from tests.lib.cluster import PGBIN, PG_USER
+from tests.lib.harness import (INSTANCES, HarnessError, guarded, owner_extra, proxy_settings,
+                               start_proxy)
+from tests.lib.helpers import ROOT, idemproxy_bin
 
 ETCD_BIN = "/usr/bin/etcd"
 ETCD_TMPFS = "/dev/shm"
@@ -621,7 +617,7 @@ def setup(run):
     run.conninfo = conninfo % pw["app"]
     run.conninfo_shown = conninfo % "..."
     run.records = helpers.Records(run.conninfo)
-    run.upstream = helpers.Upstream(os.path.join(ROOT, "tests", "integration", "upstream.py"))
+    run.upstream = helpers.Upstream()
     harness.start_instances(run, binary, run.conninfo, SETTINGS)
 
 

@@ -16,15 +16,15 @@ those attempts against the upstream's request log and the record table:
   5. no record left in_progress with a lease expired over a second ago
   6. no instance died except by the harness's SIGKILL, no sanitizer report
 
-The caller's run object is a History with a `proxies` list (conftest's
-Proxy objects, each with .port, .bin and its stderr) and `deaths`.
+The caller's run object is a History with a `proxies` list (Proxy objects
+of tests/lib/proxy.py, each with .port, .bin and its stderr) and `deaths`.
 """
 import collections
 import json
 import threading
 import time
 
-import helpers
+from tests.lib import helpers
 
 ROUTE_PATH = "/api/chaos"
 OWNER_STATUS = 201          # the upstream's default answer to a POST

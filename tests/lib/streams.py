@@ -1,12 +1,13 @@
 """Streaming clients for the relay tests: requests whose bodies are made
 as they are sent and responses read as they arrive, hashed rather than
 kept, so gigabytes pass through without filling the test's memory. Every
-read has a timeout."""
+read has a timeout. Also the relay tests' proxies whose memory is
+measured (bounded_proxy, footprint) and their request headers."""
 import hashlib
 import os
 import time
 
-import helpers
+from tests.lib import helpers
 
 PATTERN = b"0123456789abcdef"   # the test upstream's BIG_PATTERN
 BLOCK = 64 << 10
@@ -15,7 +16,7 @@ MIB = 1 << 20
 
 
 def pattern_sha(n):
-    """SHA-256 of the first n bytes of PATTERN repeated (what upstream.py sends)."""
+    """SHA-256 of the first n bytes of PATTERN repeated (what the test upstream sends)."""
     h = hashlib.sha256()
     block = PATTERN * (BLOCK // len(PATTERN))
     while n > 0:
@@ -58,6 +59,36 @@ def peak_rss_mib(proc):
 
 def rss_mib(proc):
     return status_mib(proc, "VmRSS")
+
+
+# ---- the relay tests' proxies and requests ----
+
+def passthrough(actor):
+    return [("X-Actor-Id", actor)]
+
+
+def act(action):
+    return ("X-Test-Action", action)
+
+
+# The sanitizer build keeps freed memory in a quarantine (256 MiB by
+# default) to catch late uses; a small one keeps that checking without
+# counting as the relay's memory.
+ASAN_SMALL_QUARANTINE = "quarantine_size_mb=4:thread_local_quarantine_size_kb=64"
+
+
+def bounded_proxy(proxy, settings=None):
+    """A proxy whose memory the test measures."""
+    p = proxy(settings, start=False)
+    if is_asan():
+        opts = os.environ.get("ASAN_OPTIONS", "")
+        p.env = {"ASAN_OPTIONS": (opts + ":" if opts else "") + ASAN_SMALL_QUARANTINE}
+    return p.start()
+
+
+def footprint(p):
+    """The proxy's resident set now, after start: the sanitizer build's baseline."""
+    return rss_mib(p.proc)
 
 
 class Result:

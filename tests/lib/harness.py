@@ -1,11 +1,9 @@
 """The harness shared by the chaos test (tests/chaos/chaos.py) and the
 high-availability stage (tests/ha/ha.py), besides the checker
-(tests/chaos/checker.py): the idemproxy instances both run (their
+(tests/lib/checker.py): the idemproxy instances both run (their
 settings, route, binary, migration and start), the state of a run, its
 totals and clean-up, and main's frame (arguments, seed, signals and the
 wall-time budget, the exit status and the work directory).
-
-The caller puts tests/integration and tests/chaos on sys.path first.
 """
 import argparse
 import collections
@@ -19,9 +17,10 @@ import threading
 
 import pytest  # (Proxy.start reports a failed start with pytest.fail)
 
-import helpers
-from checker import ROUTE_PATH, History, is_replay, report_violations, dump_records
-from conftest import Proxy, render_conf, base_settings, BASE_ROUTES, idemproxy_bin
+from tests.lib import helpers
+from tests.lib.checker import ROUTE_PATH, History, is_replay, report_violations, dump_records
+from tests.lib.helpers import idemproxy_bin
+from tests.lib.proxy import Proxy, render_conf, base_settings, BASE_ROUTES
 
 INSTANCES = 2
 ROUTES = """

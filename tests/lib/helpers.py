@@ -286,6 +286,30 @@ class SlowOwner:
         self._thread.join(IO_TIMEOUT)
 
 
+class Background:
+    """One call on a thread: .result is its return value or exception,
+    .at the monotonic time it ended."""
+
+    def __init__(self, fn):
+        self.result = None
+        self.at = None
+        self._fn = fn
+        self._thread = threading.Thread(target=self._run)
+        self._thread.start()
+
+    def _run(self):
+        try:
+            self.result = self._fn()
+        except Exception as e:  # reported through .result
+            self.result = e
+        self.at = time.monotonic()
+
+    def join(self):
+        self._thread.join(IO_TIMEOUT)
+        assert not self._thread.is_alive(), "request still running"
+        return self.result
+
+
 def assert_owner(resp, status=201):
     """The owner's response: the upstream's, not marked as a replay."""
     assert resp.status == status, resp
@@ -359,16 +383,22 @@ class LogEntry:
         return "LogEntry(%d %s %s)" % (self.n, self.method, self.path)
 
 
-class Upstream:
-    """A running tests/integration/upstream.py process."""
+UPSTREAM_SERVER = "tests.lib.upstream_server"
 
-    def __init__(self, script, port=0, tls=None):
+
+class Upstream:
+    """A running test upstream: the program tests/lib/upstream_server.py,
+    or another module with its command line (tests/sdk/upstream.py)."""
+
+    def __init__(self, port=0, tls=None, module=UPSTREAM_SERVER):
         """tls: (certificate file, key file[, client CA, client certificate,
         client key]) to serve https (to clients the CA signed); its control
         requests (/__log, /__reset) then go over TLS too, unverified, with
-        the client certificate when there is one."""
-        args = ["/usr/bin/python3", script, str(port)] + list(tls or ())[:3]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        the client certificate when there is one. The module runs as
+        `/usr/bin/python3 -m MODULE` from the repository root."""
+        args = ["/usr/bin/python3", "-m", module, str(port)] + list(tls or ())[:3]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                     cwd=ROOT)
         line = self.proc.stdout.readline()
         if not line:
             self.proc.wait(5)
@@ -634,5 +664,17 @@ def course(title="Intro to SQL", topic="sql", lessons=3):
     return json.dumps({"title": title, "topic": topic, "lessons": lessons})
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
 def env_bin():
     return os.environ.get("IDEMPROXY_BIN", "./idemproxy")
+
+
+def idemproxy_bin():
+    """The binary under test: IDEMPROXY_BIN (default ./idemproxy), relative
+    to the repository root."""
+    path = env_bin()
+    if not os.path.isabs(path):
+        path = os.path.join(ROOT, path)
+    return path

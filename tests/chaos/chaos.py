@@ -32,11 +32,12 @@ import tempfile
 import threading
 import time
 
-from tests.lib import harness, helpers
+from tests.lib import harness
 from tests.lib.checker import (REQUEST_TIMEOUT, MAX_STDERR_LINES, make_body, send, is_2xx,
                                check, stuck_records)
 from tests.lib.cluster import Cluster, run_as_pg, PGBIN
 from tests.lib.harness import INSTANCES, HarnessError, guarded, owner_extra, proxy_settings
+from tests.lib.upstream import Upstream
 
 DEFAULT_SECONDS = 240
 DEFAULT_CLIENTS = 8
@@ -116,7 +117,7 @@ def setup(run):
     harness.check_binary()
     binary = harness.copy_binary(run.workdir)
     run.cluster = Cluster()
-    run.upstream = helpers.Upstream()
+    run.upstream = Upstream()
     harness.start_instances(run, binary, run.cluster.conninfo, SETTINGS, start_proxy)
 
 

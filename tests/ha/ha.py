@@ -86,13 +86,15 @@ import psycopg2
 import pytest  # (Proxy.start reports a failed start with pytest.fail)
 import yaml  # (python3-yaml, a dependency of patroni)
 
-from tests.lib import harness, helpers
+from tests.lib import expect, harness, procs
 from tests.lib.checker import (make_body, send, is_2xx, is_replay, check, stuck_records,
                                effects_by_scope)
 from tests.lib.cluster import PGBIN, PG_USER
 from tests.lib.harness import (INSTANCES, HarnessError, guarded, owner_extra, proxy_settings,
                                start_proxy)
-from tests.lib.helpers import ROOT, idemproxy_bin
+from tests.lib.procs import ROOT, idemproxy_bin
+from tests.lib.records import Records
+from tests.lib.upstream import Upstream
 
 ETCD_BIN = "/usr/bin/etcd"
 ETCD_TMPFS = "/dev/shm"
@@ -181,7 +183,7 @@ TAKEN_PORTS = set()         # every port handed out in this run, never twice
 def free_ports(n):
     ports = []
     for _ in range(n * 20):
-        p = helpers.free_port()
+        p = procs.free_port()
         if p not in TAKEN_PORTS:
             TAKEN_PORTS.add(p)
             ports.append(p)
@@ -500,7 +502,7 @@ class Run(harness.Run):
 
     def post(self, actor, key, inst, body, kind, extra=()):
         with self.lock:
-            self.bodies.setdefault((actor, key), {})[helpers.sha(body)] = body
+            self.bodies.setdefault((actor, key), {})[expect.sha(body)] = body
         a = send(self, actor, key, inst, body, kind, extra, timeout=REQUEST_TIMEOUT)
         if is_2xx(a) and not is_replay(a):
             with self.lock:
@@ -605,7 +607,7 @@ def setup(run):
     run.event("cluster up: %s" % json.dumps(run.cluster()))
 
     leader = run.node(leader_of(run.cluster()))
-    admin = helpers.Records("host=127.0.0.1 port=%d dbname=postgres user=%s password=%s"
+    admin = Records("host=127.0.0.1 port=%d dbname=postgres user=%s password=%s"
                             % (leader.pg_port, PG_USER, pw["superuser"]))
     admin.query("CREATE ROLE idemproxy LOGIN PASSWORD %s", (pw["app"],))
     admin.query("CREATE DATABASE idemproxy OWNER idemproxy")
@@ -616,8 +618,8 @@ def setup(run):
                     ",".join(str(n.pg_port) for n in run.nodes)))
     run.conninfo = conninfo % pw["app"]
     run.conninfo_shown = conninfo % "..."
-    run.records = helpers.Records(run.conninfo)
-    run.upstream = helpers.Upstream()
+    run.records = Records(run.conninfo)
+    run.upstream = Upstream()
     harness.start_instances(run, binary, run.conninfo, SETTINGS)
 
 

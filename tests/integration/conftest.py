@@ -10,14 +10,15 @@ import uuid
 
 import pytest
 
-from tests.lib import helpers
+from tests.lib import procs
 from tests.lib.cluster import Cluster
 from tests.lib.proxy import BASE_ROUTES, Proxy, base_settings, migrate, render_conf
+from tests.lib.upstream import Upstream
 
 
 @pytest.fixture(scope="session")
 def binary():
-    path = helpers.idemproxy_bin()
+    path = procs.idemproxy_bin()
     assert os.access(path, os.X_OK), "%s is not built (set IDEMPROXY_BIN)" % path
     return path
 
@@ -55,7 +56,7 @@ def private_pg(binary, tmp_path):
 
 @pytest.fixture(scope="session")
 def upstream_server():
-    up = helpers.Upstream()
+    up = Upstream()
     yield up
     up.stop()
 
@@ -73,7 +74,7 @@ def start_upstream():
     started = []
 
     def start(port=0, tls=None):
-        up = helpers.Upstream(port, tls)
+        up = Upstream(port, tls)
         started.append(up)
         return up
 
@@ -127,10 +128,10 @@ def proxy(request, pg, upstream, tmp_path):
         code = p.stop()
         if was_running and code != 0:
             problems.append("idemproxy (%s) exited with %r after SIGTERM" % (p.conf, code))
-        if helpers.sanitizer_report(p.bin, p.stderr_text()):
+        if procs.sanitizer_report(p.bin, p.stderr_text()):
             problems.append("sanitizer report in %s:\n%s" % (p.stderr_path, p.stderr_tail(200)))
         else:
-            bad = helpers.non_json_lines(p.stderr_text())
+            bad = procs.non_json_lines(p.stderr_text())
             if bad:
                 problems.append("log lines that are not JSON in %s:\n%s"
                                 % (p.stderr_path, "\n".join(bad[:5])))

@@ -8,7 +8,7 @@ import os
 import re
 import urllib.parse
 
-from tests.lib import helpers
+from tests.lib import http1, procs
 
 OPERATION = "course.create"     # the route of /api/courses (BASE_ROUTES)
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
@@ -17,18 +17,18 @@ LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 # The outcome labels of idemproxy_requests_total, every one always exported.
 ALL_OUTCOMES = ("pass", "owner", "replay", "conflict", "in_progress", "unknown", "released",
                 "rejected", "unenforced", "store_unavailable")
-DASHBOARD = os.path.join(helpers.ROOT, "deploy", "grafana", "idemproxy-dashboard.json")
+DASHBOARD = os.path.join(procs.ROOT, "deploy", "grafana", "idemproxy-dashboard.json")
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 
 
 def admin_proxy(proxy, settings=None, **kw):
     """A started proxy with an admin listener; .admin is its port."""
-    port = helpers.free_port()
+    port = procs.free_port()
     s = {"admin": "127.0.0.1:%d" % port}
     s.update(settings or {})
     p = proxy(s, **kw)
     p.admin = port
-    assert helpers.wait_port(port, p.proc), "admin port %d never opened:\n%s" % (
+    assert procs.wait_port(port, p.proc), "admin port %d never opened:\n%s" % (
         port, p.stderr_tail())
     return p
 
@@ -42,7 +42,7 @@ def admin(p, method, path, params=None, body=None, headers=()):
     headers = list(headers)
     if not any(k.lower() == "host" for k, _ in headers):
         headers.append(("Host", "127.0.0.1:%d" % p.admin))
-    return helpers.request(p.admin, method, path, headers, body)
+    return http1.request(p.admin, method, path, headers, body)
 
 
 def scope(actor, key, **extra):
@@ -92,11 +92,11 @@ def metrics(p):
 
 def poll_metrics(p, cond):
     """A scrape of p for which cond(Metrics) holds, polled (gauges follow a
-    worker timer); None if none came within helpers.POLL_LIMIT."""
+    worker timer); None if none came within procs.POLL_LIMIT."""
     def scrape():
         m = metrics(p)
         return m if cond(m) else None
-    return helpers.poll(scrape)
+    return procs.poll(scrape)
 
 
 # ---- the dashboard ----

@@ -7,7 +7,8 @@ import shutil
 import subprocess
 import tempfile
 
-from tests.lib import helpers
+from tests.lib import procs
+from tests.lib.records import Records
 
 PGBIN = "/usr/lib/postgresql/15/bin"
 PG_USER = "postgres"
@@ -40,10 +41,10 @@ class Cluster:
         shutil.chown(self.dir, PG_USER, PG_USER)
         os.chmod(self.dir, 0o700)
         self.data = os.path.join(self.dir, "data")
-        self.port = helpers.free_port()
+        self.port = procs.free_port()
         self.conninfo = "host=%s port=%d dbname=idemproxy user=%s" % (
             self.dir, self.port, PG_USER)
-        self.records = helpers.Records(self.conninfo)
+        self.records = Records(self.conninfo)
 
     def start(self):
         r = run_as_pg([PGBIN + "/pg_ctl", "-D", self.data, "-l",

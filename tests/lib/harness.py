@@ -17,9 +17,9 @@ import threading
 
 import pytest  # (Proxy.start reports a failed start with pytest.fail)
 
-from tests.lib import helpers
+from tests.lib import procs
 from tests.lib.checker import ROUTE_PATH, History, is_replay, report_violations, dump_records
-from tests.lib.helpers import idemproxy_bin
+from tests.lib.procs import idemproxy_bin
 from tests.lib.proxy import Proxy, render_conf, base_settings, BASE_ROUTES
 
 INSTANCES = 2
@@ -112,7 +112,7 @@ def start_instances(run, binary, conninfo, settings, start=start_proxy):
         f.write(render_conf(base_settings(run.upstream.port, conninfo), BASE_ROUTES))
     r = subprocess.run([binary, "migrate", "-c", migrate_conf], stdin=subprocess.DEVNULL,
                        capture_output=True, text=True, timeout=60)
-    if r.returncode != 0 or helpers.sanitizer_report(binary, r.stderr):
+    if r.returncode != 0 or procs.sanitizer_report(binary, r.stderr):
         raise HarnessError("migrate failed (%d):\n%s%s" % (r.returncode, r.stdout, r.stderr))
 
     for i in range(INSTANCES):

@@ -1,7 +1,8 @@
 """One idemproxy process under test (Proxy) and the configuration it runs
 with: the base settings and routes every test starts from, rendered to the
-text of a configuration file (render_conf), and the migration of a cluster
-(migrate). A Proxy owns its configuration file and its stderr file in the
+text of a configuration file (render_conf), checked (check_config) and
+rewritten (rewrite), the migration of a cluster (migrate), and waiting
+for a line in a Proxy's log (wait_for_log). A Proxy owns its configuration file and its stderr file in the
 work directory it is given; whoever makes one stops it."""
 import json
 import os
@@ -10,7 +11,7 @@ import subprocess
 
 import pytest  # (a failed start is reported with pytest.fail)
 
-from tests.lib import helpers
+from tests.lib import expect, http1, procs
 
 START_TIMEOUT = 10.0
 STOP_TIMEOUT = 10.0
@@ -58,11 +59,11 @@ def render_conf(settings, routes):
 
 def base_settings(upstream_port, conninfo):
     return {
-        "listen": "127.0.0.1:%d" % helpers.free_port(),
+        "listen": "127.0.0.1:%d" % procs.free_port(),
         "upstream": "http://127.0.0.1:%d" % upstream_port,
         "database": '"%s"' % conninfo,
         "workers": "2",
-        "problem_base": helpers.PROBLEM_BASE,
+        "problem_base": expect.PROBLEM_BASE,
         "upstream_timeout": "2s",
         "lease": "10s",
         "store_timeout": "1s",
@@ -76,7 +77,7 @@ class Proxy:
     """One idemproxy process and its configuration file."""
 
     def __init__(self, workdir, text, name="idemproxy"):
-        self.bin = helpers.idemproxy_bin()
+        self.bin = procs.idemproxy_bin()
         self.conf = os.path.join(workdir, name + ".conf")
         self.stderr_path = os.path.join(workdir, name + ".stderr")
         with open(self.conf, "w") as f:
@@ -113,10 +114,10 @@ class Proxy:
                                      env=env)
         err.close()
         self.returncode = None
-        if wait and not helpers.wait_port(self.port, self.proc, START_TIMEOUT):
+        if wait and not procs.wait_port(self.port, self.proc, START_TIMEOUT):
             pytest.fail("idemproxy did not accept connections on port %d:\n%s"
                         % (self.port, self.stderr_tail()))
-        if wait and self.stores and not helpers.poll(
+        if wait and self.stores and not procs.poll(
                 lambda: self.stores_connected() >= self.stores, START_TIMEOUT, 0.02):
             pytest.fail("idemproxy did not connect %d stores:\n%s"
                         % (self.stores, self.stderr_tail()))
@@ -164,8 +165,8 @@ class Proxy:
         return "\n".join(self.stderr_text().splitlines()[-n:])
 
     # Requests to this proxy.
-    def request(self, method, path, headers=(), body=None, chunked=None, timeout=helpers.IO_TIMEOUT):
-        return helpers.request(self.port, method, path, headers, body, chunked, timeout)
+    def request(self, method, path, headers=(), body=None, chunked=None, timeout=http1.IO_TIMEOUT):
+        return http1.request(self.port, method, path, headers, body, chunked, timeout)
 
     def post(self, path, key=None, actor=None, body=None, headers=(), **kw):
         h = []
@@ -179,7 +180,15 @@ class Proxy:
         return self.request("POST", path, h, body if body is not None else b"", **kw)
 
     def client(self):
-        return helpers.Client(self.port)
+        return http1.Client(self.port)
+
+
+def check_config(binary, path, text):
+    """Write text to the file path and run `idemproxy -t` on it."""
+    with open(path, "w") as f:
+        f.write(text)
+    return subprocess.run([binary, "-t", "-c", str(path)], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=30)
 
 
 def migrate(binary, cluster, workdir):
@@ -188,12 +197,12 @@ def migrate(binary, cluster, workdir):
     command's output when it does not succeed."""
     conf = os.path.join(str(workdir), "migrate-%d.conf" % cluster.port)
     with open(conf, "w") as f:
-        f.write(render_conf(base_settings(helpers.free_port(), cluster.conninfo), BASE_ROUTES))
+        f.write(render_conf(base_settings(procs.free_port(), cluster.conninfo), BASE_ROUTES))
     cluster.migrate_conf = conf
     r = subprocess.run([binary, "migrate", "-c", conf], stdin=subprocess.DEVNULL,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, "migrate failed:\n%s%s" % (r.stdout, r.stderr)
-    assert not helpers.sanitizer_report(binary, r.stderr), r.stderr
+    assert not procs.sanitizer_report(binary, r.stderr), r.stderr
 
 
 def rewrite(p, edit):
@@ -206,6 +215,6 @@ def rewrite(p, edit):
 
 def wait_for_log(p, needle):
     """Wait until needle is in p's stderr; fails when it is not within
-    helpers.POLL_LIMIT."""
-    assert helpers.poll(lambda: needle in p.stderr_text()), \
+    procs.POLL_LIMIT."""
+    assert procs.poll(lambda: needle in p.stderr_text()), \
         "no %r in the log: %s" % (needle, p.stderr_tail())

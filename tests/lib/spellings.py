@@ -5,7 +5,7 @@ started from the repository root. Whoever starts an App stops it."""
 import os
 import subprocess
 
-from tests.lib import helpers
+from tests.lib import http1, procs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 START_TIMEOUT = 15.0
@@ -16,7 +16,7 @@ class App:
 
     def __init__(self, name):
         self.name = name
-        self.port = helpers.free_port()
+        self.port = procs.free_port()
         bind = "127.0.0.1:%d" % self.port
         argv = {
             "wsgi": ["/usr/bin/python3", "-m", "tests.lib.spelling_apps", "wsgi", str(self.port)],
@@ -24,17 +24,17 @@ class App:
                      "tests.lib.spelling_apps:asgi"],
             "node": ["node", os.path.join(HERE, "spelling_app.js"), str(self.port)],
         }[name]
-        self.proc = subprocess.Popen(argv, cwd=helpers.ROOT, stdin=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(argv, cwd=procs.ROOT, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        if not helpers.wait_port(self.port, self.proc, START_TIMEOUT):
-            helpers.terminate(self.proc)
+        if not procs.wait_port(self.port, self.proc, START_TIMEOUT):
+            procs.terminate(self.proc)
             raise RuntimeError("%s upstream did not listen on %d" % (name, self.port))
 
     def count(self):
         """Executions of the protected handler so far."""
-        r = helpers.request(self.port, "GET", "/__count")
+        r = http1.request(self.port, "GET", "/__count")
         assert r.status == 200, r
         return r.json()["count"]
 
     def stop(self):
-        helpers.terminate(self.proc)
+        procs.terminate(self.proc)

@@ -7,7 +7,7 @@ import hashlib
 import os
 import time
 
-from tests.lib import helpers
+from tests.lib import http1, procs
 
 PATTERN = b"0123456789abcdef"   # the test upstream's BIG_PATTERN
 BLOCK = 64 << 10
@@ -35,7 +35,7 @@ def blocks(n):
 
 
 def is_asan():
-    return os.path.basename(helpers.env_bin()).endswith("-asan")
+    return os.path.basename(procs.env_bin()).endswith("-asan")
 
 
 def scaled(n, asan_n):
@@ -115,7 +115,7 @@ class Result:
             self.status, self.headers, self.length, self.complete, self.closed)
 
 
-class Conn(helpers.Client):
+class Conn(http1.Client):
     """A raw client connection that reads bodies as they arrive."""
 
     def fill(self, n=READ):
@@ -134,8 +134,8 @@ class Conn(helpers.Client):
         """The buffered bytes before sep, sep consumed; ConnectionClosed("no WHAT")
         when the peer closes first or more than a head's worth comes without it."""
         while sep not in self.buf:
-            if len(self.buf) > helpers.MAX_HEAD or not self.fill():
-                raise helpers.ConnectionClosed("no " + what)
+            if len(self.buf) > http1.MAX_HEAD or not self.fill():
+                raise http1.ConnectionClosed("no " + what)
         found, self.buf = self.buf.split(sep, 1)
         return found
 
@@ -150,7 +150,7 @@ class Conn(helpers.Client):
         for line in lines[1:]:
             k, _, v = line.partition(":")
             pairs.append((k.strip(), v.strip()))
-        return status, helpers.Headers(pairs)
+        return status, http1.Headers(pairs)
 
     def take(self, res, n):
         """Up to n buffered body bytes (reading when none are buffered) into res."""
@@ -192,7 +192,7 @@ class Conn(helpers.Client):
                     res.interim.append((status, headers))
                     continue
                 break
-        except helpers.ConnectionClosed:
+        except http1.ConnectionClosed:
             res.closed = True
             return res
         res.status, res.headers = status, headers
@@ -212,10 +212,10 @@ class Conn(helpers.Client):
                     while size:
                         before = res.length
                         if not self.take(res, size):
-                            raise helpers.ConnectionClosed("cut in a chunk")
+                            raise http1.ConnectionClosed("cut in a chunk")
                         size -= res.length - before
                     self.line()
-            except (helpers.ConnectionClosed, ValueError):
+            except (http1.ConnectionClosed, ValueError):
                 res.closed = True
         elif cl is not None:
             left = int(cl)

@@ -1,5 +1,5 @@
 """The upstream the integration tests, the chaos run and the HA stage put
-behind idemproxy (started by tests/lib/helpers.Upstream).
+behind idemproxy (started by Upstream, tests/lib/upstream.py).
 
     /usr/bin/python3 -m tests.lib.upstream_server [PORT [CERT KEY [CLIENT_CA]]]
                             (PORT 0 or nothing: any free port; CERT KEY:

@@ -12,7 +12,7 @@ import pytest
 
 from tests.lib import procs
 from tests.lib.cluster import Cluster
-from tests.lib.proxy import BASE_ROUTES, Proxy, base_settings, migrate, render_conf
+from tests.lib.proxy import BASE_ROUTES, Proxy, base_settings, render_conf
 from tests.lib.upstream import Upstream
 
 
@@ -28,7 +28,7 @@ def pg(binary, tmp_path_factory):
     """The session's PostgreSQL cluster, migrated once."""
     cluster = Cluster()
     try:
-        migrate(binary, cluster, tmp_path_factory.mktemp("migrate"))
+        cluster.migrate(binary, tmp_path_factory.mktemp("migrate"))
         yield cluster
     finally:
         cluster.destroy()
@@ -46,7 +46,7 @@ def private_pg(binary, tmp_path):
         cluster = make()
         made.append(cluster)
         if migrated:
-            migrate(binary, cluster, tmp_path)
+            cluster.migrate(binary, tmp_path)
         return cluster
 
     yield new

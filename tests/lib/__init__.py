@@ -10,10 +10,10 @@ imports only those above it in this list.
                    on threads (SlowOwner, Background, race)
   records          the record table (Records, sql), `idemproxy records`
   upstream         the test upstream's client side (Upstream, LogEntry)
-  cluster          a throwaway PostgreSQL cluster (Cluster, run_as_pg)
   proxy            one idemproxy process (Proxy), its configuration
                    (BASE_ROUTES, base_settings, render_conf, check_config,
                    rewrite), migrate, wait_for_log
+  cluster          a throwaway PostgreSQL cluster (Cluster, run_as_pg)
   admin            the admin listener: admin_proxy, admin, scope, metrics
   streams          streaming clients and memory-measured proxies
   jwtkit           JWKS and JWTs for the identity tests

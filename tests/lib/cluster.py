@@ -1,13 +1,15 @@
-"""A throwaway PostgreSQL 15 cluster for the tests (Cluster) and the way
-to run PostgreSQL's programs as its owner (run_as_pg). The cluster's
-directory, data and socket belong to user postgres; whoever makes a
-Cluster destroys it. lock_waiters reads who waits on a lock in it."""
+"""A throwaway PostgreSQL 15 cluster for the tests (Cluster, migrated on
+request with the binary under test) and the way to run PostgreSQL's
+programs as its owner (run_as_pg). The cluster's directory, data and
+socket belong to user postgres; whoever makes a Cluster destroys it.
+lock_waiters reads who waits on a lock in it."""
 import os
 import shutil
 import subprocess
 import tempfile
 
 from tests.lib import procs
+from tests.lib.proxy import migrate
 from tests.lib.records import Records
 
 PGBIN = "/usr/lib/postgresql/15/bin"
@@ -69,6 +71,12 @@ class Cluster:
                 return f.read()[-4000:]
         except OSError:
             return ""
+
+    def migrate(self, binary, workdir):
+        """Apply idemproxy's migrations with binary, its configuration file
+        written into workdir (kept as self.migrate_conf)."""
+        self.migrate_conf = os.path.join(str(workdir), "migrate-%d.conf" % self.port)
+        migrate(binary, self.conninfo, self.migrate_conf)
 
     def query(self, sql, args=()):
         return self.records.query(sql, args)

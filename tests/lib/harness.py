@@ -17,10 +17,9 @@ import threading
 
 import pytest  # (Proxy.start reports a failed start with pytest.fail)
 
-from tests.lib import procs
 from tests.lib.checker import ROUTE_PATH, History, is_replay, report_violations, dump_records
 from tests.lib.procs import idemproxy_bin
-from tests.lib.proxy import Proxy, render_conf, base_settings, BASE_ROUTES
+from tests.lib.proxy import Proxy, render_conf, base_settings, migrate
 
 INSTANCES = 2
 ROUTES = """
@@ -107,14 +106,7 @@ def start_instances(run, binary, conninfo, settings, start=start_proxy):
     instances of binary on it (base_settings updated with settings, ROUTES,
     run.upstream) into run.proxies, each configuration checked with -t,
     each started with start(p)."""
-    migrate_conf = os.path.join(run.workdir, "migrate.conf")
-    with open(migrate_conf, "w") as f:
-        f.write(render_conf(base_settings(run.upstream.port, conninfo), BASE_ROUTES))
-    r = subprocess.run([binary, "migrate", "-c", migrate_conf], stdin=subprocess.DEVNULL,
-                       capture_output=True, text=True, timeout=60)
-    if r.returncode != 0 or procs.sanitizer_report(binary, r.stderr):
-        raise HarnessError("migrate failed (%d):\n%s%s" % (r.returncode, r.stdout, r.stderr))
-
+    migrate(binary, conninfo, os.path.join(run.workdir, "migrate.conf"))
     for i in range(INSTANCES):
         s = base_settings(run.upstream.port, conninfo)
         s.update(settings)

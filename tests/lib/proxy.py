@@ -191,14 +191,12 @@ def check_config(binary, path, text):
                           stdin=subprocess.DEVNULL, timeout=30)
 
 
-def migrate(binary, cluster, workdir):
-    """Apply the migrations to cluster with `binary migrate -c FILE`, FILE
-    written into workdir (kept as cluster.migrate_conf); fails with the
-    command's output when it does not succeed."""
-    conf = os.path.join(str(workdir), "migrate-%d.conf" % cluster.port)
+def migrate(binary, conninfo, conf):
+    """Apply the migrations to the database conninfo names: the base
+    configuration on it written to the file conf, then `binary migrate -c
+    conf`; fails with the command's output when it does not succeed."""
     with open(conf, "w") as f:
-        f.write(render_conf(base_settings(procs.free_port(), cluster.conninfo), BASE_ROUTES))
-    cluster.migrate_conf = conf
+        f.write(render_conf(base_settings(procs.free_port(), conninfo), BASE_ROUTES))
     r = subprocess.run([binary, "migrate", "-c", conf], stdin=subprocess.DEVNULL,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, "migrate failed:\n%s%s" % (r.stdout, r.stderr)

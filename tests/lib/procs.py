@@ -6,6 +6,7 @@ import json
 import os
 import socket
 import subprocess
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -49,12 +50,26 @@ def terminate(proc, timeout=5):
             proc.wait(timeout)
 
 
+FREE_PORT_TRIES = 100
+_ports_given = set()     # every port free_port has returned in this process
+_ports_lock = threading.Lock()
+
+
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A loopback port nothing listens on now, never one this process was
+    given before: the kernel may hand a port just released out again, and
+    two free_port() calls for one configuration (listen, admin) must not
+    name the same address."""
+    for _ in range(FREE_PORT_TRIES):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        with _ports_lock:
+            if port not in _ports_given:
+                _ports_given.add(port)
+                return port
+    raise RuntimeError("no new free port in %d tries" % FREE_PORT_TRIES)
 
 
 def port_open(port):

@@ -89,7 +89,7 @@ CHAOS_SECONDS ?= 240
 chaos:
 	@sh scripts/deps.sh test
 	@$(MAKE) --no-print-directory all
-	@/usr/bin/python3 tests/chaos/chaos.py --seconds $(CHAOS_SECONDS)
+	@/usr/bin/python3 -m tests.chaos.chaos --seconds $(CHAOS_SECONDS)
 
 # The high-availability stage: two PostgreSQL nodes under Patroni (etcd,
 # synchronous_mode) behind a multi-host conninfo; the leader's node is
@@ -100,7 +100,7 @@ HA_SECONDS ?= 60
 ha:
 	@sh scripts/deps.sh ha
 	@$(MAKE) --no-print-directory all
-	@/usr/bin/python3 tests/ha/ha.py --seconds $(HA_SECONDS)
+	@/usr/bin/python3 -m tests.ha.ha --seconds $(HA_SECONDS)
 
 check-conf-doc: $(BIN)
 	@sh scripts/check-conf-doc.sh

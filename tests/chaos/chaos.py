@@ -1,7 +1,7 @@
-#!/usr/bin/python3
 """Bounded chaos test for idemproxy.
 
-    /usr/bin/python3 tests/chaos/chaos.py [--seconds N] [--clients N] [--seed N]
+    /usr/bin/python3 -m tests.chaos.chaos [--seconds N] [--clients N] [--seed N]
+                            (from the repository root; `make chaos`)
 
 Starts a private PostgreSQL cluster, the integration suite's test upstream
 and two idemproxy instances (IDEMPROXY_BIN, default ./idemproxy) sharing the
@@ -10,9 +10,9 @@ instances while a chaos thread SIGKILLs and restarts instances and restarts
 PostgreSQL. Afterwards the upstream's request log, the clients' records and
 the record table are held to checks 1-6 (at most one upstream effect per
 (actor, key), the same 2xx for every request of a key, nothing left in
-progress, no unexpected death), listed in tests/chaos/checker.py; the
+progress, no unexpected death), listed in tests/lib/checker.py; the
 high-availability stage tests/ha/ha.py shares that checker and the harness
-in tests/chaos/harness.py.
+in tests/lib/harness.py.
 
 The last line is `chaos: requests=N kills=N pg_restarts=N effects=N
 violations=N`; the exit status is 0 only without violations (2 when the
@@ -32,16 +32,12 @@ import tempfile
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-
-import helpers  # noqa: E402
-from conftest import Cluster, run_as_pg, PGBIN  # noqa: E402
-from checker import (REQUEST_TIMEOUT, MAX_STDERR_LINES,  # noqa: E402
-                     make_body, send, is_2xx, check, stuck_records)
-import harness  # noqa: E402
-from harness import (INSTANCES, HarnessError, guarded, owner_extra,  # noqa: E402
-                     proxy_settings)
+from tests.lib import harness
+from tests.lib.checker import (REQUEST_TIMEOUT, MAX_STDERR_LINES, make_body, send, is_2xx,
+                               check, stuck_records)
+from tests.lib.cluster import Cluster, run_as_pg, PGBIN
+from tests.lib.harness import INSTANCES, HarnessError, guarded, owner_extra, proxy_settings
+from tests.lib.upstream import Upstream
 
 DEFAULT_SECONDS = 240
 DEFAULT_CLIENTS = 8
@@ -121,7 +117,7 @@ def setup(run):
     harness.check_binary()
     binary = harness.copy_binary(run.workdir)
     run.cluster = Cluster()
-    run.upstream = helpers.Upstream(os.path.join(ROOT, "tests", "integration", "upstream.py"))
+    run.upstream = Upstream()
     harness.start_instances(run, binary, run.cluster.conninfo, SETTINGS, start_proxy)
 
 

@@ -1,8 +1,8 @@
-#!/usr/bin/python3
 """High-availability stage for idemproxy: failover and switchover of a
 Patroni cluster under keyed traffic.
 
-    /usr/bin/python3 tests/ha/ha.py [--seconds N] [--clients N] [--seed N] [--keep]
+    /usr/bin/python3 -m tests.ha.ha [--seconds N] [--clients N] [--seed N] [--keep]
+                            (from the repository root; `make ha`)
 
 Starts, on loopback only and on free ports: one etcd (Debian's
 etcd-server, v3 API, a private data directory on tmpfs), two PostgreSQL 15 nodes
@@ -40,7 +40,7 @@ Each step waits on states (Patroni's /cluster, the clients' successes),
 never on fixed sleeps. Then the clients stop, every (actor, key) that got a
 2xx is sent again and must be answered with a replay identical to that 2xx
 (check 7: no completed record was lost in a failover), with no new upstream
-effect (check 8), and the chaos checker (tests/chaos/checker.py, checks 1-6)
+effect (check 8), and the chaos checker (tests/lib/checker.py, checks 1-6)
 runs over everything the clients saw and the upstream's request log.
 
 Why synchronous_mode without synchronous_mode_strict: Patroni promotes
@@ -82,21 +82,19 @@ import time
 import urllib.error
 import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "chaos"))
+import psycopg2
+import pytest  # (Proxy.start reports a failed start with pytest.fail)
+import yaml  # (python3-yaml, a dependency of patroni)
 
-import psycopg2  # noqa: E402
-import pytest  # noqa: E402  (Proxy.start reports a failed start with pytest.fail)
-import yaml  # noqa: E402  (python3-yaml, a dependency of patroni)
-
-import helpers  # noqa: E402
-from conftest import idemproxy_bin, PGBIN, PG_USER  # noqa: E402
-from checker import (make_body, send, is_2xx, is_replay, check, stuck_records,  # noqa: E402
-                     effects_by_scope)
-import harness  # noqa: E402
-from harness import (INSTANCES, HarnessError, guarded, owner_extra,  # noqa: E402
-                     proxy_settings, start_proxy)
+from tests.lib import expect, harness, procs
+from tests.lib.checker import (make_body, send, is_2xx, is_replay, check, stuck_records,
+                               effects_by_scope)
+from tests.lib.cluster import PGBIN, PG_USER
+from tests.lib.harness import (INSTANCES, HarnessError, guarded, owner_extra, proxy_settings,
+                               start_proxy)
+from tests.lib.procs import ROOT, idemproxy_bin
+from tests.lib.records import Records
+from tests.lib.upstream import Upstream
 
 ETCD_BIN = "/usr/bin/etcd"
 ETCD_TMPFS = "/dev/shm"
@@ -185,7 +183,7 @@ TAKEN_PORTS = set()         # every port handed out in this run, never twice
 def free_ports(n):
     ports = []
     for _ in range(n * 20):
-        p = helpers.free_port()
+        p = procs.free_port()
         if p not in TAKEN_PORTS:
             TAKEN_PORTS.add(p)
             ports.append(p)
@@ -504,7 +502,7 @@ class Run(harness.Run):
 
     def post(self, actor, key, inst, body, kind, extra=()):
         with self.lock:
-            self.bodies.setdefault((actor, key), {})[helpers.sha(body)] = body
+            self.bodies.setdefault((actor, key), {})[expect.sha(body)] = body
         a = send(self, actor, key, inst, body, kind, extra, timeout=REQUEST_TIMEOUT)
         if is_2xx(a) and not is_replay(a):
             with self.lock:
@@ -609,7 +607,7 @@ def setup(run):
     run.event("cluster up: %s" % json.dumps(run.cluster()))
 
     leader = run.node(leader_of(run.cluster()))
-    admin = helpers.Records("host=127.0.0.1 port=%d dbname=postgres user=%s password=%s"
+    admin = Records("host=127.0.0.1 port=%d dbname=postgres user=%s password=%s"
                             % (leader.pg_port, PG_USER, pw["superuser"]))
     admin.query("CREATE ROLE idemproxy LOGIN PASSWORD %s", (pw["app"],))
     admin.query("CREATE DATABASE idemproxy OWNER idemproxy")
@@ -620,8 +618,8 @@ def setup(run):
                     ",".join(str(n.pg_port) for n in run.nodes)))
     run.conninfo = conninfo % pw["app"]
     run.conninfo_shown = conninfo % "..."
-    run.records = helpers.Records(run.conninfo)
-    run.upstream = helpers.Upstream(os.path.join(ROOT, "tests", "integration", "upstream.py"))
+    run.records = Records(run.conninfo)
+    run.upstream = Upstream()
     harness.start_instances(run, binary, run.conninfo, SETTINGS)
 
 

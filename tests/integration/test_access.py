@@ -4,9 +4,9 @@ without it every path answers only loopback clients naming a loopback
 Host (a DNS-rebinding page names its own)."""
 import socket
 
-import helpers
-from helpers import assert_owner, course
-from test_admin import admin, admin_proxy, scope
+from tests.lib import helpers
+from tests.lib.admin import admin, admin_proxy, scope
+from tests.lib.helpers import assert_owner, course
 
 TOKEN = "s3cr3t-admin-token-0123456789"
 OPEN_PATHS = ("/healthz", "/readyz", "/metrics")

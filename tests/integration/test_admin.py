@@ -2,11 +2,13 @@
 records API over HTTP (the CLI's twin is test_records.py) and the sweeper
 under its advisory lock. Every idempotency test counts upstream effects
 exactly."""
-import re
 import urllib.parse
 
-import helpers
-from helpers import SlowOwner, assert_owner, assert_replay_of, course, problem
+from tests.lib import helpers
+from tests.lib.admin import (ALL_OUTCOMES, OPERATION, admin, admin_proxy, metrics, poll_metrics,
+                             scope)
+from tests.lib.helpers import SlowOwner, assert_owner, assert_replay_of, course, problem
+from tests.lib.records import make_unknown
 
 OWNER_DELAY = 1.5       # seconds the upstream holds a SlowOwner (< upstream_timeout)
 WORKERS = 2             # the base configuration's `workers`
@@ -14,36 +16,7 @@ SWEEP_INTERVAL = "100ms"
 SWEEP_LOCK_KEY = 7594869612733442170    # the sweeper's advisory lock (sweeper.c)
 SWEEPS_WHILE_LOCKED = 3
 LIST_LIMIT = 1000
-OPERATION = "course.create"
 JSON_CTYPE = "application/json"
-
-SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
-LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
-
-def admin_proxy(proxy, settings=None, **kw):
-    """A started proxy with an admin listener; .admin is its port."""
-    port = helpers.free_port()
-    s = {"admin": "127.0.0.1:%d" % port}
-    s.update(settings or {})
-    p = proxy(s, **kw)
-    p.admin = port
-    assert helpers.wait_port(port, p.proc), "admin port %d never opened:\n%s" % (
-        port, p.stderr_tail())
-    return p
-
-
-def admin(p, method, path, params=None, body=None, headers=()):
-    """One request to p's admin listener; params are URL-encoded into the
-    query. Host is the listener's address unless headers name one (the
-    records API answers loopback Host names only)."""
-    if params is not None:
-        path += "?" + urllib.parse.urlencode(params)
-    headers = list(headers)
-    if not any(k.lower() == "host" for k, _ in headers):
-        headers.append(("Host", "127.0.0.1:%d" % p.admin))
-    return helpers.request(p.admin, method, path, headers, body)
 
 
 def admin_json(resp, status):
@@ -54,59 +27,7 @@ def admin_json(resp, status):
     return resp.json()
 
 
-def scope(actor, key, **extra):
-    """The query of a scope: the stored actor ("h:" + header value)."""
-    params = {"actor": "h:" + actor, "operation": OPERATION, "key": key}
-    params.update(extra)
-    return params
-
-
 # ---- Prometheus text ----
-
-class Metrics:
-    """One scrape: samples in text order, each (name, labels dict, value)."""
-
-    def __init__(self, text):
-        self.text = text
-        self.samples = []
-        self.types = {}
-        for line in text.splitlines():
-            if line.startswith("# TYPE "):
-                _, _, name, kind = line.split(" ", 3)
-                self.types[name] = kind
-                continue
-            if not line or line.startswith("#"):
-                continue
-            m = SAMPLE.match(line)
-            assert m, "not a Prometheus sample: %r" % line
-            labels = dict(LABEL.findall(m.group(2) or ""))
-            self.samples.append((m.group(1), labels, float(m.group(3))))
-
-    def get(self, name, default=None, **labels):
-        for n, lab, v in self.samples:
-            if n == name and lab == labels:
-                return v
-        return default
-
-    def all(self, name):
-        return [(lab, v) for n, lab, v in self.samples if n == name]
-
-
-def metrics(p):
-    r = admin(p, "GET", "/metrics")
-    assert r.status == 200, r
-    assert (r.headers.get("Content-Type") or "").startswith("text/plain"), r
-    return Metrics(r.body.decode("utf-8"))
-
-
-def poll_metrics(p, cond):
-    """A scrape of p for which cond(Metrics) holds, polled (gauges follow a
-    worker timer); None if none came within helpers.POLL_LIMIT."""
-    def scrape():
-        m = metrics(p)
-        return m if cond(m) else None
-    return helpers.poll(scrape)
-
 
 def check_histogram(m, name, at_least):
     """name is a histogram of at least at_least observations whose
@@ -127,16 +48,6 @@ def check_histogram(m, name, at_least):
 
 
 # ---- records ----
-
-def make_unknown(p, ids, key):
-    """An owner whose upstream resets the connection: a 502 and an unknown
-    record; a retry is held with outcome-unknown."""
-    r = p.post("/api/courses", key=key, actor=ids.actor, body=course(),
-               headers=[("X-Test-Action", "reset")])
-    problem(r, "upstream-error", 502)
-    problem(p.post("/api/courses", key=key, actor=ids.actor, body=course()),
-            "outcome-unknown", 409)
-
 
 def not_stuck(resp, state):
     doc = admin_json(resp, 409)
@@ -193,10 +104,6 @@ def test_readyz_follows_the_store(proxy):
     assert metrics(down).get("idemproxy_store_connections") == 0
     # The healthy instance is unaffected.
     assert admin(p, "GET", "/readyz").status == 200
-
-
-ALL_OUTCOMES = ("pass", "owner", "replay", "conflict", "in_progress", "unknown", "released",
-                "rejected", "unenforced", "store_unavailable")
 
 
 def test_metrics_count_outcomes(proxy, upstream, ids):

@@ -16,11 +16,10 @@ import threading
 
 import websocket
 
-import helpers
-import streams
-from test_admin import metrics
-from test_relay import act, bounded_proxy, footprint, passthrough
-from test_reload import rewrite, wait_for_log
+from tests.lib import helpers, streams
+from tests.lib.admin import metrics
+from tests.lib.proxy import rewrite, wait_for_log
+from tests.lib.streams import act, bounded_proxy, footprint, passthrough
 
 MIB = streams.MIB
 KIB = 1 << 10

@@ -3,8 +3,8 @@ store round trip, and never anything else. One worker, so every request of a
 test meets the same cache."""
 import time
 
-import helpers
-from helpers import problem, course, assert_owner, assert_replay_of
+from tests.lib import helpers
+from tests.lib.helpers import problem, course, assert_owner, assert_replay_of
 
 ONE_WORKER = {"workers": "1"}
 CACHE_MAX_AGE = 5.0   # REPLAY_CACHE_MAX_AGE_US in proxy/worker.c

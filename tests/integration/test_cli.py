@@ -7,10 +7,9 @@ import subprocess
 
 import pytest
 
-import conftest
-import helpers
-import jwtkit
-from test_reload import wait_for_log
+from tests.lib import helpers, jwtkit
+from tests.lib.helpers import ROOT
+from tests.lib.proxy import BASE_ROUTES, base_settings, render_conf, wait_for_log
 
 
 def write_conf(tmp_path, text, name="test.conf"):
@@ -20,9 +19,8 @@ def write_conf(tmp_path, text, name="test.conf"):
 
 
 def good_conf_text():
-    return conftest.render_conf(conftest.base_settings(helpers.free_port(),
-                                                       "host=/nonexistent dbname=x"),
-                                conftest.BASE_ROUTES)
+    return render_conf(base_settings(helpers.free_port(), "host=/nonexistent dbname=x"),
+                       BASE_ROUTES)
 
 
 def run(binary, *args):
@@ -67,7 +65,7 @@ def test_check_warns_of_a_jwt_route_without_audience(binary, tmp_path):
 
 def test_check_unknown_directive_names_file_and_line(binary, tmp_path):
     text = "listen 127.0.0.1:8080\n# a comment\nfrobnicate yes\n" + \
-        "actor header X-Actor-Id\n" + conftest.BASE_ROUTES
+        "actor header X-Actor-Id\n" + BASE_ROUTES
     conf = write_conf(tmp_path, text)
     r = run(binary, "-t", "-c", conf)
     assert r.returncode == 1, (r.stdout, r.stderr)
@@ -96,9 +94,9 @@ BAD_CONFIGS = {
 @pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
 def test_check_bad_config(binary, tmp_path, case):
     settings, tail = BAD_CONFIGS[case]
-    s = conftest.base_settings(helpers.free_port(), "dbname=x")
+    s = base_settings(helpers.free_port(), "dbname=x")
     s.update(settings)
-    conf = write_conf(tmp_path, conftest.render_conf(s, conftest.BASE_ROUTES + tail))
+    conf = write_conf(tmp_path, render_conf(s, BASE_ROUTES + tail))
     r = run(binary, "-t", "-c", conf)
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert re.search(r"^%s:\d+: \S" % re.escape(conf), r.stderr, re.M), r.stderr
@@ -116,9 +114,9 @@ LINE_ERRORS = [
 @pytest.mark.parametrize("line,message", LINE_ERRORS)
 def test_check_names_the_line(binary, tmp_path, line, message):
     """-t refuses these at the directive's own FILE:LINE."""
-    s = conftest.base_settings(helpers.free_port(), "dbname=x")
+    s = base_settings(helpers.free_port(), "dbname=x")
     s.update({"upstream_timeout": "30s", "store_timeout": "5s", "lease": None})
-    text = conftest.render_conf(s, conftest.BASE_ROUTES)
+    text = render_conf(s, BASE_ROUTES)
     lines = text.splitlines()
     lines.insert(3, line)
     conf = write_conf(tmp_path, "\n".join(lines) + "\n")
@@ -207,7 +205,7 @@ def test_version(binary):
     assert r.returncode == 0, r.stderr
     out = r.stdout + r.stderr
     assert re.search(r"\d+\.\d+", out), out
-    with open(os.path.join(conftest.ROOT, "VERSION")) as f:
+    with open(os.path.join(ROOT, "VERSION")) as f:
         assert f.read().strip() in out
 
 

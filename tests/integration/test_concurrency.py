@@ -4,8 +4,8 @@ flight."""
 import signal
 import threading
 
-import helpers
-from helpers import course, assert_owner, assert_replay_of
+from tests.lib import helpers
+from tests.lib.helpers import course, assert_owner, assert_replay_of
 
 THREADS = helpers.RACE_THREADS
 

@@ -8,8 +8,8 @@ import email.utils
 import json
 import time
 
-import helpers
-from helpers import SlowOwner, assert_owner, assert_replay_of, course, problem
+from tests.lib import helpers
+from tests.lib.helpers import SlowOwner, assert_owner, assert_replay_of, course, problem
 
 CONTRACT = "https://api.example.com/docs/idempotency"
 OWNER_DELAY = 2.0           # seconds an owner is held upstream (< upstream_timeout)

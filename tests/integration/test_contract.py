@@ -13,10 +13,9 @@ import subprocess
 
 import pytest
 
-import helpers
-import jwtkit
-from test_admin import admin, admin_proxy
-from test_reload import rewrite, wait_for_log
+from tests.lib import helpers, jwtkit
+from tests.lib.admin import admin, admin_proxy
+from tests.lib.proxy import rewrite, wait_for_log
 
 PASSWORD = "pw-Never-Shown-4711"
 ISSUER = "https://id.example"

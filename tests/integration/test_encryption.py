@@ -10,17 +10,16 @@ done the way a database writer would, with SQL."""
 import base64
 import os
 import signal
-import subprocess
 import time
 
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-import helpers
-from helpers import assert_owner, assert_replay_of, course, problem
-from test_admin import admin, admin_proxy, scope
-from test_records import make_unknown, records
-from test_reload import rewrite, wait_for_log
+from tests.lib import helpers
+from tests.lib.admin import admin, admin_proxy, scope
+from tests.lib.helpers import assert_owner, assert_replay_of, course, problem
+from tests.lib.proxy import rewrite, wait_for_log
+from tests.lib.records import make_unknown, records
 
 MARKER = "personal-data-8c1f2e"
 

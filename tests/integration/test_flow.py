@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-import helpers
-from helpers import problem, course, assert_owner, assert_replay_of
+from tests.lib import helpers
+from tests.lib.helpers import problem, course, assert_owner, assert_replay_of
 
 
 def test_new_scope(proxy, upstream, pg, ids):

@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-import helpers
-from conftest import Cluster
-from helpers import problem, course, assert_owner, assert_replay_of
-from test_admin import admin_proxy, poll_metrics
+from tests.lib import helpers
+from tests.lib.admin import admin_proxy, poll_metrics
+from tests.lib.cluster import Cluster
+from tests.lib.helpers import problem, course, assert_owner, assert_replay_of
 
 # Spellings of POST /api/courses that frameworks route to one handler.
 BYPASS_VARIANTS = [

@@ -6,10 +6,9 @@ import json
 import signal
 import time
 
-import helpers
-import jwtkit
-from helpers import assert_owner, assert_replay_of, course, problem
-from test_reload import wait_for_log
+from tests.lib import helpers, jwtkit
+from tests.lib.helpers import assert_owner, assert_replay_of, course, problem
+from tests.lib.proxy import wait_for_log
 
 PATH = "/api/jwt"
 ISSUER = "https://issuer.example"

@@ -24,7 +24,9 @@ try:
 except ImportError:  # reported by the test that needs it, not skipped
     yaml = None
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.lib.admin import DASHBOARD, DASHBOARD_METRICS, dashboard_exprs
+from tests.lib.helpers import ROOT
+
 CONF_C = os.path.join(ROOT, "conf", "conf.c")
 RECORDS_CLI_C = os.path.join(ROOT, "proxy", "records_cli.c")
 EXAMPLE = os.path.join(ROOT, "idemproxy.conf.example")
@@ -33,7 +35,6 @@ MAN8 = os.path.join(ROOT, "docs", "man", "idemproxy.8")
 MAN5 = os.path.join(ROOT, "docs", "man", "idemproxy.conf.5")
 UNIT = os.path.join(ROOT, "deploy", "systemd", "idemproxy.service")
 K8S = os.path.join(ROOT, "deploy", "kubernetes", "idemproxy-sidecar.yaml")
-DASHBOARD = os.path.join(ROOT, "deploy", "grafana", "idemproxy-dashboard.json")
 CHECK_CONF_DOC = os.path.join(ROOT, "scripts", "check-conf-doc.sh")
 CMD_TIMEOUT = 120
 ADMIN_PORT = 9901
@@ -60,35 +61,7 @@ REQUIRED_METRICS = ALLOWED_METRICS - {
     "idemproxy_requests_active", "idemproxy_waits_total", "idemproxy_sweeper_runs_total",
     "idemproxy_sweeper_errors_total",
 }
-HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def dashboard_exprs(path=DASHBOARD):
-    """Every target expr of the dashboard's panels (rows' panels included)."""
-    with open(path) as f:
-        dash = json.load(f)
-    exprs = []
-
-    def walk(panels):
-        for p in panels:
-            exprs.extend(t["expr"] for t in p.get("targets", []) if "expr" in t)
-            walk(p.get("panels", []))
-    walk(dash.get("panels", []))
-    return exprs
-
-
-def metric_family(name):
-    for suffix in HISTOGRAM_SUFFIXES:
-        if name.endswith(suffix):
-            return name[:-len(suffix)]
-    return name
-
-
-# The metric families the dashboard's queries use (histogram series reduced
-# to their family), for comparison with a live /metrics.
-DASHBOARD_METRICS = sorted({metric_family(m) for e in dashboard_exprs()
-                            for m in re.findall(r"\bidemproxy_\w+", e)})
 
 
 # ---- what the sources say ----

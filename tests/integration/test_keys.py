@@ -1,8 +1,8 @@
 """Checks before the claim: key presence and syntax, actor, body size."""
 import pytest
 
-import helpers
-from helpers import problem, course
+from tests.lib import helpers
+from tests.lib.helpers import problem, course
 
 
 def test_no_key_required(proxy, upstream, pg, ids):

@@ -4,7 +4,8 @@ in a circle or on a function defined in two files."""
 import os
 import subprocess
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.lib.helpers import ROOT
+
 SCRIPT = os.path.join(ROOT, "scripts", "check-modules.sh")
 
 

@@ -4,8 +4,8 @@ import hashlib
 import json
 import re
 
-import helpers
-from helpers import course, assert_owner, assert_replay_of
+from tests.lib import helpers
+from tests.lib.helpers import course, assert_owner, assert_replay_of
 
 TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 SECRET = "Bearer s3cret-token-value"

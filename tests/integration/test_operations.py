@@ -15,10 +15,10 @@ import uuid
 import psycopg2
 import pytest
 
-import helpers
-from helpers import SlowOwner, assert_owner, course, problem, sql
-from test_admin import ALL_OUTCOMES, admin, admin_proxy, metrics, poll_metrics
-from test_install import DASHBOARD_METRICS
+from tests.lib import helpers
+from tests.lib.admin import (ALL_OUTCOMES, DASHBOARD_METRICS, admin, admin_proxy, metrics,
+                             poll_metrics)
+from tests.lib.helpers import SlowOwner, assert_owner, course, problem, sql
 
 OWNER_DELAY = 1.5
 OPERATION = "course.create"

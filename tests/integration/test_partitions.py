@@ -15,8 +15,8 @@ import uuid
 import psycopg2
 import pytest
 
-import helpers
-from helpers import SlowOwner, assert_owner, assert_replay_of, course, problem, sql
+from tests.lib import helpers
+from tests.lib.helpers import SlowOwner, assert_owner, assert_replay_of, course, problem, sql
 
 PARTITIONS = 8
 OTHER_PARTITIONS = 4

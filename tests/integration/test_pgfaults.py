@@ -8,15 +8,14 @@ import os
 import shutil
 import subprocess
 import tempfile
-import threading
 import time
 
 import pytest
 
-import helpers
-from conftest import Cluster, PGBIN, PG_USER, run_as_pg
-from helpers import problem, course, assert_owner, assert_replay_of
-from test_admin import admin
+from tests.lib import helpers
+from tests.lib.admin import admin
+from tests.lib.cluster import Cluster, PGBIN, PG_USER, lock_waiters, run_as_pg
+from tests.lib.helpers import Background, problem, course, assert_owner, assert_replay_of
 
 POLL_LIMIT = 10.0
 POLL_STEP = 0.05
@@ -52,17 +51,6 @@ class TableLock:
 
     def __exit__(self, *exc):
         self.release()
-
-
-def lock_waiters(cluster, app=None):
-    """Backends of cluster's database waiting on a lock (not this one's own
-    query), optionally only those whose application_name is app."""
-    sql = """SELECT pid, application_name, query FROM pg_stat_activity
-              WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()
-                AND datname = current_database()"""
-    if app is None:
-        return cluster.query(sql)
-    return cluster.query(sql + " AND application_name = %s", (app,))
 
 
 def lock_waiter_ages(cluster, app):
@@ -148,30 +136,6 @@ def post_until_owner(p, actor, key=None):
 def replay(p, key, actor):
     """The answer to a retry of key, once the store answers."""
     return when_available(lambda: p.post("/api/courses", key=key, actor=actor, body=course()))
-
-
-class Background:
-    """One call on a thread: .result is its return value or exception,
-    .at the monotonic time it ended."""
-
-    def __init__(self, fn):
-        self.result = None
-        self.at = None
-        self._fn = fn
-        self._thread = threading.Thread(target=self._run)
-        self._thread.start()
-
-    def _run(self):
-        try:
-            self.result = self._fn()
-        except Exception as e:  # reported through .result
-            self.result = e
-        self.at = time.monotonic()
-
-    def join(self):
-        self._thread.join(helpers.IO_TIMEOUT)
-        assert not self._thread.is_alive(), "request still running"
-        return self.result
 
 
 def test_backend_killed_during_claim(proxy, upstream, pg, ids):

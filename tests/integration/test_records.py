@@ -4,21 +4,13 @@ live and completed records are refused."""
 import json
 import subprocess
 
-import conftest
-import helpers
-from helpers import SlowOwner, course, problem
+from tests.lib import helpers
+from tests.lib.helpers import SlowOwner, course
+from tests.lib.proxy import BASE_ROUTES, base_settings, render_conf
+from tests.lib.records import CLI_TIMEOUT, make_unknown, records
 
-CLI_TIMEOUT = 30
 OWNER_DELAY = 1.5       # seconds the upstream holds a SlowOwner (< upstream_timeout)
 USAGE = 2
-
-
-def records(binary, conf, *args, stdin=b""):
-    """Run `idemproxy records -c conf ARGS`; stdout and stderr as bytes."""
-    r = subprocess.run([binary, "records", "-c", conf] + list(args), input=stdin,
-                       capture_output=True, timeout=CLI_TIMEOUT)
-    assert not helpers.sanitizer_report(binary, r.stderr.decode("utf-8", "replace")), r.stderr
-    return r
 
 
 def document(r):
@@ -42,15 +34,6 @@ def refused(r, status, state):
 
 def stored_actor(actor):
     return "h:" + actor
-
-
-def make_unknown(p, ids, key):
-    """An owner whose upstream resets the connection: a 502 and an unknown record."""
-    r = p.post("/api/courses", key=key, actor=ids.actor, body=course(),
-               headers=[("X-Test-Action", "reset")])
-    problem(r, "upstream-error", 502)
-    problem(p.post("/api/courses", key=key, actor=ids.actor, body=course()),
-            "outcome-unknown", 409)
 
 
 def listed(binary, conf, actor):
@@ -195,9 +178,9 @@ USAGE_ERRORS = {
 
 def test_usage_errors(binary, tmp_path):
     conf = tmp_path / "records.conf"
-    conf.write_text(conftest.render_conf(
-        conftest.base_settings(helpers.free_port(), "host=/nonexistent dbname=x"),
-        conftest.BASE_ROUTES))
+    conf.write_text(render_conf(
+        base_settings(helpers.free_port(), "host=/nonexistent dbname=x"),
+        BASE_ROUTES))
     for name, args in sorted(USAGE_ERRORS.items()):
         r = records(binary, str(conf), *args)
         assert r.returncode == USAGE, (name, r)
@@ -211,9 +194,9 @@ def test_help_and_errors(binary, tmp_path):
     r = records(binary, str(tmp_path / "missing.conf"), "list")
     assert r.returncode == 1 and b"missing.conf" in r.stderr and r.stdout == b"", r
     conf = tmp_path / "nodb.conf"
-    conf.write_text(conftest.render_conf(
-        conftest.base_settings(helpers.free_port(), "host=/nonexistent dbname=x"),
-        conftest.BASE_ROUTES))
+    conf.write_text(render_conf(
+        base_settings(helpers.free_port(), "host=/nonexistent dbname=x"),
+        BASE_ROUTES))
     r = records(binary, str(conf), "list")
     assert r.returncode == 1 and r.stderr.startswith(b"records: cannot connect"), r
     assert r.stdout == b"", r

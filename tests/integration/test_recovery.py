@@ -5,8 +5,8 @@ import signal
 import threading
 import time
 
-import helpers
-from helpers import problem, course, assert_owner, assert_replay_of
+from tests.lib import helpers
+from tests.lib.helpers import problem, course, assert_owner, assert_replay_of
 
 
 FORWARD_ROUTE = """

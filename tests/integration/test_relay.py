@@ -8,17 +8,15 @@ fixed footprint); memory there is checked as growth over the proxy's own
 footprint after start, so the assertion keeps its meaning: memory does not
 grow with the body."""
 import json
-import os
 import socket
-import threading
 import time
 
 import pytest
 import websocket
 
-import helpers
-import streams
-from helpers import assert_owner, course, problem
+from tests.lib import helpers, streams
+from tests.lib.helpers import assert_owner, course, problem
+from tests.lib.streams import act, bounded_proxy, footprint, passthrough
 
 MIB = streams.MIB
 RSS_LIMIT_MIB = 64
@@ -26,34 +24,6 @@ SSE_EVENTS = 5
 SSE_GAP_S = 0.4
 SSE_LATE_S = 0.15
 SLOW_READERS = 20
-
-
-def passthrough(actor):
-    return [("X-Actor-Id", actor)]
-
-
-def act(action):
-    return ("X-Test-Action", action)
-
-
-# The sanitizer build keeps freed memory in a quarantine (256 MiB by
-# default) to catch late uses; a small one keeps that checking without
-# counting as the relay's memory.
-ASAN_SMALL_QUARANTINE = "quarantine_size_mb=4:thread_local_quarantine_size_kb=64"
-
-
-def bounded_proxy(proxy, settings=None):
-    """A proxy whose memory the test measures."""
-    p = proxy(settings, start=False)
-    if streams.is_asan():
-        opts = os.environ.get("ASAN_OPTIONS", "")
-        p.env = {"ASAN_OPTIONS": (opts + ":" if opts else "") + ASAN_SMALL_QUARANTINE}
-    return p.start()
-
-
-def footprint(p):
-    """The proxy's resident set now, after start: the sanitizer build's baseline."""
-    return streams.rss_mib(p.proc)
 
 
 def assert_bounded(p, base_mib):

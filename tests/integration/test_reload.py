@@ -1,27 +1,10 @@
 """SIGHUP: a new configuration is built, checked and swapped in; requests in
 flight finish under the one they started with; a bad file changes nothing."""
 import signal
-import time
 
-import helpers
-from helpers import course, assert_owner
-
-POLL_LIMIT = 10.0
-
-
-def rewrite(p, edit):
-    """Rewrite p's configuration file with edit(text) -> text."""
-    with open(p.conf) as f:
-        text = f.read()
-    with open(p.conf, "w") as f:
-        f.write(edit(text))
-
-
-def wait_for_log(p, needle):
-    end = time.monotonic() + POLL_LIMIT
-    while needle not in p.stderr_text():
-        assert time.monotonic() < end, "no %r in the log: %s" % (needle, p.stderr_tail())
-        time.sleep(0.1)
+from tests.lib import helpers
+from tests.lib.helpers import course, assert_owner
+from tests.lib.proxy import rewrite, wait_for_log
 
 
 def conflict_status(p, ids):

@@ -7,12 +7,12 @@ effect."""
 import threading
 import time
 
-import helpers
-from helpers import course, assert_owner, assert_replay_of
-from test_admin import admin_proxy, metrics, poll_metrics
-from test_pgfaults import Background, lock_waiters
+from tests.lib import helpers
+from tests.lib.admin import admin_proxy, metrics, poll_metrics
+from tests.lib.cluster import lock_waiters
+from tests.lib.helpers import Background, course, assert_owner, assert_replay_of
 
-OPERATION = "course.create"           # the route of /api/courses (conftest.BASE_ROUTES)
+OPERATION = "course.create"           # the route of /api/courses (BASE_ROUTES, tests/lib/proxy.py)
 WAIT_LIMIT = 20.0
 POLL_STEP = 0.02
 # idemproxy's statements wait for their store_timeout; its deadlock check

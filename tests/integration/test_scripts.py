@@ -17,13 +17,12 @@ import threading
 
 import pytest
 
-import helpers
+from tests.lib import helpers
+from tests.lib.cluster import PGBIN, PG_USER
+from tests.lib.helpers import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PG_SH = os.path.join(ROOT, "scripts", "pg.sh")
 DEPS_SH = os.path.join(ROOT, "scripts", "deps.sh")
-PGBIN = "/usr/lib/postgresql/15/bin"
-PG_USER = "postgres"
 SUBST_ROOT = "/var/lib/idemproxy-dev"
 SOCKET_PATH_MAX = 107
 CMD_TIMEOUT = 60        # seconds for one script or psql call

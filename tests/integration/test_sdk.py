@@ -28,9 +28,9 @@ import time
 
 import pytest
 
-import helpers
+from tests.lib import helpers
+from tests.lib.helpers import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SDK_DIR = os.path.join(ROOT, "tests", "sdk")
 NPM_TIMEOUT = 240        # npm ci, whole
 NPM_PING_TIMEOUT = 30
@@ -141,7 +141,7 @@ class SdkUpstream:
     """tests/sdk/upstream.py, running."""
 
     def __init__(self):
-        self.up = helpers.Upstream(os.path.join(SDK_DIR, "upstream.py"))
+        self.up = helpers.Upstream(module="tests.sdk.upstream")
         self.port = self.up.port
 
     def stop(self):

@@ -4,20 +4,17 @@ ASGI servers decode it into "/") and "\\" (WHATWG URL parsers read it as
 "/"). For unsafe methods such a path is refused with 400 before anything is
 claimed or forwarded; safe methods pass it through as sent.
 
-The matrix runs through three real servers started here (spelling_apps.py
-under wsgiref and hypercorn, spelling_app.js under Node), each with a
-protected handler for POST /api/courses that counts its executions."""
-import os
-import subprocess
-
+The matrix runs through three real servers (tests/lib/spellings.py:
+spelling_apps.py under wsgiref and hypercorn, spelling_app.js under
+Node), each with a protected handler for POST /api/courses that counts
+its executions."""
 import pytest
 
-import helpers
-from helpers import assert_owner, assert_replay_of, course, problem
-from test_admin import admin_proxy, metrics, poll_metrics
+from tests.lib import helpers
+from tests.lib.admin import admin_proxy, metrics, poll_metrics
+from tests.lib.helpers import assert_owner, assert_replay_of, course, problem
+from tests.lib.spellings import App
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-START_TIMEOUT = 15.0
 PROTECTED = "/api/courses"
 
 # Every spelling refused for unsafe methods (the control, PROTECTED, aside).
@@ -46,35 +43,6 @@ ROUTED_DIRECTLY = {
     "node": {"/api\\courses", "/api/courses\\", "/x;\\..\\api\\courses", "//x/api/courses"},
 }
 APPS = sorted(ROUTED_DIRECTLY)
-
-
-class App:
-    """One upstream server process on a free port."""
-
-    def __init__(self, name):
-        self.name = name
-        self.port = helpers.free_port()
-        bind = "127.0.0.1:%d" % self.port
-        argv = {
-            "wsgi": ["/usr/bin/python3", "spelling_apps.py", "wsgi", str(self.port)],
-            "asgi": ["/usr/bin/python3", "-m", "hypercorn", "--bind", bind,
-                     "spelling_apps:asgi"],
-            "node": ["node", "spelling_app.js", str(self.port)],
-        }[name]
-        self.proc = subprocess.Popen(argv, cwd=HERE, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        if not helpers.wait_port(self.port, self.proc, START_TIMEOUT):
-            helpers.terminate(self.proc)
-            raise RuntimeError("%s upstream did not listen on %d" % (name, self.port))
-
-    def count(self):
-        """Executions of the protected handler so far."""
-        r = helpers.request(self.port, "GET", "/__count")
-        assert r.status == 200, r
-        return r.json()["count"]
-
-    def stop(self):
-        helpers.terminate(self.proc)
 
 
 @pytest.fixture(scope="module")

@@ -12,10 +12,9 @@ import subprocess
 
 import pytest
 
-import helpers
-import jwtkit
-from helpers import assert_owner, assert_replay_of, course, problem
-from test_reload import wait_for_log
+from tests.lib import helpers, jwtkit
+from tests.lib.helpers import assert_owner, assert_replay_of, course, problem
+from tests.lib.proxy import wait_for_log
 
 
 @pytest.fixture(scope="module")

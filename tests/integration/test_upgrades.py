@@ -16,8 +16,8 @@ import time
 import pytest
 import websocket
 
-import helpers
-from test_spellings import App
+from tests.lib import helpers
+from tests.lib.spellings import App
 
 # RFC 6455's sample key and the accept it calls for.
 WS_KEY = "dGhlIHNhbXBsZSBub25jZQ=="

@@ -1,8 +1,8 @@
-#!/usr/bin/python3
 """A stand-in for Stripe's and Orb's APIs behind idemproxy, for the SDK
 tests (tests/integration/test_sdk.py).
 
-    upstream.py [PORT]      (0 or nothing: any free port on 127.0.0.1)
+    /usr/bin/python3 -m tests.sdk.upstream [PORT]
+                            (0 or nothing: any free port on 127.0.0.1)
 
 Prints its port as the first line on stdout. An SDK cannot send the suite
 upstream's X-Test-* control headers, so what a request gets is chosen by
@@ -24,24 +24,20 @@ headers, body) before it is answered:
   POST /__reset           forget the records (the counter goes on)
 """
 import json
-import os
 import socket
 import struct
 import sys
-import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler
 
-# The suite upstream's request log (tests/integration/upstream.py).
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-import upstream  # noqa: E402
+from tests.lib import upstream_server
 
 MAX_BODY = 1 << 20
 MAX_DELAY_MS = 20000
 
 
-class Log(upstream.Log):
+class Log(upstream_server.Log):
     """The suite upstream's request log, answered as a list, and counted by key."""
 
     def dump(self):
@@ -160,4 +156,4 @@ class Handler(BaseHTTPRequestHandler):
 
 
 if __name__ == "__main__":
-    sys.exit(upstream.main(Handler))
+    sys.exit(upstream_server.main(Handler))

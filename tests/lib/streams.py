@@ -1,12 +1,13 @@
 """Streaming clients for the relay tests: requests whose bodies are made
 as they are sent and responses read as they arrive, hashed rather than
 kept, so gigabytes pass through without filling the test's memory. Every
-read has a timeout."""
+read has a timeout. Also the relay tests' proxies whose memory is
+measured (bounded_proxy, footprint) and their request headers."""
 import hashlib
 import os
 import time
 
-import helpers
+from tests.lib import http1, procs
 
 PATTERN = b"0123456789abcdef"   # the test upstream's BIG_PATTERN
 BLOCK = 64 << 10
@@ -15,7 +16,7 @@ MIB = 1 << 20
 
 
 def pattern_sha(n):
-    """SHA-256 of the first n bytes of PATTERN repeated (what upstream.py sends)."""
+    """SHA-256 of the first n bytes of PATTERN repeated (what the test upstream sends)."""
     h = hashlib.sha256()
     block = PATTERN * (BLOCK // len(PATTERN))
     while n > 0:
@@ -34,7 +35,7 @@ def blocks(n):
 
 
 def is_asan():
-    return os.path.basename(helpers.env_bin()).endswith("-asan")
+    return os.path.basename(procs.env_bin()).endswith("-asan")
 
 
 def scaled(n, asan_n):
@@ -58,6 +59,36 @@ def peak_rss_mib(proc):
 
 def rss_mib(proc):
     return status_mib(proc, "VmRSS")
+
+
+# ---- the relay tests' proxies and requests ----
+
+def passthrough(actor):
+    return [("X-Actor-Id", actor)]
+
+
+def act(action):
+    return ("X-Test-Action", action)
+
+
+# The sanitizer build keeps freed memory in a quarantine (256 MiB by
+# default) to catch late uses; a small one keeps that checking without
+# counting as the relay's memory.
+ASAN_SMALL_QUARANTINE = "quarantine_size_mb=4:thread_local_quarantine_size_kb=64"
+
+
+def bounded_proxy(proxy, settings=None):
+    """A proxy whose memory the test measures."""
+    p = proxy(settings, start=False)
+    if is_asan():
+        opts = os.environ.get("ASAN_OPTIONS", "")
+        p.env = {"ASAN_OPTIONS": (opts + ":" if opts else "") + ASAN_SMALL_QUARANTINE}
+    return p.start()
+
+
+def footprint(p):
+    """The proxy's resident set now, after start: the sanitizer build's baseline."""
+    return rss_mib(p.proc)
 
 
 class Result:
@@ -84,7 +115,7 @@ class Result:
             self.status, self.headers, self.length, self.complete, self.closed)
 
 
-class Conn(helpers.Client):
+class Conn(http1.Client):
     """A raw client connection that reads bodies as they arrive."""
 
     def fill(self, n=READ):
@@ -103,8 +134,8 @@ class Conn(helpers.Client):
         """The buffered bytes before sep, sep consumed; ConnectionClosed("no WHAT")
         when the peer closes first or more than a head's worth comes without it."""
         while sep not in self.buf:
-            if len(self.buf) > helpers.MAX_HEAD or not self.fill():
-                raise helpers.ConnectionClosed("no " + what)
+            if len(self.buf) > http1.MAX_HEAD or not self.fill():
+                raise http1.ConnectionClosed("no " + what)
         found, self.buf = self.buf.split(sep, 1)
         return found
 
@@ -119,7 +150,7 @@ class Conn(helpers.Client):
         for line in lines[1:]:
             k, _, v = line.partition(":")
             pairs.append((k.strip(), v.strip()))
-        return status, helpers.Headers(pairs)
+        return status, http1.Headers(pairs)
 
     def take(self, res, n):
         """Up to n buffered body bytes (reading when none are buffered) into res."""
@@ -161,7 +192,7 @@ class Conn(helpers.Client):
                     res.interim.append((status, headers))
                     continue
                 break
-        except helpers.ConnectionClosed:
+        except http1.ConnectionClosed:
             res.closed = True
             return res
         res.status, res.headers = status, headers
@@ -181,10 +212,10 @@ class Conn(helpers.Client):
                     while size:
                         before = res.length
                         if not self.take(res, size):
-                            raise helpers.ConnectionClosed("cut in a chunk")
+                            raise http1.ConnectionClosed("cut in a chunk")
                         size -= res.length - before
                     self.line()
-            except (helpers.ConnectionClosed, ValueError):
+            except (http1.ConnectionClosed, ValueError):
                 res.closed = True
         elif cl is not None:
             left = int(cl)

@@ -1,7 +1,7 @@
-#!/usr/bin/python3
-"""The upstream the integration tests put behind idemproxy.
+"""The upstream the integration tests, the chaos run and the HA stage put
+behind idemproxy (started by Upstream, tests/lib/upstream.py).
 
-    upstream.py [PORT [CERT KEY [CLIENT_CA]]]
+    /usr/bin/python3 -m tests.lib.upstream_server [PORT [CERT KEY [CLIENT_CA]]]
                             (PORT 0 or nothing: any free port; CERT KEY:
                             https; CLIENT_CA: clients need a certificate it signed)
 

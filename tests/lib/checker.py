@@ -16,15 +16,15 @@ those attempts against the upstream's request log and the record table:
   5. no record left in_progress with a lease expired over a second ago
   6. no instance died except by the harness's SIGKILL, no sanitizer report
 
-The caller's run object is a History with a `proxies` list (conftest's
-Proxy objects, each with .port, .bin and its stderr) and `deaths`.
+The caller's run object is a History with a `proxies` list (Proxy objects
+of tests/lib/proxy.py, each with .port, .bin and its stderr) and `deaths`.
 """
 import collections
 import json
 import threading
 import time
 
-import helpers
+from tests.lib import expect, http1, procs
 
 ROUTE_PATH = "/api/chaos"
 OWNER_STATUS = 201          # the upstream's default answer to a POST
@@ -81,17 +81,17 @@ def send(run, actor, key, inst, body, kind, extra=(), timeout=REQUEST_TIMEOUT):
     headers = [("Idempotency-Key", key), ("X-Actor-Id", actor),
                ("Content-Type", "application/json")] + list(extra)
     a = {"t0": time.time(), "inst": inst, "kind": kind,
-         "extra": ["%s: %s" % h for h in extra], "sent_sha": helpers.sha(body),
+         "extra": ["%s: %s" % h for h in extra], "sent_sha": expect.sha(body),
          "status": None}
     try:
-        r = helpers.request(run.proxies[inst].port, "POST", ROUTE_PATH, headers, body,
+        r = http1.request(run.proxies[inst].port, "POST", ROUTE_PATH, headers, body,
                             timeout=timeout)
         a["status"] = r.status
         a["replayed"] = r.headers.get("Idempotent-Replayed")
         a["ctype"] = r.headers.get("Content-Type")
         a["body"] = r.body
         a["problem"] = problem_name(r)
-    except (OSError, helpers.ConnectionClosed, ValueError) as e:
+    except (OSError, http1.ConnectionClosed, ValueError) as e:
         a["error"] = "%s: %s" % (type(e).__name__, e)
     a["t1"] = time.time()
     run.add(actor, key, a)
@@ -100,13 +100,13 @@ def send(run, actor, key, inst, body, kind, extra=(), timeout=REQUEST_TIMEOUT):
 
 def problem_name(r):
     ctype = (r.headers.get("Content-Type") or "").split(";")[0].strip().lower()
-    if ctype != helpers.PROBLEM_CTYPE:
+    if ctype != expect.PROBLEM_CTYPE:
         return None
     try:
         t = r.json().get("type", "")
     except (ValueError, AttributeError):
         return "(unparsable problem)"
-    return t[len(helpers.PROBLEM_BASE):] if t.startswith(helpers.PROBLEM_BASE) else t
+    return t[len(expect.PROBLEM_BASE):] if t.startswith(expect.PROBLEM_BASE) else t
 
 
 # ---- checks ----
@@ -116,7 +116,7 @@ def expected_answer(e):
     if (e.headers.get("X-Test-Action") or "") in NO_ANSWER_ACTIONS:
         return None
     body = json.dumps({"n": e.n, "method": e.method, "path": e.path,
-                       "body_sha": helpers.sha(e.body)}).encode()
+                       "body_sha": expect.sha(e.body)}).encode()
     return int(e.headers.get("X-Test-Status") or OWNER_STATUS), body
 
 
@@ -151,7 +151,7 @@ def check(run, log, stuck):
             out.append((1, scope, "%d upstream effects: n=%s" % (len(es), [e.n for e in es])))
         sent = {a["sent_sha"] for a in attempts}
         for e in es:
-            if helpers.sha(e.body) not in sent:
+            if expect.sha(e.body) not in sent:
                 out.append((1, scope, "effect n=%d carries a body no client sent" % e.n))
 
     for scope, attempts in run.history.items():
@@ -193,7 +193,7 @@ def check(run, log, stuck):
     for msg in run.deaths:
         out.append((6, None, msg))
     for i, p in enumerate(run.proxies):
-        if helpers.sanitizer_report(p.bin, p.stderr_text()):
+        if procs.sanitizer_report(p.bin, p.stderr_text()):
             out.append((6, None, "sanitizer report in %s" % p.stderr_path))
     return out, effects
 
@@ -211,7 +211,7 @@ def stored_scope(run, row):
 
 def stuck_records(records):
     """in_progress rows whose lease ran out over STUCK_GRACE ago
-    (records: a helpers.Records)."""
+    (records: a tests.lib.records.Records)."""
     ident, _ = records.table()
     return records.query(
         "SELECT * FROM %s WHERE state::text = 'in_progress' "
@@ -243,7 +243,7 @@ def print_history(run, scope, effects, label="chaos"):
         print(fmt_attempt(run, a))
     for e in effects.get(scope, []):
         print("  upstream n=%d t=%7.3f %s %s body_sha=%s" % (
-            e.n, run.rel(e.t), e.method, e.path, helpers.sha(e.body)[:16])
+            e.n, run.rel(e.t), e.method, e.path, expect.sha(e.body)[:16])
             + "".join(" %s=%s" % (h, e.headers.get(h)) for h in
                       ("X-Test-Action", "X-Test-Delay") if e.headers.get(h)))
     if attempts:
@@ -252,7 +252,7 @@ def print_history(run, scope, effects, label="chaos"):
         for t, text in run.events:
             if lo <= t <= hi:
                 print("  %s t=%7.3f %s" % (label, run.rel(t), text))
-    mark = helpers.sha(key.encode())[:KEY_HASH_PREFIX]
+    mark = expect.sha(key.encode())[:KEY_HASH_PREFIX]
     print("  idemproxy log lines with this key's hash (any actor):")
     for i, p in enumerate(run.proxies):
         lines = [ln for ln in p.stderr_text().splitlines() if mark in ln]
@@ -289,7 +289,7 @@ def dump_records(run, effects, path, seed=None):
         "events": run.events,
         "scopes": [{"actor": s[0], "key": s[1], "attempts": [attempt(a) for a in v],
                     "effects": [{"n": e.n, "t": e.t, "headers": e.headers.pairs,
-                                 "body_sha": helpers.sha(e.body)} for e in effects.get(s, [])]}
+                                 "body_sha": expect.sha(e.body)} for e in effects.get(s, [])]}
                    for s, v in run.history.items()],
     }
     with open(path, "w") as f:

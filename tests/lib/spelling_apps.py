@@ -1,8 +1,9 @@
-#!/usr/bin/python3
-"""Two Python upstreams for test_spellings.py, each behind a real server:
+"""Two Python upstreams for test_spellings.py, each behind a real server
+(started from the repository root by tests/lib/spellings.py):
 
-    spelling_apps.py wsgi PORT                       wsgiref (Flask, Django)
-    hypercorn --bind 127.0.0.1:PORT spelling_apps:asgi      (Starlette, FastAPI)
+    python3 -m tests.lib.spelling_apps wsgi PORT              wsgiref (Flask, Django)
+    python3 -m hypercorn --bind 127.0.0.1:PORT tests.lib.spelling_apps:asgi
+                                                              (Starlette, FastAPI)
 
 Both route as the frameworks on them do: by the path the server hands the
 application, percent-decoded (WSGI PATH_INFO, ASGI scope["path"]), with
@@ -91,7 +92,7 @@ async def asgi(scope, receive, send):
 
 def main():
     if len(sys.argv) != 3 or sys.argv[1] != "wsgi":
-        sys.stderr.write("usage: spelling_apps.py wsgi PORT\n")
+        sys.stderr.write("usage: python3 -m tests.lib.spelling_apps wsgi PORT\n")
         return 2
     srv = make_server("127.0.0.1", int(sys.argv[2]), wsgi, WSGIServer, Handler)
     srv.serve_forever(poll_interval=0.2)

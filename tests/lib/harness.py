@@ -1,11 +1,9 @@
 """The harness shared by the chaos test (tests/chaos/chaos.py) and the
 high-availability stage (tests/ha/ha.py), besides the checker
-(tests/chaos/checker.py): the idemproxy instances both run (their
+(tests/lib/checker.py): the idemproxy instances both run (their
 settings, route, binary, migration and start), the state of a run, its
 totals and clean-up, and main's frame (arguments, seed, signals and the
 wall-time budget, the exit status and the work directory).
-
-The caller puts tests/integration and tests/chaos on sys.path first.
 """
 import argparse
 import collections
@@ -19,9 +17,9 @@ import threading
 
 import pytest  # (Proxy.start reports a failed start with pytest.fail)
 
-import helpers
-from checker import ROUTE_PATH, History, is_replay, report_violations, dump_records
-from conftest import Proxy, render_conf, base_settings, BASE_ROUTES, idemproxy_bin
+from tests.lib.checker import ROUTE_PATH, History, is_replay, report_violations, dump_records
+from tests.lib.procs import idemproxy_bin
+from tests.lib.proxy import Proxy, render_conf, base_settings, migrate
 
 INSTANCES = 2
 ROUTES = """
@@ -108,14 +106,7 @@ def start_instances(run, binary, conninfo, settings, start=start_proxy):
     instances of binary on it (base_settings updated with settings, ROUTES,
     run.upstream) into run.proxies, each configuration checked with -t,
     each started with start(p)."""
-    migrate_conf = os.path.join(run.workdir, "migrate.conf")
-    with open(migrate_conf, "w") as f:
-        f.write(render_conf(base_settings(run.upstream.port, conninfo), BASE_ROUTES))
-    r = subprocess.run([binary, "migrate", "-c", migrate_conf], stdin=subprocess.DEVNULL,
-                       capture_output=True, text=True, timeout=60)
-    if r.returncode != 0 or helpers.sanitizer_report(binary, r.stderr):
-        raise HarnessError("migrate failed (%d):\n%s%s" % (r.returncode, r.stdout, r.stderr))
-
+    migrate(binary, conninfo, os.path.join(run.workdir, "migrate.conf"))
     for i in range(INSTANCES):
         s = base_settings(run.upstream.port, conninfo)
         s.update(settings)

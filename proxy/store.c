@@ -514,49 +514,72 @@ struct store_shared {
 	int refs;
 };
 
-/* One queued operation; the pointers belong to the caller until its callback. */
-struct store_op {
-	struct store_op *next;
-	enum store_op_kind kind;
+/*
+ * What an operation asks of the table: the values of its statement's row
+ * (store_op_params). What the pointers point to is the caller's until the
+ * callback; a forget's scope points into its own copy (scope_copy).
+ */
+struct store_ask {
 	struct scope sc;
-	uint64_t hash; /* of sc */
-	int64_t deadline_ms;
-	int attempts; /* claim: inserts so far; forget: waits so far */
-	int solo;     /* goes in a batch of its own */
-	int answered; /* a result row named it */
-	int flags;    /* enum store_flags */
-	struct store_stmt stmt; /* STORE_OP_QUERY */
-	char token[STORE_TOKEN_MAX]; /* claim, lookup, forget: the claim's lease_owner */
-	int64_t sent_ms;	     /* claim, lookup: when its statement was last sent */
-	int64_t not_before_ms;	     /* forget: when it may run */
-	int recovered;		     /* forget: the claim took over an abandoned record */
-	char *owned;		     /* forget: its own copy of the scope's strings;
-				      * notify: its array of tokens */
-	const char *values[1];	     /* notify: its parameter */
-
-	const unsigned char *fp;
-	int64_t lease_ms;
-
-	int64_t generation;
-	int status;
+	char token[STORE_TOKEN_MAX]; /* claim, lookup, takeover, forget: the claim's lease_owner */
+	const unsigned char *fp;     /* claim, lookup, takeover: the request's fingerprint */
+	int64_t lease_ms;	     /* claim, lookup, takeover: the lease it asks for */
+	int recover;		     /* lookup, takeover: STORE_RECOVER */
+	int recovered;		     /* forget: the lost claim took over an abandoned record */
+	int64_t generation;	     /* finish, unknown, release: the generation claimed */
+	int status;		     /* finish: the response the record keeps */
 	const char *headers;
 	size_t headers_len;
-	const unsigned char *body;
+	const unsigned char *body; /* NULL with omitted */
 	size_t body_len;
 	int omitted;
-	int64_t retention_ms;
-	const char *sealed; /* finish: the sealing key's id, NULL: plaintext */
-	char nums[STORE_OP_NUMS][STORE_NUM_MAX]; /* text parameters while in flight */
+	const char *sealed;   /* the sealing key's id, NULL: plaintext */
+	int64_t retention_ms; /* how long the record is kept */
+};
 
-	store_claim_cb claim_cb;
-	store_done_cb done_cb;
-	store_query_cb query_cb;
+/* One operation, from the call that queues it until its callback has run. */
+struct store_op {
+	struct store_op *next;	 /* in the queue, the completion list or the lost claims */
+	enum store_op_kind kind; /* its statement now: a claim goes on to a lookup or takeover */
+
+	/* What the caller asked, and whom to tell. */
+	struct store_ask ask;	/* a row's values: every kind but a query */
+	struct store_stmt stmt; /* query: the caller's statement */
+	int notify;		/* notify STORE_CHANNEL in the batch's transaction (STORE_NOTIFY) */
+	union {
+		store_claim_cb claim; /* claim */
+		store_done_cb done;   /* finish, unknown, release */
+		store_query_cb query; /* query; NULL: nobody to tell */
+	} cb;			      /* a forget has none: it is the store's own */
 	void *arg;
 
-	/* The outcome, filled in when the operation completes. */
-	enum store_result res;
-	struct store_shared *shared; /* claim, query: backs the result until the callback returns */
-	struct record rec;
+	/* What the store does with it on its way. */
+	struct {
+		uint64_t hash;	       /* of ask.sc */
+		int solo;	       /* goes in a batch of its own */
+		int64_t deadline_ms;   /* its answer is too late from then on */
+		int64_t sent_ms;       /* when its statement was last sent */
+		int64_t not_before_ms; /* forget: when it may run */
+		int restarts;	       /* claim: times it went back to the insert */
+		int waits;	       /* forget: times a transaction in its slot held it up */
+		int answered;	       /* a result row of the batch in flight named it */
+		int take;	       /* lookup: that row said the slot may be taken over */
+		char nums[STORE_OP_NUMS][STORE_NUM_MAX]; /* its numbers as text, while in flight */
+	} run;
+
+	/* Memory it owns, freed with it. */
+	char *scope_copy;	  /* forget: the lost claim's scope, which ask.sc points into */
+	char *tokens;		  /* store_notify: the text[] literal of its tokens */
+	const char *tokens_param; /* store_notify: stmt's one parameter, tokens */
+
+	/* What the answer said, filled in when it completes. */
+	struct {
+		enum store_result res;
+		int64_t generation; /* claim: the one STORE_OK took */
+		struct record rec;  /* claim: the one STORE_EXISTS found, in shared's result */
+		struct store_shared *shared; /* claim, query: backs rec or the query's result
+					      * until the callback returns */
+	} answer;
 };
 
 struct store_queue {
@@ -700,18 +723,19 @@ static void *store_alloc(size_t size)
 
 static void store_op_free(struct store_op *op)
 {
-	if (op->shared && --op->shared->refs == 0) {
-		PQclear(op->shared->res);
-		free(op->shared);
+	if (op->answer.shared && --op->answer.shared->refs == 0) {
+		PQclear(op->answer.shared->res);
+		free(op->answer.shared);
 	}
-	free(op->owned);
+	free(op->scope_copy);
+	free(op->tokens);
 	free(op);
 }
 
 /* Hand op to the completion event with result res; takes ownership of op. */
 static void store_complete(struct store *st, struct store_op *op, enum store_result res)
 {
-	op->res = res;
+	op->answer.res = res;
 	store_queue_push(&st->done, op);
 	event_active(st->done_ev, EV_TIMEOUT, 0);
 }
@@ -759,17 +783,19 @@ static void store_done_event(evutil_socket_t fd, short what, void *arg)
 		case STORE_OP_CLAIM:
 		case STORE_OP_LOOKUP:
 		case STORE_OP_TAKEOVER:
-			if (op->res == STORE_EXISTS)
-				op->claim_cb(op->arg, op->res, op->rec.generation, &op->rec);
+			if (op->answer.res == STORE_EXISTS)
+				op->cb.claim(op->arg, op->answer.res, op->answer.rec.generation,
+					     &op->answer.rec);
 			else
-				op->claim_cb(op->arg, op->res, op->generation, NULL);
+				op->cb.claim(op->arg, op->answer.res, op->answer.generation, NULL);
 			break;
 		case STORE_OP_QUERY:
-			if (op->query_cb)
-				op->query_cb(op->arg, op->res, op->shared ? op->shared->res : NULL);
+			if (op->cb.query)
+				op->cb.query(op->arg, op->answer.res,
+					     op->answer.shared ? op->answer.shared->res : NULL);
 			break;
 		default:
-			op->done_cb(op->arg, op->res);
+			op->cb.done(op->arg, op->answer.res);
 			break;
 		}
 		store_op_free(op);
@@ -939,8 +965,8 @@ static void store_forget_arm(struct store *st)
 	struct timeval tv;
 
 	for (struct store_op *op = st->forget.head; op; op = op->next)
-		if (op->not_before_ms < first)
-			first = op->not_before_ms;
+		if (op->run.not_before_ms < first)
+			first = op->run.not_before_ms;
 	if (first == INT64_MAX) {
 		event_del(st->forget_ev);
 		return;
@@ -960,7 +986,7 @@ static void store_forget_event(evutil_socket_t fd, short what, void *arg)
 	if (st->state != STORE_CONNECTED)
 		return; /* store_connected() calls again */
 	while ((op = store_queue_pop(&st->forget))) {
-		if (op->not_before_ms > now) {
+		if (op->run.not_before_ms > now) {
 			store_queue_push(&later, op);
 			continue;
 		}
@@ -974,7 +1000,7 @@ static void store_forget_event(evutil_socket_t fd, short what, void *arg)
 /* Keep op (a forget) to run from not_before_ms on; the store owns it. */
 static void store_forget_later(struct store *st, struct store_op *op, int64_t not_before_ms)
 {
-	op->not_before_ms = not_before_ms;
+	op->run.not_before_ms = not_before_ms;
 	store_queue_push(&st->forget, op);
 	store_forget_arm(st);
 }
@@ -989,8 +1015,8 @@ static void store_forget_later(struct store *st, struct store_op *op, int64_t no
  */
 static void store_lose(struct store *st, struct store_op *op)
 {
-	size_t la = strlen(op->sc.actor) + 1, lo = strlen(op->sc.operation) + 1;
-	size_t lk = strlen(op->sc.key) + 1;
+	size_t la = strlen(op->ask.sc.actor) + 1, lo = strlen(op->ask.sc.operation) + 1;
+	size_t lk = strlen(op->ask.sc.key) + 1;
 	struct store_op *f;
 
 	if (st->nforget >= STORE_FORGET_MAX) {
@@ -1004,15 +1030,15 @@ static void store_lose(struct store *st, struct store_op *op)
 	f = store_alloc(sizeof(*f));
 	st->nforget++;
 	f->kind = STORE_OP_FORGET;
-	f->owned = store_alloc(la + lo + lk);
-	memcpy(f->owned, op->sc.actor, la);
-	memcpy(f->owned + la, op->sc.operation, lo);
-	memcpy(f->owned + la + lo, op->sc.key, lk);
-	f->sc = (struct scope){f->owned, f->owned + la, f->owned + la + lo};
-	f->hash = op->hash;
-	f->recovered = op->kind == STORE_OP_TAKEOVER && (op->flags & STORE_RECOVER);
-	memcpy(f->token, op->token, sizeof(f->token));
-	store_forget_later(st, f, op->sent_ms + st->timeout_ms + STORE_FORGET_MARGIN_MS);
+	f->scope_copy = store_alloc(la + lo + lk);
+	memcpy(f->scope_copy, op->ask.sc.actor, la);
+	memcpy(f->scope_copy + la, op->ask.sc.operation, lo);
+	memcpy(f->scope_copy + la + lo, op->ask.sc.key, lk);
+	f->ask.sc = (struct scope){f->scope_copy, f->scope_copy + la, f->scope_copy + la + lo};
+	f->run.hash = op->run.hash;
+	f->ask.recovered = op->kind == STORE_OP_TAKEOVER && op->ask.recover;
+	memcpy(f->ask.token, op->ask.token, sizeof(f->ask.token));
+	store_forget_later(st, f, op->run.sent_ms + st->timeout_ms + STORE_FORGET_MARGIN_MS);
 	store_complete(st, op, STORE_LOST);
 }
 
@@ -1127,12 +1153,12 @@ static int store_row_ord(const PGresult *res, int row, int nbatch)
 
 /*
  * Read a lookup result row (binary format) into op: STORE_EXISTS with
- * op->rec pointing into res, or 1 when the slot may be taken over.
+ * op->answer.rec pointing into res, or 1 when the slot may be taken over.
  * Returns -1 when the row is not what the statement produces.
  */
 static int store_parse_claim(struct store_op *op, const PGresult *res, int row)
 {
-	struct record *rec = &op->rec;
+	struct record *rec = &op->answer.rec;
 	const char *state;
 
 	if (PQnfields(res) != STORE_CLAIM_COLUMNS || !store_has(res, row, STORE_COL_TAKE, 1) ||
@@ -1181,7 +1207,7 @@ static int store_parse_claim(struct store_op *op, const PGresult *res, int row)
 			rec->body_len = (size_t)PQgetlength(res, row, STORE_COL_BODY);
 		}
 	}
-	op->res = STORE_EXISTS;
+	op->answer.res = STORE_EXISTS;
 	return 0;
 }
 
@@ -1223,7 +1249,7 @@ static void store_batch_failed(struct store *st)
 		store_complete(st, st->batch[0], STORE_UNAVAILABLE);
 	} else {
 		for (int i = 0; i < st->nbatch; i++) {
-			st->batch[i]->solo = 1;
+			st->batch[i]->run.solo = 1;
 			store_queue_push(&again, st->batch[i]);
 		}
 	}
@@ -1234,7 +1260,7 @@ static void store_batch_failed(struct store *st)
 /* 1 when the scope columns of insert result row name op's scope. */
 static int store_row_scope(const PGresult *res, int row, const struct store_op *op)
 {
-	const char *parts[] = {op->sc.actor, op->sc.operation, op->sc.key};
+	const char *parts[] = {op->ask.sc.actor, op->ask.sc.operation, op->ask.sc.key};
 	size_t len;
 
 	for (int col = STORE_INS_ACTOR; col <= STORE_INS_KEY; col++) {
@@ -1269,7 +1295,7 @@ static void store_insert_rows(struct store *st, const PGresult *res)
 	for (int row = 0; row < PQntuples(res); row++) {
 		for (i = 0; i < st->nbatch; i++) {
 			op = st->batch[(next + i) % st->nbatch];
-			if (!op->answered && store_row_scope(res, row, op))
+			if (!op->run.answered && store_row_scope(res, row, op))
 				break;
 		}
 		if (i == st->nbatch) {
@@ -1277,19 +1303,19 @@ static void store_insert_rows(struct store *st, const PGresult *res)
 			continue;
 		}
 		next = (next + i + 1) % st->nbatch;
-		op->answered = 1;
+		op->run.answered = 1;
 		if (store_has(res, row, STORE_INS_GENERATION, sizeof(int64_t))) {
-			op->generation = store_int8(res, row, STORE_INS_GENERATION);
-			op->res = STORE_OK;
+			op->answer.generation = store_int8(res, row, STORE_INS_GENERATION);
+			op->answer.res = STORE_OK;
 		} else {
 			store_log(LOG_WARN, "store claim returned an unexpected row", NULL);
-			op->res = STORE_UNAVAILABLE;
+			op->answer.res = STORE_UNAVAILABLE;
 		}
 	}
 	for (i = 0; i < st->nbatch; i++) {
 		op = st->batch[i];
-		if (op->answered) {
-			store_complete(st, op, op->res);
+		if (op->run.answered) {
+			store_complete(st, op, op->answer.res);
 		} else {
 			op->kind = STORE_OP_LOOKUP;
 			store_queue_push(&again, op);
@@ -1306,7 +1332,7 @@ static void store_insert_rows(struct store *st, const PGresult *res)
  */
 static void store_claim_again(struct store *st, struct store_op *op, struct store_queue *again)
 {
-	if (++op->attempts < STORE_CLAIM_ATTEMPTS) {
+	if (++op->run.restarts < STORE_CLAIM_ATTEMPTS) {
 		op->kind = STORE_OP_CLAIM;
 		store_queue_push(again, op);
 	} else {
@@ -1330,35 +1356,36 @@ static void store_lookup_rows(struct store *st, PGresult *res)
 
 	for (int row = 0; row < PQntuples(res); row++) {
 		ord = store_row_ord(res, row, st->nbatch);
-		if (ord < 0 || st->batch[ord]->answered) {
+		if (ord < 0 || st->batch[ord]->run.answered) {
 			store_log(LOG_WARN, "store claim returned an unexpected row", NULL);
 			continue;
 		}
 		op = st->batch[ord];
-		op->answered = 1;
+		op->run.answered = 1;
 		take = store_parse_claim(op, res, row);
 		if (take < 0) {
 			store_log(LOG_WARN, "store claim returned an unexpected row", NULL);
-			op->res = STORE_UNAVAILABLE;
+			op->answer.res = STORE_UNAVAILABLE;
 		} else if (take) {
-			op->answered = 2;
+			op->run.take = 1;
 		} else {
 			if (!shared) {
 				shared = store_alloc(sizeof(*shared));
 				shared->res = res;
 			}
 			shared->refs++;
-			op->shared = shared;
+			op->answer.shared = shared;
 		}
 	}
 	for (int i = 0; i < st->nbatch; i++) {
 		op = st->batch[i];
-		if (op->answered == 2) {
-			op->answered = 0;
+		if (op->run.take) {
+			op->run.take = 0;
+			op->run.answered = 0;
 			op->kind = STORE_OP_TAKEOVER;
 			store_queue_push(&again, op);
-		} else if (op->answered) {
-			store_complete(st, op, op->res);
+		} else if (op->run.answered) {
+			store_complete(st, op, op->answer.res);
 		} else {
 			store_claim_again(st, op, &again);
 		}
@@ -1386,12 +1413,12 @@ static void store_takeover_rows(struct store *st, const PGresult *res)
 			continue;
 		}
 		op = st->batch[ord];
-		op->answered = 1;
-		op->generation = store_int8(res, row, 1);
+		op->run.answered = 1;
+		op->answer.generation = store_int8(res, row, 1);
 	}
 	for (int i = 0; i < st->nbatch; i++) {
 		op = st->batch[i];
-		if (op->answered)
+		if (op->run.answered)
 			store_complete(st, op, STORE_OK);
 		else
 			store_claim_again(st, op, &again);
@@ -1410,16 +1437,16 @@ static void store_fence_rows(struct store *st, const PGresult *res)
 	int ord;
 
 	for (int i = 0; i < st->nbatch; i++)
-		st->batch[i]->res = STORE_FENCED;
+		st->batch[i]->answer.res = STORE_FENCED;
 	for (int row = 0; row < PQntuples(res); row++) {
 		ord = store_row_ord(res, row, st->nbatch);
 		if (ord < 0)
 			store_log(LOG_WARN, "store write returned an unexpected row", NULL);
 		else
-			st->batch[ord]->res = STORE_OK;
+			st->batch[ord]->answer.res = STORE_OK;
 	}
 	for (int i = 0; i < st->nbatch; i++)
-		store_complete(st, st->batch[i], st->batch[i]->res);
+		store_complete(st, st->batch[i], st->batch[i]->answer.res);
 	st->nbatch = 0;
 }
 
@@ -1471,8 +1498,8 @@ static void store_forget_wait(struct store *st)
 	for (int i = 0; i < st->nbatch; i++) {
 		struct store_op *op = st->batch[i];
 
-		first += op->attempts++ == 0;
-		store_forget_later(st, op, now + store_forget_backoff(op->attempts));
+		first += op->run.waits++ == 0;
+		store_forget_later(st, op, now + store_forget_backoff(op->run.waits));
 	}
 	if (first)
 		log_info(NULL,
@@ -1503,9 +1530,9 @@ static void store_query_result(struct store *st, PGresult *res, int ok)
 				  : "store query failed",
 			  res ? PQresultErrorMessage(res) : "no result");
 	if (res) {
-		op->shared = store_alloc(sizeof(*op->shared));
-		op->shared->res = res;
-		op->shared->refs = 1;
+		op->answer.shared = store_alloc(sizeof(*op->answer.shared));
+		op->answer.shared->res = res;
+		op->answer.shared->refs = 1;
 	}
 	store_complete(st, op, ok ? STORE_OK : STORE_UNAVAILABLE);
 	st->nbatch = 0;
@@ -1547,8 +1574,8 @@ static void store_retry(struct store *st, enum store_retry_kind why)
 
 		/* The store's own forgets have no caller to fail: they wait. */
 		if (op->kind == STORE_OP_FORGET)
-			op->deadline_ms = now + delay + st->timeout_ms;
-		if (op->deadline_ms <= now + delay)
+			op->run.deadline_ms = now + delay + st->timeout_ms;
+		if (op->run.deadline_ms <= now + delay)
 			store_complete(st, op, STORE_UNAVAILABLE);
 		else
 			store_queue_push(&again, op);
@@ -1754,7 +1781,7 @@ static void store_io_event(evutil_socket_t fd, short what, void *arg)
 
 static int store_same_scope(const struct store_op *a, const struct store_op *b)
 {
-	return a->hash == b->hash && scope_equal(&a->sc, &b->sc);
+	return a->run.hash == b->run.hash && scope_equal(&a->ask.sc, &b->ask.sc);
 }
 
 /*
@@ -1763,7 +1790,7 @@ static int store_same_scope(const struct store_op *a, const struct store_op *b)
  */
 static int store_seen(struct store *st, struct store_op *op)
 {
-	size_t i = (size_t)op->hash & (STORE_SEEN_SLOTS - 1);
+	size_t i = (size_t)op->run.hash & (STORE_SEEN_SLOTS - 1);
 
 	for (; st->seen[i]; i = (i + 1) & (STORE_SEEN_SLOTS - 1))
 		if (store_same_scope(st->seen[i], op))
@@ -1787,14 +1814,14 @@ static void store_take_batch(struct store *st)
 
 	st->batch[0] = op;
 	st->nbatch = 1;
-	if (op->solo || !st->queue.head)
+	if (op->run.solo || !st->queue.head)
 		return;
 	memset(st->seen, 0, sizeof(st->seen));
 	store_seen(st, op);
 	for (op = st->queue.head; op && st->nbatch < STORE_BATCH_MAX && scanned < STORE_SCAN_MAX;
 	     op = next, scanned++) {
 		next = op->next;
-		if (store_seen(st, op) || op->kind != st->batch[0]->kind || op->solo) {
+		if (store_seen(st, op) || op->kind != st->batch[0]->kind || op->run.solo) {
 			prev = op;
 			continue;
 		}
@@ -1811,53 +1838,53 @@ static void store_take_batch(struct store *st)
 
 /*
  * Point values[0 .. row_params - 1] (and lengths) at op's parameters for
- * its VALUES row, formatting its numbers into op->nums.
+ * its VALUES row, formatting its numbers into op->run.nums.
  */
 static void store_op_params(struct store_op *op, const char **values, int *lengths)
 {
-	values[0] = op->sc.actor;
-	values[1] = op->sc.operation;
-	values[2] = op->sc.key;
+	values[0] = op->ask.sc.actor;
+	values[1] = op->ask.sc.operation;
+	values[2] = op->ask.sc.key;
 	lengths[0] = lengths[1] = lengths[2] = lengths[4] = 0;
 	if (op->kind == STORE_OP_FORGET) {
-		values[3] = op->token;
+		values[3] = op->ask.token;
 		lengths[3] = 0;
-		values[4] = op->recovered ? "true" : "false";
+		values[4] = op->ask.recovered ? "true" : "false";
 		return;
 	}
 	if (op->kind == STORE_OP_CLAIM || op->kind == STORE_OP_LOOKUP ||
 	    op->kind == STORE_OP_TAKEOVER) {
 		int lookup = op->kind != STORE_OP_CLAIM; /* a lookup row: recover, then the token */
 
-		values[3] = (const char *)op->fp;
+		values[3] = (const char *)op->ask.fp;
 		lengths[3] = RECORD_FINGERPRINT_LEN;
-		snprintf(op->nums[0], STORE_NUM_MAX, "%" PRId64, op->lease_ms);
-		values[4] = op->nums[0];
+		snprintf(op->run.nums[0], STORE_NUM_MAX, "%" PRId64, op->ask.lease_ms);
+		values[4] = op->run.nums[0];
 		if (lookup) {
-			values[5] = op->flags & STORE_RECOVER ? "true" : "false";
+			values[5] = op->ask.recover ? "true" : "false";
 			lengths[5] = 0;
 		}
-		values[5 + lookup] = op->token;
+		values[5 + lookup] = op->ask.token;
 		lengths[5 + lookup] = 0;
 		return;
 	}
-	snprintf(op->nums[0], STORE_NUM_MAX, "%" PRId64, op->generation);
-	values[3] = op->nums[0];
+	snprintf(op->run.nums[0], STORE_NUM_MAX, "%" PRId64, op->ask.generation);
+	values[3] = op->run.nums[0];
 	lengths[3] = 0;
 	if (op->kind != STORE_OP_FINISH)
 		return;
-	snprintf(op->nums[1], STORE_NUM_MAX, "%d", op->status);
-	values[4] = op->nums[1];
-	values[5] = op->headers ? op->headers : "";
-	lengths[5] = (int)op->headers_len;
-	values[6] = op->omitted ? NULL : op->body ? (const char *)op->body : "";
-	lengths[6] = op->omitted ? 0 : (int)op->body_len;
-	values[7] = op->omitted ? "true" : "false";
+	snprintf(op->run.nums[1], STORE_NUM_MAX, "%d", op->ask.status);
+	values[4] = op->run.nums[1];
+	values[5] = op->ask.headers ? op->ask.headers : "";
+	lengths[5] = (int)op->ask.headers_len;
+	values[6] = op->ask.omitted ? NULL : op->ask.body ? (const char *)op->ask.body : "";
+	lengths[6] = op->ask.omitted ? 0 : (int)op->ask.body_len;
+	values[7] = op->ask.omitted ? "true" : "false";
 	lengths[7] = 0;
-	snprintf(op->nums[2], STORE_NUM_MAX, "%" PRId64, op->retention_ms);
-	values[8] = op->nums[2];
+	snprintf(op->run.nums[2], STORE_NUM_MAX, "%" PRId64, op->ask.retention_ms);
+	values[8] = op->run.nums[2];
 	lengths[8] = 0;
-	values[9] = op->sealed;
+	values[9] = op->ask.sealed;
 	lengths[9] = 0;
 }
 
@@ -2028,9 +2055,9 @@ static int store_send_notify(struct store *st)
 	size_t len = 0;
 
 	for (int i = 0; i < st->nbatch; i++) {
-		if (!(st->batch[i]->flags & STORE_NOTIFY))
+		if (!st->batch[i]->notify)
 			continue;
-		scope_token(&st->batch[i]->sc, token);
+		scope_token(&st->batch[i]->ask.sc, token);
 		len = store_tokens_add(st->tokens, len, token);
 	}
 	if (!len)
@@ -2049,7 +2076,7 @@ static int store_scope_cmp(const void *a, const void *b)
 	const struct store_op *x = *(struct store_op *const *)a;
 	const struct store_op *y = *(struct store_op *const *)b;
 
-	return scope_cmp(&x->sc, &y->sc);
+	return scope_cmp(&x->ask.sc, &y->ask.sc);
 }
 
 /* Send the next batch unless one is already in flight. */
@@ -2101,16 +2128,16 @@ static void store_send(struct store *st)
 	st->nbatches++;
 	st->nbatched_ops += st->nbatch;
 	for (int i = 0; i < st->nbatch; i++) {
-		st->batch[i]->sent_ms = clock_now_ms();
+		st->batch[i]->run.sent_ms = clock_now_ms();
 		/* The store's own forgets have no caller waiting: their time
 		 * runs from here, not from when they queued. */
 		if (op->kind == STORE_OP_FORGET)
-			st->batch[i]->deadline_ms = st->batch[i]->sent_ms + st->timeout_ms;
+			st->batch[i]->run.deadline_ms = st->batch[i]->run.sent_ms + st->timeout_ms;
 	}
-	st->batch_deadline_ms = st->batch[0]->deadline_ms;
+	st->batch_deadline_ms = st->batch[0]->run.deadline_ms;
 	for (int i = 1; i < st->nbatch; i++)
-		if (st->batch[i]->deadline_ms < st->batch_deadline_ms)
-			st->batch_deadline_ms = st->batch[i]->deadline_ms;
+		if (st->batch[i]->run.deadline_ms < st->batch_deadline_ms)
+			st->batch_deadline_ms = st->batch[i]->run.deadline_ms;
 	st->flushing = r;
 	if (store_watch(st, r ? EV_READ | EV_WRITE : EV_READ, 0) < 0) {
 		store_reset(st, "store send failed", "cannot watch the socket");
@@ -2122,7 +2149,7 @@ static void store_send(struct store *st)
 /* Queue op (or fail it at once, asynchronously, when not connected). */
 static void store_submit(struct store *st, struct store_op *op)
 {
-	op->deadline_ms = clock_now_ms() + st->timeout_ms;
+	op->run.deadline_ms = clock_now_ms() + st->timeout_ms;
 	st->npending++;
 	if (st->state != STORE_CONNECTED) {
 		store_complete(st, op, STORE_UNAVAILABLE);
@@ -2139,9 +2166,9 @@ static struct store_op *store_op_new(enum store_op_kind kind, const struct scope
 	struct store_op *op = store_alloc(sizeof(*op));
 
 	op->kind = kind;
-	op->sc = *sc;
-	op->hash = scope_hash(sc);
-	op->generation = generation;
+	op->ask.sc = *sc;
+	op->run.hash = scope_hash(sc);
+	op->ask.generation = generation;
 	op->arg = arg;
 	return op;
 }
@@ -2152,8 +2179,8 @@ static struct store_op *store_write_new(enum store_op_kind kind, const struct sc
 {
 	struct store_op *op = store_op_new(kind, sc, generation, arg);
 
-	op->flags = flags;
-	op->done_cb = cb;
+	op->notify = (flags & STORE_NOTIFY) != 0;
+	op->cb.done = cb;
 	return op;
 }
 
@@ -2257,12 +2284,13 @@ void store_claim(struct store *st, const struct scope *sc, const unsigned char *
 {
 	struct store_op *op = store_op_new(STORE_OP_CLAIM, sc, 0, arg);
 
-	snprintf(op->token, sizeof(op->token), "%s:%016" PRIx64 ":%" PRIu64, st->owner_id,
+	snprintf(op->ask.token, sizeof(op->ask.token), "%s:%016" PRIx64 ":%" PRIu64, st->owner_id,
 		 st->nonce, ++st->nclaims);
-	op->flags = flags;
-	op->fp = fp;
-	op->lease_ms = lease_ms;
-	op->claim_cb = cb;
+	op->ask.recover = (flags & STORE_RECOVER) != 0;
+	op->notify = (flags & STORE_NOTIFY) != 0;
+	op->ask.fp = fp;
+	op->ask.lease_ms = lease_ms;
+	op->cb.claim = cb;
 	store_submit(st, op);
 }
 
@@ -2273,14 +2301,14 @@ void store_finish(struct store *st, const struct scope *sc, int64_t generation, 
 {
 	struct store_op *op = store_write_new(STORE_OP_FINISH, sc, generation, flags, cb, arg);
 
-	op->status = status;
-	op->headers = headers;
-	op->headers_len = headers_len;
-	op->body = body;
-	op->body_len = body_len;
-	op->omitted = omitted;
-	op->sealed = sealed;
-	op->retention_ms = retention_ms;
+	op->ask.status = status;
+	op->ask.headers = headers;
+	op->ask.headers_len = headers_len;
+	op->ask.body = body;
+	op->ask.body_len = body_len;
+	op->ask.omitted = omitted;
+	op->ask.sealed = sealed;
+	op->ask.retention_ms = retention_ms;
 	if (headers_len > STORE_PARAM_MAX || body_len > STORE_PARAM_MAX) {
 		store_log(LOG_ERROR, "store finish: response too large to store", NULL);
 		st->npending++;
@@ -2309,9 +2337,9 @@ void store_query(struct store *st, const struct store_stmt *stmt, store_query_cb
 {
 	struct store_op *op = store_op_new(STORE_OP_QUERY, &store_no_scope, 0, arg);
 
-	op->solo = 1;
+	op->run.solo = 1;
 	op->stmt = *stmt;
-	op->query_cb = cb;
+	op->cb.query = cb;
 	store_submit(st, op);
 }
 
@@ -2323,15 +2351,15 @@ void store_notify(struct store *st, const char *const *tokens, int n)
 	if (n <= 0)
 		return;
 	op = store_op_new(STORE_OP_QUERY, &store_no_scope, 0, NULL);
-	op->solo = 1;
-	op->owned = store_tokens_array(tokens, n);
-	if (!op->owned) {
+	op->run.solo = 1;
+	op->tokens = store_tokens_array(tokens, n);
+	if (!op->tokens) {
 		store_log(LOG_WARN, "store cannot notify: out of memory", NULL);
 		store_op_free(op);
 		return;
 	}
-	op->values[0] = op->owned;
-	op->stmt = (struct store_stmt){store_sql_notify, 1, types, op->values, NULL, NULL};
+	op->tokens_param = op->tokens;
+	op->stmt = (struct store_stmt){store_sql_notify, 1, types, &op->tokens_param, NULL, NULL};
 	store_submit(st, op);
 }
 

@@ -32,7 +32,6 @@
  * on a statement when we do. The one other piece of session state is
  * LISTEN, asked for by store_listen.
  */
-#include <endian.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -48,18 +47,16 @@
 #include "proxy/evfree.h"
 #include "proxy/log.h"
 #include "proxy/store.h"
+#include "proxy/store_sql.h"
 
 #define STORE_BACKOFF_MIN_MS 50
 #define STORE_BACKOFF_MAX_MS 1000
 #define STORE_CLAIM_ATTEMPTS 5
-#define STORE_NUM_MAX	     32
-#define STORE_OP_NUMS	     3	     /* numbers an operation sends as text */
 #define STORE_APPLICATION_NAME "idemproxy"
-#define STORE_TOKEN_MAX	     160     /* a claim's lease token: owner_id:nonce:N */
 /* A lost claim is removed no sooner than this after its statement's
  * statement_timeout (store_timeout) ran out: by then its statement has
  * written the claim's row or never will. Whether that row commits, the
- * removal waits to see (store_sql_forget_probe_head), at most
+ * removal waits to see (the probe in store_sql.c), at most
  * STORE_FORGET_WAIT_MS at a time (and at most half the store_timeout),
  * then tries again after a backoff from STORE_BACKOFF_MIN_MS to
  * STORE_BACKOFF_MAX_MS. A store keeps at most STORE_FORGET_MAX lost
@@ -69,25 +66,9 @@
 #define STORE_FORGET_MAX       4096
 #define STORE_PARAM_MAX	     INT_MAX /* libpq parameter lengths are int */
 
-/* Operations in one statement, and how far down the queue a batch looks. */
-#define STORE_BATCH_MAX	 128
+/* How far down the queue a batch looks. */
 #define STORE_SCAN_MAX	 (4 * STORE_BATCH_MAX)
 #define STORE_SEEN_SLOTS (2 * STORE_SCAN_MAX) /* a power of two */
-
-/*
- * Named statements: the timeout setting (STORE_ID_TIMEOUT), the lost-claim
- * removal's (STORE_ID_FORGET_TIMEOUT), the notification (STORE_ID_NOTIFY)
- * and, per batch kind, row count up to STORE_NAMED_ROWS (larger batches,
- * rare and already spread over many rows, stay unnamed) and part (enum
- * store_part), so a connection holds at most STORE_NAMED_IDS of them.
- */
-#define STORE_NAMED_ROWS	16
-#define STORE_ID_TIMEOUT	0
-#define STORE_ID_NOTIFY		1
-#define STORE_ID_FORGET_TIMEOUT 2
-#define STORE_ID_BATCHES	3
-#define STORE_NAMED_IDS		(STORE_ID_BATCHES + STORE_PARTS * STORE_OP_QUERY * STORE_NAMED_ROWS)
-#define STORE_NAME_MAX		40
 
 /* What a result of the pipeline in flight answers: a prepare (the
  * statement's id, >= 0), the timeout setting, the statement itself, a
@@ -105,436 +86,16 @@
 #define STORE_RETRY_MIN_MS 2
 #define STORE_RETRY_MAX_MS 200
 
-/* Parameters per VALUES row, and the most one statement sends. */
-#define STORE_CLAIM_ROW_PARAMS	 6
-#define STORE_LOOKUP_ROW_PARAMS	 7
-#define STORE_FORGET_ROW_PARAMS	 5
-#define STORE_FINISH_ROW_PARAMS	 10
-#define STORE_FENCE_ROW_PARAMS	 4
-#define STORE_ROW_PARAMS_MAX	STORE_FINISH_ROW_PARAMS
-#define STORE_PARAMS_MAX	(1 + STORE_ROW_PARAMS_MAX * STORE_BATCH_MAX)
-
-/*
- * The statement text: the fixed head and tail, and one VALUES row per
- * operation, written from its kind's row template: at most 3 + 7
- * characters per parameter with the separators, plus the template's fixed
- * text, well under STORE_SQL_ROW_MAX.
- */
-#define STORE_SQL_FIXED_MAX 4096
-#define STORE_SQL_ROW_MAX   192
-#define STORE_SQL_MAX	    (STORE_SQL_FIXED_MAX + STORE_BATCH_MAX * STORE_SQL_ROW_MAX)
-
-/*
- * The statements keep to the forms PostgreSQL-compatible distributed
- * engines run (Citus with the table distributed by the key, CockroachDB,
- * YugabyteDB): times are computed in the VALUES rows (now() is the
- * transaction's start, the same in every statement of a batch); a new
- * generation comes from nextval in an INSERT's VALUES or in a CTE that
- * only reads; a statement writes the table once, and never through a
- * data-modifying CTE; and the notification that wakes waiting duplicates
- * is a statement of its own (STORE_SQL_NOTIFY), never a function
- * in a write's RETURNING.
- *
- * The claim's first step, one statement for the whole batch: insert a new
- * record for each scope and return those inserted, named by their scope
- * (an insert cannot return the ordinal). ON CONFLICT DO NOTHING makes
- * PostgreSQL pick one owner per slot; the operations that got no row find
- * the slot taken and go on to the lookup. The rows go in scope order (the
- * batch is sorted first) so that two stores inserting overlapping scopes
- * wait for each other in one order and cannot deadlock.
- */
-static const char store_sql_claim_head[] =
-    "INSERT INTO idempotency_records (actor, operation, idem_key, fingerprint, state,"
-    " lease_expires_at, lease_owner, generation) VALUES ";
-
-static const char store_sql_claim_row[] =
-    "(?, ?, ?, ?, 'in_progress', now() + ? * interval '1 millisecond', ?, "
-    STORE_SQL_NEW_GENERATION ")";
-
-static const char store_sql_claim_tail[] =
-    " ON CONFLICT (actor, operation, idem_key) DO NOTHING"
-    " RETURNING actor, operation, idem_key, generation";
-
-/*
- * The claim's second step, for the slots the insert found taken: read the
- * records that hold them, one result row per ordinal. The read takes no
- * row lock, no transaction id and no WAL flush for the common "record
- * exists" answer. A row says whether the slot may be taken over (take): a
- * completed record whose retention has passed and, for a route with
- * `recovery forward`, a record of the same request whose outcome is
- * unknown or whose owner's lease ran out; those operations go on to the
- * takeover, a third step, and only they pay for its write. An ordinal
- * with no row met a concurrent delete; the caller claims again from the
- * insert. A batch never holds two operations on one scope, which keeps
- * each join on the scope one-to-one.
- */
-static const char store_sql_lookup_head[] =
-    "WITH v (ord, actor, operation, idem_key, fingerprint, lease_until, recover, lease_owner,"
-    " at) AS (VALUES ";
-
-#define STORE_SQL_SCOPE_JOIN                                                             \
-	" r.actor = v.actor AND r.operation = v.operation AND r.idem_key = v.idem_key"
-
-/* A slot the lookup may take over; NULL (never in a valid record) counts as no. */
-#define STORE_SQL_TAKEOVER                                                               \
-	"(r.state = 'completed' AND r.expires_at <= v.at"                                \
-	" OR v.recover AND r.fingerprint = v.fingerprint AND (r.state = 'unknown'"       \
-	" OR r.state = 'in_progress' AND r.lease_expires_at <= v.at))"
-
-static const char store_sql_lookup_tail[] =
-    ")"
-    " SELECT v.ord, " STORE_SQL_TAKEOVER " IS TRUE, r.generation, r.state, r.fingerprint,"
-    "  r.response_status, r.response_headers, r.response_body, r.body_omitted,"
-    "  (r.state = 'in_progress' AND r.lease_expires_at <= v.at) IS TRUE,"
-    "  CASE WHEN r.state = 'in_progress' THEN greatest(0, ceil(extract(epoch FROM"
-    "   r.lease_expires_at - v.at) * 1000))::bigint ELSE 0::bigint END,"
-    "  CASE WHEN r.state = 'completed' THEN coalesce(greatest(0, floor(extract(epoch FROM"
-    "   r.expires_at - v.at) * 1000))::bigint, 0::bigint) ELSE 0::bigint END,"
-    "  r.response_sealed,"
-    "  CASE WHEN r.state = 'completed' THEN coalesce(greatest(0, floor(extract(epoch FROM"
-    "   v.at - r.completed_at) * 1000))::bigint, 0::bigint) ELSE 0::bigint END"
-    " FROM v JOIN idempotency_records r ON" STORE_SQL_SCOPE_JOIN;
-
-/*
- * The takeover of the slots the lookup found takeable, if they still are
- * (the same condition, checked again on the locked row): a new
- * generation for each from a CTE that reads no table, and the ordinals
- * taken over with it. One that is not returned was changed by a
- * concurrent writer: the caller claims again from the insert. The rows
- * go in scope order, like the insert's.
- */
-static const char store_sql_takeover_tail[] =
-    "),"
-    " g AS (SELECT ord, " STORE_SQL_NEW_GENERATION " AS generation FROM v)"
-    " UPDATE idempotency_records r SET"
-    "  fingerprint = v.fingerprint, state = 'in_progress', lease_owner = v.lease_owner,"
-    "  lease_expires_at = v.lease_until, generation = g.generation, response_status = NULL,"
-    "  response_headers = NULL, response_body = NULL, response_sealed = NULL,"
-    "  body_omitted = false, created_at = v.at, completed_at = NULL, expires_at = NULL"
-    " FROM v JOIN g ON g.ord = v.ord"
-    " WHERE" STORE_SQL_SCOPE_JOIN " AND " STORE_SQL_TAKEOVER
-    " RETURNING v.ord, r.generation";
-
-/* Finish, mark unknown and release return the ordinals they wrote. */
-static const char store_sql_finish_head[] =
-    "UPDATE idempotency_records r SET state = 'completed', response_status = v.status,"
-    " response_headers = v.headers, response_body = v.body, body_omitted = v.omitted,"
-    " response_sealed = v.sealed, completed_at = v.at, expires_at = v.expires_at,"
-    " lease_owner = NULL, lease_expires_at = NULL"
-    " FROM (VALUES ";
-
-/*
- * An owner's write lands while its generation holds: on its in_progress
- * record, or on one the sweeper marked unknown when the lease ran out
- * (nobody took it over, so the owner's outcome is still the truth).
- */
-#define STORE_SQL_FENCE                                                                  \
-	" WHERE" STORE_SQL_SCOPE_JOIN " AND r.generation = v.generation"                  \
-	" AND r.state IN ('in_progress', 'unknown') RETURNING v.ord"
-
-static const char store_sql_finish_tail[] =
-    ") v (ord, actor, operation, idem_key, generation, status, headers, body, omitted,"
-    " expires_at, sealed, at)" STORE_SQL_FENCE;
-
-static const char store_sql_unknown_head[] =
-    "UPDATE idempotency_records r SET state = 'unknown' FROM (VALUES ";
-
-static const char store_sql_release_head[] = "DELETE FROM idempotency_records r USING (VALUES ";
-
-static const char store_sql_fence_tail[] =
-    ") v (ord, actor, operation, idem_key, generation)" STORE_SQL_FENCE;
-
-/*
- * A lost claim's removal, three statements in one transaction. The
- * claim's own transaction may not have ended yet: a commit that waits for
- * a synchronous standby is bounded by no statement_timeout (the server
- * lifts it before committing), and until the commit ends the claim's row
- * is invisible to every other statement, so a delete by the lease token
- * alone would find nothing and the claim would land after it. So first a
- * probe inserts into each slot: meeting a row whose writer is still in
- * progress, the insert waits for that transaction to end (bounded by the
- * removal's lock_timeout), and the statements after it, with a snapshot
- * of their own, see what the claim left. A slot the probe finds free (the
- * claim never committed) gets the probe's own row, generation 0 (a
- * generation no claim has), which the delete after it removes in the
- * same transaction: nothing of the probe outlives it. Then the claim,
- * found by its lease token, is deleted when it inserted the record (or
- * took over an expired completed one), also when the sweeper has since
- * marked it unknown (its lease ran out before it committed); and, by the
- * third statement, marked unknown again when it took over an unknown or
- * abandoned record for recovery. The delete returns the ordinal and the
- * generation of each row it removed, the update the ordinals it wrote.
- */
-static const char store_sql_forget_probe_head[] =
-    "INSERT INTO idempotency_records (actor, operation, idem_key, fingerprint, state,"
-    " lease_owner, generation) SELECT v.actor, v.operation, v.idem_key, ''::bytea,"
-    " 'in_progress', v.lease_owner, 0 FROM (VALUES ";
-
-#define STORE_SQL_LOST_CLAIM_ROWS ") v (ord, actor, operation, idem_key, lease_owner, recovered)"
-
-static const char store_sql_forget_probe_tail[] =
-    STORE_SQL_LOST_CLAIM_ROWS " ON CONFLICT (actor, operation, idem_key) DO NOTHING";
-
-static const char store_sql_forget_head[] = "DELETE FROM idempotency_records r USING (VALUES ";
-
-static const char store_sql_forget_held_head[] =
-    "UPDATE idempotency_records r SET state = 'unknown', lease_owner = NULL FROM (VALUES ";
-
-#define STORE_SQL_LOST_CLAIM                                                             \
-	STORE_SQL_LOST_CLAIM_ROWS " WHERE" STORE_SQL_SCOPE_JOIN                          \
-	" AND r.lease_owner = v.lease_owner"
-
-static const char store_sql_forget_tail[] =
-    STORE_SQL_LOST_CLAIM " AND (r.generation = 0 OR NOT v.recovered"
-    " AND r.state IN ('in_progress', 'unknown')) RETURNING v.ord, r.generation";
-
-static const char store_sql_forget_held_tail[] =
-    STORE_SQL_LOST_CLAIM " AND r.state = 'in_progress' AND v.recovered RETURNING v.ord";
-
-/* VALUES rows: '#' stands for the ordinal, '?' for the row's next parameter. */
-static const char store_sql_lookup_row[] =
-    "(#, ?, ?, ?, ?, now() + ? * interval '1 millisecond', ?, ?, now())";
-static const char store_sql_forget_row[] = "(#, ?, ?, ?, ?, ?)";
-static const char store_sql_finish_row[] =
-    "(#, ?, ?, ?, ?, ?, ?, ?, ?, now() + ? * interval '1 millisecond', ?, now())";
-static const char store_sql_fence_row[] = "(#, ?, ?, ?, ?)";
-
-/*
- * The notification (STORE_SQL_NOTIFY) after a write batch goes in the
- * write's transaction, so out at its commit. A write that was fenced
- * wakes its waiters too, and they read the record again.
- */
-static const char store_sql_notify[] = STORE_SQL_NOTIFY;
-
-/*
- * Sent before every statement, in the same implicit transaction, which
- * lasts until the pipeline's sync (st->timeout_sql). set_config rather than
- * SET LOCAL: the effect is the same, but SET LOCAL warns outside an
- * explicit transaction block.
- */
-#define STORE_SQL_TIMEOUT "SELECT set_config('statement_timeout', '%" PRId64 "', true)"
-
-/* The lost-claim removal's: the same, and how long its probe may wait. */
-#define STORE_SQL_FORGET_TIMEOUT                                                         \
-	"SELECT set_config('statement_timeout', '%" PRId64 "', true),"                  \
-	" set_config('lock_timeout', '%" PRId64 "', true)"
-
-static const char store_sql_listen[] = "LISTEN " STORE_CHANNEL;
-
-_Static_assert(sizeof(store_sql_lookup_head) + sizeof(store_sql_lookup_tail) < STORE_SQL_FIXED_MAX &&
-		   sizeof(store_sql_lookup_head) + sizeof(store_sql_takeover_tail) <
-		       STORE_SQL_FIXED_MAX,
-	       "the lookup's fixed text must fit STORE_SQL_FIXED_MAX");
-_Static_assert(sizeof(store_sql_lookup_row) + 7 * STORE_LOOKUP_ROW_PARAMS < STORE_SQL_ROW_MAX &&
-		   sizeof(store_sql_finish_row) + 7 * STORE_FINISH_ROW_PARAMS < STORE_SQL_ROW_MAX,
-	       "a lookup or finish row must fit STORE_SQL_ROW_MAX");
-_Static_assert(sizeof(store_sql_claim_row) + 7 * STORE_CLAIM_ROW_PARAMS < STORE_SQL_ROW_MAX,
-	       "a claim row must fit STORE_SQL_ROW_MAX");
-_Static_assert(sizeof(store_sql_finish_head) + sizeof(store_sql_finish_tail) < STORE_SQL_FIXED_MAX,
-	       "the finish's fixed text must fit STORE_SQL_FIXED_MAX");
-_Static_assert(sizeof(store_sql_forget_probe_head) + sizeof(store_sql_forget_probe_tail) <
-		   STORE_SQL_FIXED_MAX,
-	       "the forget's probe must fit STORE_SQL_FIXED_MAX");
-
-/* Columns of an insert result row, in the order the statement returns them. */
-enum store_insert_col {
-	STORE_INS_ACTOR,
-	STORE_INS_OPERATION,
-	STORE_INS_KEY,
-	STORE_INS_GENERATION,
-	STORE_INSERT_COLUMNS,
-};
-
-/* Columns of a lookup result row, in the order the statement selects them. */
-enum store_claim_col {
-	STORE_COL_ORD,
-	STORE_COL_TAKE,
-	STORE_COL_GENERATION,
-	STORE_COL_STATE,
-	STORE_COL_FINGERPRINT,
-	STORE_COL_STATUS,
-	STORE_COL_HEADERS,
-	STORE_COL_BODY,
-	STORE_COL_OMITTED,
-	STORE_COL_LEASE_EXPIRED,
-	STORE_COL_LEASE_REMAINING,
-	STORE_COL_EXPIRES_IN,
-	STORE_COL_SEALED,
-	STORE_COL_COMPLETED_AGO,
-	STORE_CLAIM_COLUMNS,
-};
-
 enum store_conn_state {
 	STORE_DISCONNECTED, /* timer: backoff before the next connect */
 	STORE_CONNECTING,   /* timer: connect deadline */
 	STORE_CONNECTED,    /* timer: deadline of the batch in flight */
 };
 
-enum store_op_kind {
-	STORE_OP_CLAIM,	 /* a claim's insert */
-	STORE_OP_LOOKUP, /* a claim whose slot was taken: read the record */
-	STORE_OP_FINISH,
-	STORE_OP_UNKNOWN,
-	STORE_OP_RELEASE,
-	STORE_OP_FORGET, /* the store's own: remove a lost claim (store_claim) */
-	STORE_OP_TAKEOVER, /* a claim whose slot may be taken over: take it */
-	STORE_OP_QUERY, /* a caller's own statement, alone, text results */
-};
-
-/* The statements of a batch, by the order they are named in (not sent in). */
-enum store_part {
-	STORE_PART_MAIN,  /* the kind's own statement */
-	STORE_PART_SIDE,  /* its companion, sent after it */
-	STORE_PART_FIRST, /* the one sent before it */
-	STORE_PARTS,
-};
-
-/*
- * How one kind of operation is written: head, one VALUES row per
- * operation from the row template with row_params parameters of the given
- * types and formats, tail. A kind with a companion statement (side_head
- * and side_tail around the same rows, with the same parameters) sends it
- * after the statement, one with a first statement (first_head and
- * first_tail, likewise) before it, all in the same transaction.
- */
-struct store_sql {
-	const char *head;
-	const char *row;
-	const char *tail;
-	const char *side_head;
-	const char *side_tail;
-	int row_params;
-	Oid types[STORE_ROW_PARAMS_MAX];
-	int formats[STORE_ROW_PARAMS_MAX];
-	const char *first_head;
-	const char *first_tail;
-};
-
-/* A claim row and a lookup row start alike: scope, fingerprint, lease (then recover), token. */
-#define STORE_CLAIM_ROW_TYPES                                                            \
-	STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_BYTEA, STORE_OID_INT8
-#define STORE_CLAIM_ROW_FORMATS                                                          \
-	STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_BINARY,     \
-	    STORE_FORMAT_TEXT
-
-/* A write row starts with the scope and the generation. */
-#define STORE_FENCE_ROW_TYPES STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_INT8
-#define STORE_FENCE_ROW_FORMATS                                                          \
-	STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT
-
-/* Bytea (fingerprint, headers, body) goes binary: sent by length, never copied here. */
-static const struct store_sql store_sqls[] = {
-    [STORE_OP_CLAIM] =
-	{
-	    store_sql_claim_head,
-	    store_sql_claim_row,
-	    store_sql_claim_tail,
-	    NULL,
-	    NULL,
-	    STORE_CLAIM_ROW_PARAMS,
-	    {STORE_CLAIM_ROW_TYPES, STORE_OID_TEXT},
-	    {STORE_CLAIM_ROW_FORMATS, STORE_FORMAT_TEXT},
-	},
-    [STORE_OP_LOOKUP] =
-	{
-	    store_sql_lookup_head,
-	    store_sql_lookup_row,
-	    store_sql_lookup_tail,
-	    NULL,
-	    NULL,
-	    STORE_LOOKUP_ROW_PARAMS,
-	    {STORE_CLAIM_ROW_TYPES, STORE_OID_BOOL, STORE_OID_TEXT},
-	    {STORE_CLAIM_ROW_FORMATS, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT},
-	},
-    [STORE_OP_TAKEOVER] =
-	{
-	    store_sql_lookup_head,
-	    store_sql_lookup_row,
-	    store_sql_takeover_tail,
-	    NULL,
-	    NULL,
-	    STORE_LOOKUP_ROW_PARAMS,
-	    {STORE_CLAIM_ROW_TYPES, STORE_OID_BOOL, STORE_OID_TEXT},
-	    {STORE_CLAIM_ROW_FORMATS, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT},
-	},
-    [STORE_OP_FINISH] =
-	{
-	    store_sql_finish_head,
-	    store_sql_finish_row,
-	    store_sql_finish_tail,
-	    NULL,
-	    NULL,
-	    STORE_FINISH_ROW_PARAMS,
-	    {STORE_FENCE_ROW_TYPES, STORE_OID_INT4, STORE_OID_BYTEA, STORE_OID_BYTEA,
-	     STORE_OID_BOOL, STORE_OID_INT8, STORE_OID_TEXT},
-	    {STORE_FENCE_ROW_FORMATS, STORE_FORMAT_TEXT, STORE_FORMAT_BINARY,
-	     STORE_FORMAT_BINARY, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT},
-	},
-    [STORE_OP_UNKNOWN] =
-	{
-	    store_sql_unknown_head,
-	    store_sql_fence_row,
-	    store_sql_fence_tail,
-	    NULL,
-	    NULL,
-	    STORE_FENCE_ROW_PARAMS,
-	    {STORE_FENCE_ROW_TYPES},
-	    {STORE_FENCE_ROW_FORMATS},
-	},
-    [STORE_OP_RELEASE] =
-	{
-	    store_sql_release_head,
-	    store_sql_fence_row,
-	    store_sql_fence_tail,
-	    NULL,
-	    NULL,
-	    STORE_FENCE_ROW_PARAMS,
-	    {STORE_FENCE_ROW_TYPES},
-	    {STORE_FENCE_ROW_FORMATS},
-	},
-    [STORE_OP_FORGET] =
-	{
-	    store_sql_forget_head,
-	    store_sql_forget_row,
-	    store_sql_forget_tail,
-	    store_sql_forget_held_head,
-	    store_sql_forget_held_tail,
-	    STORE_FORGET_ROW_PARAMS,
-	    {STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_BOOL},
-	    {STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT,
-	     STORE_FORMAT_TEXT},
-	    store_sql_forget_probe_head,
-	    store_sql_forget_probe_tail,
-	},
-};
-
 /* A claim batch's result, shared by the operations whose records point into it. */
 struct store_shared {
 	PGresult *res;
 	int refs;
-};
-
-/*
- * What an operation asks of the table: the values of its statement's row
- * (store_op_params). What the pointers point to is the caller's until the
- * callback; a forget's scope points into its own copy (scope_copy).
- */
-struct store_ask {
-	struct scope sc;
-	char token[STORE_TOKEN_MAX]; /* claim, lookup, takeover, forget: the claim's lease_owner */
-	const unsigned char *fp;     /* claim, lookup, takeover: the request's fingerprint */
-	int64_t lease_ms;	     /* claim, lookup, takeover: the lease it asks for */
-	int recover;		     /* lookup, takeover: STORE_RECOVER */
-	int recovered;		     /* forget: the lost claim took over an abandoned record */
-	int64_t generation;	     /* finish, unknown, release: the generation claimed */
-	int status;		     /* finish: the response the record keeps */
-	const char *headers;
-	size_t headers_len;
-	const unsigned char *body; /* NULL with omitted */
-	size_t body_len;
-	int omitted;
-	const char *sealed;   /* the sealing key's id, NULL: plaintext */
-	int64_t retention_ms; /* how long the record is kept */
 };
 
 /* One operation, from the call that queues it until its callback has run. */
@@ -621,8 +182,8 @@ struct store {
 	int nexpect;
 	int nulls;	     /* PQgetResult NULLs in a row */
 	int flushing;	     /* PQflush left data to write */
-	char timeout_sql[STORE_NUM_MAX + sizeof(STORE_SQL_TIMEOUT)];
-	char forget_timeout_sql[2 * STORE_NUM_MAX + sizeof(STORE_SQL_FORGET_TIMEOUT)];
+	char timeout_sql[STORE_SQL_TIMEOUT_MAX];
+	char forget_timeout_sql[STORE_SQL_TIMEOUT_MAX];
 	int named_mode; /* 1 named statements, 0 unnamed, -1 detect at each connect */
 	int named;	/* this connection sends named statements */
 	int named_told; /* what the log last said of detection: -1 nothing yet */
@@ -912,17 +473,13 @@ static void store_probe_done(void *arg, enum store_result res, const PGresult *r
  */
 static void store_connected(struct store *st)
 {
-	static const struct store_stmt listen = {store_sql_listen, 0, NULL, NULL, NULL, NULL};
-	static const struct store_stmt probe = {"SELECT pg_backend_pid()", 0, NULL, NULL, NULL,
-						NULL};
-
 	if (st->named_mode < 0)
-		store_query(st, &probe, store_probe_done, st);
+		store_query(st, &store_sql_probe, store_probe_done, st);
 	if (st->forget.head)
 		event_active(st->forget_ev, EV_TIMEOUT, 0);
 	if (!st->notify_cb)
 		return;
-	store_query(st, &listen, NULL, NULL);
+	store_query(st, &store_sql_listen, NULL, NULL);
 	st->notify_cb(st->notify_arg, NULL);
 }
 
@@ -1110,130 +667,6 @@ static void store_timer_event(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-static int64_t store_int8(const PGresult *res, int row, int col)
-{
-	uint64_t v;
-
-	memcpy(&v, PQgetvalue(res, row, col), sizeof(v));
-	return (int64_t)be64toh(v);
-}
-
-static int32_t store_int4(const PGresult *res, int row, int col)
-{
-	uint32_t v;
-
-	memcpy(&v, PQgetvalue(res, row, col), sizeof(v));
-	return (int32_t)be32toh(v);
-}
-
-static int store_bool(const PGresult *res, int row, int col)
-{
-	return PQgetvalue(res, row, col)[0] != 0;
-}
-
-/* 1 when column col of row is non-NULL and exactly len bytes long. */
-static int store_has(const PGresult *res, int row, int col, int len)
-{
-	return !PQgetisnull(res, row, col) && PQgetlength(res, row, col) == len;
-}
-
-/*
- * The batch ordinal in column 0 of row, or -1 when it is not one of the
- * batch's nbatch ordinals.
- */
-static int store_row_ord(const PGresult *res, int row, int nbatch)
-{
-	int32_t ord;
-
-	if (!store_has(res, row, 0, sizeof(int32_t)))
-		return -1;
-	ord = store_int4(res, row, 0);
-	return ord >= 0 && ord < nbatch ? ord : -1;
-}
-
-/*
- * Read a lookup result row (binary format) into op: STORE_EXISTS with
- * op->answer.rec pointing into res, or 1 when the slot may be taken over.
- * Returns -1 when the row is not what the statement produces.
- */
-static int store_parse_claim(struct store_op *op, const PGresult *res, int row)
-{
-	struct record *rec = &op->answer.rec;
-	const char *state;
-
-	if (PQnfields(res) != STORE_CLAIM_COLUMNS || !store_has(res, row, STORE_COL_TAKE, 1) ||
-	    !store_has(res, row, STORE_COL_GENERATION, sizeof(int64_t)))
-		return -1;
-	if (store_bool(res, row, STORE_COL_TAKE))
-		return 1;
-	if (PQgetisnull(res, row, STORE_COL_STATE) ||
-	    !store_has(res, row, STORE_COL_FINGERPRINT, RECORD_FINGERPRINT_LEN) ||
-	    !store_has(res, row, STORE_COL_OMITTED, 1) ||
-	    !store_has(res, row, STORE_COL_LEASE_EXPIRED, 1) ||
-	    !store_has(res, row, STORE_COL_LEASE_REMAINING, sizeof(int64_t)) ||
-	    !store_has(res, row, STORE_COL_EXPIRES_IN, sizeof(int64_t)) ||
-	    !store_has(res, row, STORE_COL_COMPLETED_AGO, sizeof(int64_t)))
-		return -1;
-	memset(rec, 0, sizeof(*rec));
-	state = PQgetvalue(res, row, STORE_COL_STATE);
-	if (strcmp(state, "in_progress") == 0)
-		rec->state = RECORD_IN_PROGRESS;
-	else if (strcmp(state, "completed") == 0)
-		rec->state = RECORD_COMPLETED;
-	else if (strcmp(state, "unknown") == 0)
-		rec->state = RECORD_UNKNOWN;
-	else
-		return -1;
-	memcpy(rec->fingerprint, PQgetvalue(res, row, STORE_COL_FINGERPRINT), RECORD_FINGERPRINT_LEN);
-	rec->generation = store_int8(res, row, STORE_COL_GENERATION);
-	rec->lease_expired = store_bool(res, row, STORE_COL_LEASE_EXPIRED);
-	rec->lease_remaining_ms = store_int8(res, row, STORE_COL_LEASE_REMAINING);
-	rec->expires_in_ms = store_int8(res, row, STORE_COL_EXPIRES_IN);
-	rec->completed_ms_ago = store_int8(res, row, STORE_COL_COMPLETED_AGO);
-	rec->body_omitted = store_bool(res, row, STORE_COL_OMITTED);
-	rec->headers = "";
-	if (rec->state == RECORD_COMPLETED) {
-		if (!store_has(res, row, STORE_COL_STATUS, sizeof(int32_t)))
-			return -1;
-		rec->status = store_int4(res, row, STORE_COL_STATUS);
-		if (!PQgetisnull(res, row, STORE_COL_SEALED))
-			rec->sealed = PQgetvalue(res, row, STORE_COL_SEALED);
-		if (!PQgetisnull(res, row, STORE_COL_HEADERS)) {
-			rec->headers = PQgetvalue(res, row, STORE_COL_HEADERS);
-			rec->headers_len = (size_t)PQgetlength(res, row, STORE_COL_HEADERS);
-		}
-		if (!PQgetisnull(res, row, STORE_COL_BODY)) {
-			rec->body = (const unsigned char *)PQgetvalue(res, row, STORE_COL_BODY);
-			rec->body_len = (size_t)PQgetlength(res, row, STORE_COL_BODY);
-		}
-	}
-	op->answer.res = STORE_EXISTS;
-	return 0;
-}
-
-/*
- * 1 when the error means this connection is no use: the server is read-only
- * (a standby after failover), going away, or the link failed.
- */
-/* 1 when res failed on a table or column that is not there: migrations are missing. */
-static int store_error_is_schema(const PGresult *res)
-{
-	const char *sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-
-	/* undefined_table, undefined_column, undefined_function */
-	return sqlstate && (strcmp(sqlstate, "42P01") == 0 || strcmp(sqlstate, "42703") == 0 ||
-			    strcmp(sqlstate, "42883") == 0);
-}
-
-static int store_error_is_fatal(const char *sqlstate)
-{
-	if (!sqlstate)
-		return 1;
-	return strcmp(sqlstate, "25006") == 0 || strncmp(sqlstate, "08", 2) == 0 ||
-	       strcmp(sqlstate, "57P01") == 0 || strcmp(sqlstate, "57P02") == 0 ||
-	       strcmp(sqlstate, "57P03") == 0;
-}
-
 /*
  * The batch's statement failed for a reason that may belong to one of its
  * operations alone (a value the server rejects, a deadlock): its
@@ -1257,21 +690,6 @@ static void store_batch_failed(struct store *st)
 	st->nbatch = 0;
 }
 
-/* 1 when the scope columns of insert result row name op's scope. */
-static int store_row_scope(const PGresult *res, int row, const struct store_op *op)
-{
-	const char *parts[] = {op->ask.sc.actor, op->ask.sc.operation, op->ask.sc.key};
-	size_t len;
-
-	for (int col = STORE_INS_ACTOR; col <= STORE_INS_KEY; col++) {
-		len = strlen(parts[col]);
-		if (PQgetisnull(res, row, col) || (size_t)PQgetlength(res, row, col) != len ||
-		    memcmp(PQgetvalue(res, row, col), parts[col], len) != 0)
-			return 0;
-	}
-	return 1;
-}
-
 /*
  * The rows of a claim's insert: each operation a row names owns its new
  * record and completes with STORE_OK; the others found the slot taken and
@@ -1285,7 +703,7 @@ static void store_insert_rows(struct store *st, const PGresult *res)
 	struct store_op *op = NULL;
 	int next = 0, i;
 
-	if (PQnfields(res) != STORE_INSERT_COLUMNS) {
+	if (!store_sql_insert_columns(res)) {
 		store_log(LOG_WARN, "store claim returned unexpected columns", NULL);
 		for (i = 0; i < st->nbatch; i++)
 			store_complete(st, st->batch[i], STORE_UNAVAILABLE);
@@ -1295,7 +713,7 @@ static void store_insert_rows(struct store *st, const PGresult *res)
 	for (int row = 0; row < PQntuples(res); row++) {
 		for (i = 0; i < st->nbatch; i++) {
 			op = st->batch[(next + i) % st->nbatch];
-			if (!op->run.answered && store_row_scope(res, row, op))
+			if (!op->run.answered && store_sql_insert_scope(res, row, &op->ask.sc))
 				break;
 		}
 		if (i == st->nbatch) {
@@ -1304,8 +722,7 @@ static void store_insert_rows(struct store *st, const PGresult *res)
 		}
 		next = (next + i + 1) % st->nbatch;
 		op->run.answered = 1;
-		if (store_has(res, row, STORE_INS_GENERATION, sizeof(int64_t))) {
-			op->answer.generation = store_int8(res, row, STORE_INS_GENERATION);
+		if (store_sql_insert_generation(res, row, &op->answer.generation) == 0) {
 			op->answer.res = STORE_OK;
 		} else {
 			store_log(LOG_WARN, "store claim returned an unexpected row", NULL);
@@ -1355,20 +772,21 @@ static void store_lookup_rows(struct store *st, PGresult *res)
 	int ord, take;
 
 	for (int row = 0; row < PQntuples(res); row++) {
-		ord = store_row_ord(res, row, st->nbatch);
+		ord = store_sql_ord(res, row, st->nbatch);
 		if (ord < 0 || st->batch[ord]->run.answered) {
 			store_log(LOG_WARN, "store claim returned an unexpected row", NULL);
 			continue;
 		}
 		op = st->batch[ord];
 		op->run.answered = 1;
-		take = store_parse_claim(op, res, row);
+		take = store_sql_lookup_record(res, row, &op->answer.rec);
 		if (take < 0) {
 			store_log(LOG_WARN, "store claim returned an unexpected row", NULL);
 			op->answer.res = STORE_UNAVAILABLE;
 		} else if (take) {
 			op->run.take = 1;
 		} else {
+			op->answer.res = STORE_EXISTS;
 			if (!shared) {
 				shared = store_alloc(sizeof(*shared));
 				shared->res = res;
@@ -1404,17 +822,18 @@ static void store_takeover_rows(struct store *st, const PGresult *res)
 {
 	struct store_queue again = {0};
 	struct store_op *op;
+	int64_t generation;
 	int ord;
 
 	for (int row = 0; row < PQntuples(res); row++) {
-		ord = store_row_ord(res, row, st->nbatch);
-		if (ord < 0 || PQnfields(res) != 2 || !store_has(res, row, 1, sizeof(int64_t))) {
+		ord = store_sql_takeover_ord(res, row, st->nbatch, &generation);
+		if (ord < 0) {
 			store_log(LOG_WARN, "store takeover returned an unexpected row", NULL);
 			continue;
 		}
 		op = st->batch[ord];
 		op->run.answered = 1;
-		op->answer.generation = store_int8(res, row, 1);
+		op->answer.generation = generation;
 	}
 	for (int i = 0; i < st->nbatch; i++) {
 		op = st->batch[i];
@@ -1439,7 +858,7 @@ static void store_fence_rows(struct store *st, const PGresult *res)
 	for (int i = 0; i < st->nbatch; i++)
 		st->batch[i]->answer.res = STORE_FENCED;
 	for (int row = 0; row < PQntuples(res); row++) {
-		ord = store_row_ord(res, row, st->nbatch);
+		ord = store_sql_ord(res, row, st->nbatch);
 		if (ord < 0)
 			store_log(LOG_WARN, "store write returned an unexpected row", NULL);
 		else
@@ -1458,11 +877,8 @@ static void store_fence_rows(struct store *st, const PGresult *res)
  */
 static void store_forget_rows(struct store *st, const PGresult *res)
 {
-	int removed = res ? st->side_rows : 0;
+	int removed = res ? st->side_rows + store_sql_forget_removed(res) : 0;
 
-	for (int row = 0; res && row < PQntuples(res); row++)
-		removed += PQnfields(res) == 2 && store_has(res, row, 1, sizeof(int64_t)) &&
-			   store_int8(res, row, 1) != 0;
 	if (!res)
 		store_log(LOG_WARN, "store could not remove lost claims; they stay in_progress "
 				    "until their lease ends", NULL);
@@ -1509,12 +925,6 @@ static void store_forget_wait(struct store *st)
 	st->nbatch = 0;
 }
 
-/* 1 when sqlstate says a statement gave up waiting: lock_timeout, statement_timeout. */
-static int store_error_is_timeout(const char *sqlstate)
-{
-	return sqlstate && (strcmp(sqlstate, "55P03") == 0 || strcmp(sqlstate, "57014") == 0);
-}
-
 /*
  * A caller's statement finished (ok: it succeeded); its result, which this
  * takes over, stays alive until the callback returns.
@@ -1525,9 +935,9 @@ static void store_query_result(struct store *st, PGresult *res, int ok)
 
 	if (!ok)
 		store_log(LOG_WARN,
-			  op->stmt.sql == store_sql_listen
-				  ? "store cannot LISTEN; waiters wake at their deadline"
-				  : "store query failed",
+			  op->stmt.sql == store_sql_listen.sql
+			      ? "store cannot LISTEN; waiters wake at their deadline"
+			      : "store query failed",
 			  res ? PQresultErrorMessage(res) : "no result");
 	if (res) {
 		op->answer.shared = store_alloc(sizeof(*op->answer.shared));
@@ -1622,7 +1032,7 @@ static void store_handle_result(struct store *st)
 								       : STORE_RETRY_DEADLOCK);
 			goto out;
 		}
-		if (store_error_is_fatal(sqlstate)) {
+		if (store_sql_error_fatal(sqlstate)) {
 			/* The server refused the statement: nothing of it
 			 * committed, so no claim is lost. (Without a SQLSTATE
 			 * the link failed, and the claims may have.) */
@@ -1639,16 +1049,16 @@ static void store_handle_result(struct store *st)
 		store_query_result(st, res, status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK);
 		res = NULL;
 	} else if (st->batch[0]->kind == STORE_OP_FORGET && status == PGRES_FATAL_ERROR &&
-		   store_error_is_timeout(sqlstate)) {
+		   store_sql_error_timeout(sqlstate)) {
 		store_forget_wait(st);
 	} else if (st->batch[0]->kind == STORE_OP_FORGET) {
 		store_forget_rows(st, status == PGRES_TUPLES_OK ? res : NULL);
 	} else if (status == PGRES_FATAL_ERROR) {
 		store_log(LOG_WARN,
-			  store_error_is_schema(res)
-				  ? "store statement failed (the schema is missing or older than "
-				    "this idemproxy: run \"idemproxy migrate\")"
-				  : "store statement failed",
+			  store_sql_error_schema(res)
+			      ? "store statement failed (the schema is missing or older than "
+				"this idemproxy: run \"idemproxy migrate\")"
+			      : "store statement failed",
 			  PQresultErrorMessage(res));
 		store_batch_failed(st);
 	} else if (status != PGRES_TUPLES_OK) {
@@ -1837,172 +1247,48 @@ static void store_take_batch(struct store *st)
 }
 
 /*
- * Point values[0 .. row_params - 1] (and lengths) at op's parameters for
- * its VALUES row, formatting its numbers into op->run.nums.
- */
-static void store_op_params(struct store_op *op, const char **values, int *lengths)
-{
-	values[0] = op->ask.sc.actor;
-	values[1] = op->ask.sc.operation;
-	values[2] = op->ask.sc.key;
-	lengths[0] = lengths[1] = lengths[2] = lengths[4] = 0;
-	if (op->kind == STORE_OP_FORGET) {
-		values[3] = op->ask.token;
-		lengths[3] = 0;
-		values[4] = op->ask.recovered ? "true" : "false";
-		return;
-	}
-	if (op->kind == STORE_OP_CLAIM || op->kind == STORE_OP_LOOKUP ||
-	    op->kind == STORE_OP_TAKEOVER) {
-		int lookup = op->kind != STORE_OP_CLAIM; /* a lookup row: recover, then the token */
-
-		values[3] = (const char *)op->ask.fp;
-		lengths[3] = RECORD_FINGERPRINT_LEN;
-		snprintf(op->run.nums[0], STORE_NUM_MAX, "%" PRId64, op->ask.lease_ms);
-		values[4] = op->run.nums[0];
-		if (lookup) {
-			values[5] = op->ask.recover ? "true" : "false";
-			lengths[5] = 0;
-		}
-		values[5 + lookup] = op->ask.token;
-		lengths[5 + lookup] = 0;
-		return;
-	}
-	snprintf(op->run.nums[0], STORE_NUM_MAX, "%" PRId64, op->ask.generation);
-	values[3] = op->run.nums[0];
-	lengths[3] = 0;
-	if (op->kind != STORE_OP_FINISH)
-		return;
-	snprintf(op->run.nums[1], STORE_NUM_MAX, "%d", op->ask.status);
-	values[4] = op->run.nums[1];
-	values[5] = op->ask.headers ? op->ask.headers : "";
-	lengths[5] = (int)op->ask.headers_len;
-	values[6] = op->ask.omitted ? NULL : op->ask.body ? (const char *)op->ask.body : "";
-	lengths[6] = op->ask.omitted ? 0 : (int)op->ask.body_len;
-	values[7] = op->ask.omitted ? "true" : "false";
-	lengths[7] = 0;
-	snprintf(op->run.nums[2], STORE_NUM_MAX, "%" PRId64, op->ask.retention_ms);
-	values[8] = op->run.nums[2];
-	lengths[8] = 0;
-	values[9] = op->ask.sealed;
-	lengths[9] = 0;
-}
-
-/*
- * Append to st->sql, whose text is len long, the VALUES row of ordinal
- * ord from template row: '#' becomes ord, each '?' the next parameter
- * after the n already numbered. Returns the new length.
- */
-static size_t store_build_row(char *sql, size_t len, const char *row, int ord, int n)
-{
-	size_t size = STORE_SQL_MAX;
-	const char *p;
-
-	if (ord)
-		len += (size_t)snprintf(sql + len, size - len, ", ");
-	while ((p = strpbrk(row, "#?"))) {
-		len += (size_t)snprintf(sql + len, size - len, "%.*s", (int)(p - row), row);
-		if (*p == '#')
-			len += (size_t)snprintf(sql + len, size - len, "%d", ord);
-		else
-			len += (size_t)snprintf(sql + len, size - len, "$%d", ++n);
-		row = p + 1;
-	}
-	return len + (size_t)snprintf(sql + len, size - len, "%s", row);
-}
-
-/*
  * Write the batch's parameters into st->values, lengths, types and
  * formats; returns the parameter count.
  */
 static int store_build_params(struct store *st)
 {
-	const struct store_sql *q = &store_sqls[st->batch[0]->kind];
+	enum store_op_kind kind = st->batch[0]->kind;
 	int n = 0;
 
-	for (int i = 0; i < st->nbatch; i++) {
-		store_op_params(st->batch[i], st->values + n, st->lengths + n);
-		for (int j = 0; j < q->row_params; j++) {
-			st->types[n + j] = q->types[j];
-			st->formats[n + j] = q->formats[j];
-		}
-		n += q->row_params;
-	}
+	for (int i = 0; i < st->nbatch; i++)
+		n += store_sql_row(kind, &st->batch[i]->ask, st->batch[i]->run.nums, st->values + n,
+				   st->lengths + n, st->types + n, st->formats + n);
 	return n;
 }
 
-/*
- * Write a statement of the batch into sql (STORE_SQL_MAX long): head, its
- * rows, tail; the sizes above keep it within.
- */
-static void store_build_sql(const struct store *st, char *sql, const char *head,
-			    const char *tail)
-{
-	const struct store_sql *q = &store_sqls[st->batch[0]->kind];
-	size_t len;
-
-	len = (size_t)snprintf(sql, STORE_SQL_MAX, "%s", head);
-	for (int i = 0; i < st->nbatch; i++)
-		len = store_build_row(sql, len, q->row, i, i * q->row_params);
-	snprintf(sql + len, STORE_SQL_MAX - len, "%s", tail);
-}
-
-/*
- * The named statement of the batch in flight's kind and size for part, or
- * -1 for none.
- */
-static int store_batch_id(const struct store *st, enum store_part part)
-{
-	enum store_op_kind kind = st->batch[0]->kind;
-
-	if (!st->named || kind == STORE_OP_QUERY || st->nbatch > STORE_NAMED_ROWS)
-		return -1;
-	return STORE_ID_BATCHES + (STORE_PARTS * (int)kind + (int)part) * STORE_NAMED_ROWS +
-	       st->nbatch - 1;
-}
-
+/* 1 when this session has named statement id (-1: none) prepared and sends named ones. */
 static int store_has_prepared(const struct store *st, int id)
 {
-	return id >= 0 && st->prepared[id / 64] >> (id % 64) & 1;
+	return st->named && id >= 0 && st->prepared[id / 64] >> (id % 64) & 1;
 }
 
 /*
- * Add one statement to the pipeline: named statement id (prepared first
- * when the session does not have it yet; sql is its text then) or, with
- * id -1, sql unnamed. what is the result it gives (st->expect).
+ * Add stmt to the pipeline: as named statement id when this connection
+ * sends named statements (prepared first, from stmt's text, when the
+ * session does not have it yet), otherwise or with id -1 unnamed. what is
+ * the result it gives (st->expect).
  */
-static int store_send_stmt(struct store *st, int id, const char *sql, int nparams,
-			   const char *const *values, int result_format, int what)
+static int store_send_stmt(struct store *st, int id, const struct store_stmt *stmt,
+			   int result_format, int what)
 {
-	if (id < 0) {
+	if (id < 0 || !st->named) {
 		st->expect[st->nexpect++] = what;
-		return PQsendQueryParams(st->conn, sql, nparams, st->types, values, st->lengths,
-					 st->formats, result_format);
+		return PQsendQueryParams(st->conn, stmt->sql, stmt->nparams, stmt->types,
+					 stmt->values, stmt->lengths, stmt->formats, result_format);
 	}
 	if (!store_has_prepared(st, id)) {
-		if (!PQsendPrepare(st->conn, st->names[id], sql, nparams, st->types))
+		if (!PQsendPrepare(st->conn, st->names[id], stmt->sql, stmt->nparams, stmt->types))
 			return 0;
 		st->expect[st->nexpect++] = id;
 	}
 	st->expect[st->nexpect++] = what;
-	return PQsendQueryPrepared(st->conn, st->names[id], nparams, values, st->lengths,
-				   st->formats, result_format);
-}
-
-/*
- * Append token (a scope token: hex digits, nothing to quote; "" is
- * skipped) to the text[] literal in buf whose text is len long, without
- * its closing brace. Returns the new length.
- */
-static size_t store_tokens_add(char *buf, size_t len, const char *token)
-{
-	size_t n = strlen(token);
-
-	if (!n)
-		return len;
-	buf[len] = len ? ',' : '{';
-	memcpy(buf + len + 1, token, n);
-	return len + 1 + n;
+	return PQsendQueryPrepared(st->conn, st->names[id], stmt->nparams, stmt->values,
+				   stmt->lengths, stmt->formats, result_format);
 }
 
 char *store_tokens_array(const char *const *tokens, int n)
@@ -2014,7 +1300,7 @@ char *store_tokens_array(const char *const *tokens, int n)
 		return NULL;
 	for (int i = 0; i < n; i++)
 		if (strlen(tokens[i]) < SCOPE_TOKEN_SIZE)
-			len = store_tokens_add(buf, len, tokens[i]);
+			len = store_sql_tokens_add(buf, len, tokens[i]);
 	memcpy(buf + len, len ? "}" : "{}", len ? 2 : 3);
 	return buf;
 }
@@ -2030,16 +1316,21 @@ static int store_send_batch_stmt(struct store *st, enum store_part part, int npa
 	    [STORE_PART_SIDE] = STORE_RES_SIDE,
 	    [STORE_PART_FIRST] = STORE_RES_FIRST,
 	};
-	const struct store_sql *q = &store_sqls[st->batch[0]->kind];
-	const char *heads[STORE_PARTS] = {q->head, q->side_head, q->first_head};
-	const char *tails[STORE_PARTS] = {q->tail, q->side_tail, q->first_tail};
-	int id = store_batch_id(st, part);
+	enum store_op_kind kind = st->batch[0]->kind;
+	int id = store_sql_id(kind, part, st->nbatch);
 	char *sql = part == STORE_PART_MAIN ? st->sql : st->side_sql;
+	const struct store_stmt stmt = {
+	    .sql = sql,
+	    .nparams = nparams,
+	    .types = st->types,
+	    .values = st->values,
+	    .lengths = st->lengths,
+	    .formats = st->formats,
+	};
 
 	if (!store_has_prepared(st, id))
-		store_build_sql(st, sql, heads[part], tails[part]);
-	return store_send_stmt(st, id, sql, nparams, st->values, STORE_FORMAT_BINARY,
-			       results[part]);
+		store_sql_write(sql, kind, part, st->nbatch);
+	return store_send_stmt(st, id, &stmt, STORE_FORMAT_BINARY, results[part]);
 }
 
 /*
@@ -2049,25 +1340,22 @@ static int store_send_batch_stmt(struct store *st, enum store_part part, int npa
  */
 static int store_send_notify(struct store *st)
 {
-	static const Oid types[] = {STORE_OID_TEXT_ARRAY};
-	const char *values[1] = {st->tokens};
+	const char *param = st->tokens;
 	char token[SCOPE_TOKEN_SIZE];
+	struct store_stmt stmt;
 	size_t len = 0;
 
 	for (int i = 0; i < st->nbatch; i++) {
 		if (!st->batch[i]->notify)
 			continue;
 		scope_token(&st->batch[i]->ask.sc, token);
-		len = store_tokens_add(st->tokens, len, token);
+		len = store_sql_tokens_add(st->tokens, len, token);
 	}
 	if (!len)
 		return 1;
 	memcpy(st->tokens + len, "}", 2);
-	st->lengths[0] = 0;
-	st->formats[0] = STORE_FORMAT_TEXT;
-	memcpy(st->types, types, sizeof(types));
-	return store_send_stmt(st, st->named ? STORE_ID_NOTIFY : -1, store_sql_notify, 1, values,
-			       STORE_FORMAT_BINARY, STORE_RES_SIDE);
+	store_sql_notify(&stmt, &param);
+	return store_send_stmt(st, STORE_ID_NOTIFY, &stmt, STORE_FORMAT_BINARY, STORE_RES_SIDE);
 }
 
 /* Order operations by scope (a total order every store shares). */
@@ -2079,65 +1367,77 @@ static int store_scope_cmp(const void *a, const void *b)
 	return scope_cmp(&x->ask.sc, &y->ask.sc);
 }
 
-/* Send the next batch unless one is already in flight. */
-static void store_send(struct store *st)
+/*
+ * Add the batch in flight to the pipeline, in one implicit transaction:
+ * the timeout, then a query's own statement or the batch's statements and
+ * notification. SET LOCAL semantics suit pgbouncer's transaction mode.
+ * Returns 0 when the pipeline refused one.
+ */
+static int store_send_batch(struct store *st)
 {
-	const struct store_sql *q;
-	const struct store_op *op;
-	int nparams, ok, r;
+	const struct store_op *op = st->batch[0];
+	int forget = op->kind == STORE_OP_FORGET;
+	struct store_stmt timeout = {.sql = forget ? st->forget_timeout_sql : st->timeout_sql};
+	int nparams;
 
-	if (st->nbatch || st->retry_wait || !st->queue.head || st->state != STORE_CONNECTED)
-		return;
-	store_take_batch(st);
-	op = st->batch[0];
-	if (op->kind == STORE_OP_CLAIM || op->kind == STORE_OP_TAKEOVER ||
-	    op->kind == STORE_OP_FORGET)
-		qsort(st->batch, (size_t)st->nbatch, sizeof(st->batch[0]), store_scope_cmp);
-	/* One pipeline, one implicit transaction: the timeout, then the
-	 * statements; SET LOCAL semantics suit pgbouncer's transaction mode. */
 	st->nexpect = 0;
 	st->side_rows = 0;
-	if (op->kind == STORE_OP_FORGET)
-		ok = store_send_stmt(st, st->named ? STORE_ID_FORGET_TIMEOUT : -1,
-				     st->forget_timeout_sql, 0, NULL, STORE_FORMAT_TEXT,
-				     STORE_RES_TIMEOUT);
-	else
-		ok = store_send_stmt(st, st->named ? STORE_ID_TIMEOUT : -1, st->timeout_sql, 0,
-				     NULL, STORE_FORMAT_TEXT, STORE_RES_TIMEOUT);
-	if (ok && op->kind == STORE_OP_QUERY) {
-		st->expect[st->nexpect++] = STORE_RES_MAIN;
-		ok = PQsendQueryParams(st->conn, op->stmt.sql, op->stmt.nparams, op->stmt.types,
-				       op->stmt.values, op->stmt.lengths, op->stmt.formats,
-				       STORE_FORMAT_TEXT);
-	} else if (ok) {
-		q = &store_sqls[op->kind];
-		nparams = store_build_params(st);
-		if (q->first_head)
-			ok = store_send_batch_stmt(st, STORE_PART_FIRST, nparams);
-		ok = ok && store_send_batch_stmt(st, STORE_PART_MAIN, nparams);
-		if (ok && q->side_head)
-			ok = store_send_batch_stmt(st, STORE_PART_SIDE, nparams);
-		ok = ok && store_send_notify(st);
-	}
-	ok = ok && PQpipelineSync(st->conn);
-	r = ok ? PQflush(st->conn) : -1;
-	if (r < 0) {
-		store_reset(st, "store send failed", PQerrorMessage(st->conn));
-		return;
-	}
+	if (!store_send_stmt(st, forget ? STORE_ID_FORGET_TIMEOUT : STORE_ID_TIMEOUT, &timeout,
+			     STORE_FORMAT_TEXT, STORE_RES_TIMEOUT))
+		return 0;
+	if (op->kind == STORE_OP_QUERY)
+		return store_send_stmt(st, -1, &op->stmt, STORE_FORMAT_TEXT, STORE_RES_MAIN);
+	nparams = store_build_params(st);
+	if (store_sql_has_part(op->kind, STORE_PART_FIRST) &&
+	    !store_send_batch_stmt(st, STORE_PART_FIRST, nparams))
+		return 0;
+	if (!store_send_batch_stmt(st, STORE_PART_MAIN, nparams))
+		return 0;
+	if (store_sql_has_part(op->kind, STORE_PART_SIDE) &&
+	    !store_send_batch_stmt(st, STORE_PART_SIDE, nparams))
+		return 0;
+	return store_send_notify(st);
+}
+
+/*
+ * The batch in flight went out: count it, note when each operation was
+ * sent, and take the earliest deadline among them as the batch's.
+ */
+static void store_sent(struct store *st)
+{
+	int forget = st->batch[0]->kind == STORE_OP_FORGET;
+
 	st->nbatches++;
 	st->nbatched_ops += st->nbatch;
 	for (int i = 0; i < st->nbatch; i++) {
 		st->batch[i]->run.sent_ms = clock_now_ms();
 		/* The store's own forgets have no caller waiting: their time
 		 * runs from here, not from when they queued. */
-		if (op->kind == STORE_OP_FORGET)
+		if (forget)
 			st->batch[i]->run.deadline_ms = st->batch[i]->run.sent_ms + st->timeout_ms;
 	}
 	st->batch_deadline_ms = st->batch[0]->run.deadline_ms;
 	for (int i = 1; i < st->nbatch; i++)
 		if (st->batch[i]->run.deadline_ms < st->batch_deadline_ms)
 			st->batch_deadline_ms = st->batch[i]->run.deadline_ms;
+}
+
+/* Send the next batch unless one is already in flight. */
+static void store_send(struct store *st)
+{
+	int r;
+
+	if (st->nbatch || st->retry_wait || !st->queue.head || st->state != STORE_CONNECTED)
+		return;
+	store_take_batch(st);
+	if (store_sql_scope_order(st->batch[0]->kind))
+		qsort(st->batch, (size_t)st->nbatch, sizeof(st->batch[0]), store_scope_cmp);
+	r = store_send_batch(st) && PQpipelineSync(st->conn) ? PQflush(st->conn) : -1;
+	if (r < 0) {
+		store_reset(st, "store send failed", PQerrorMessage(st->conn));
+		return;
+	}
+	store_sent(st);
 	st->flushing = r;
 	if (store_watch(st, r ? EV_READ | EV_WRITE : EV_READ, 0) < 0) {
 		store_reset(st, "store send failed", "cannot watch the socket");
@@ -2203,21 +1503,11 @@ struct store *store_new(struct event_base *base, const char *conninfo, int64_t t
 	st->named_mode = named;
 	st->named = named == 1;
 	st->named_told = -1;
-	snprintf(st->names[STORE_ID_TIMEOUT], STORE_NAME_MAX, "idemproxy_timeout");
-	snprintf(st->names[STORE_ID_NOTIFY], STORE_NAME_MAX, "idemproxy_notify");
-	snprintf(st->names[STORE_ID_FORGET_TIMEOUT], STORE_NAME_MAX, "idemproxy_forget_timeout");
-	for (int id = STORE_ID_BATCHES; id < STORE_NAMED_IDS; id++) {
-		static const char *const suffixes[STORE_PARTS] = {"", "_side", "_first"};
-		int part = (id - STORE_ID_BATCHES) / STORE_NAMED_ROWS;
-
-		snprintf(st->names[id], STORE_NAME_MAX, "idemproxy_%d_%d%s", part / STORE_PARTS,
-			 (id - STORE_ID_BATCHES) % STORE_NAMED_ROWS + 1,
-			 suffixes[part % STORE_PARTS]);
-	}
+	for (int id = 0; id < STORE_NAMED_IDS; id++)
+		store_sql_name(id, st->names[id]);
 	st->timeout_ms = timeout_ms;
-	snprintf(st->timeout_sql, sizeof(st->timeout_sql), STORE_SQL_TIMEOUT, timeout_ms);
-	snprintf(st->forget_timeout_sql, sizeof(st->forget_timeout_sql), STORE_SQL_FORGET_TIMEOUT,
-		 timeout_ms, store_forget_wait_ms(timeout_ms));
+	store_sql_timeouts(st->timeout_sql, st->forget_timeout_sql, timeout_ms,
+			   store_forget_wait_ms(timeout_ms));
 	st->backoff_ms = STORE_BACKOFF_MIN_MS;
 	st->io_fd = -1;
 	st->conninfo = strdup(conninfo ? conninfo : "");
@@ -2345,7 +1635,6 @@ void store_query(struct store *st, const struct store_stmt *stmt, store_query_cb
 
 void store_notify(struct store *st, const char *const *tokens, int n)
 {
-	static const Oid types[] = {STORE_OID_TEXT_ARRAY};
 	struct store_op *op;
 
 	if (n <= 0)
@@ -2359,7 +1648,7 @@ void store_notify(struct store *st, const char *const *tokens, int n)
 		return;
 	}
 	op->tokens_param = op->tokens;
-	op->stmt = (struct store_stmt){store_sql_notify, 1, types, &op->tokens_param, NULL, NULL};
+	store_sql_notify(&op->stmt, &op->tokens_param);
 	store_submit(st, op);
 }
 

@@ -47,12 +47,10 @@
 #include "proxy/evfree.h"
 #include "proxy/log.h"
 #include "proxy/store.h"
+#include "proxy/store_conn.h"
 #include "proxy/store_sql.h"
 
-#define STORE_BACKOFF_MIN_MS 50
-#define STORE_BACKOFF_MAX_MS 1000
 #define STORE_CLAIM_ATTEMPTS 5
-#define STORE_APPLICATION_NAME "idemproxy"
 /* A lost claim is removed no sooner than this after its statement's
  * statement_timeout (store_timeout) ran out: by then its statement has
  * written the claim's row or never will. Whether that row commits, the
@@ -70,27 +68,10 @@
 #define STORE_SCAN_MAX	 (4 * STORE_BATCH_MAX)
 #define STORE_SEEN_SLOTS (2 * STORE_SCAN_MAX) /* a power of two */
 
-/* What a result of the pipeline in flight answers: a prepare (the
- * statement's id, >= 0), the timeout setting, the statement itself, a
- * companion statement (its rows are counted, st->side_rows) or the
- * statement that goes first. At most a prepare and a result for each of
- * the five. */
-#define STORE_RES_TIMEOUT (-1)
-#define STORE_RES_MAIN	  (-2)
-#define STORE_RES_SIDE	  (-3)
-#define STORE_RES_FIRST	  (-4)
-#define STORE_EXPECT_MAX  10
-
 /* Serialization failures and deadlocks: the batch runs again after a
  * backoff doubling from STORE_RETRY_MIN_MS to STORE_RETRY_MAX_MS. */
 #define STORE_RETRY_MIN_MS 2
 #define STORE_RETRY_MAX_MS 200
-
-enum store_conn_state {
-	STORE_DISCONNECTED, /* timer: backoff before the next connect */
-	STORE_CONNECTING,   /* timer: connect deadline */
-	STORE_CONNECTED,    /* timer: deadline of the batch in flight */
-};
 
 /* A claim batch's result, shared by the operations whose records point into it. */
 struct store_shared {
@@ -148,18 +129,9 @@ struct store_queue {
 };
 
 struct store {
-	struct event_base *base;
-	char *conninfo;
+	struct store_conn conn;
 	char *owner_id;
 	int64_t timeout_ms;
-	int64_t backoff_ms;
-
-	enum store_conn_state state;
-	PGconn *conn;
-	struct event *io_ev;
-	evutil_socket_t io_fd;
-	short io_what;
-	struct event *timer_ev;
 	struct event *done_ev;
 
 	struct store_queue queue; /* waiting for the next batch */
@@ -174,21 +146,8 @@ struct store {
 	/* The batch in flight, by ordinal; nbatch 0 when the connection is free. */
 	struct store_op *batch[STORE_BATCH_MAX];
 	int nbatch;
-	int64_t batch_deadline_ms;
-	PGresult *batch_res; /* its statement's result, or the first error */
-	int side_rows;	     /* rows its companion statements returned */
-	int nresults;	     /* results of the pipeline in flight, so far */
-	int expect[STORE_EXPECT_MAX]; /* what each of them answers (STORE_RES_*) */
-	int nexpect;
-	int nulls;	     /* PQgetResult NULLs in a row */
-	int flushing;	     /* PQflush left data to write */
 	char timeout_sql[STORE_SQL_TIMEOUT_MAX];
 	char forget_timeout_sql[STORE_SQL_TIMEOUT_MAX];
-	int named_mode; /* 1 named statements, 0 unnamed, -1 detect at each connect */
-	int named;	/* this connection sends named statements */
-	int named_told; /* what the log last said of detection: -1 nothing yet */
-	uint64_t prepared[(STORE_NAMED_IDS + 63) / 64]; /* the named ones it has */
-	char names[STORE_NAMED_IDS][STORE_NAME_MAX];
 	store_notify_cb notify_cb;
 	void *notify_arg;
 	int64_t nbatches, nbatched_ops;
@@ -214,26 +173,7 @@ struct store {
 	int free_requested; /* store_free called from a callback */
 };
 
-static void store_io_event(evutil_socket_t fd, short what, void *arg);
-static void store_reset(struct store *st, const char *msg, const char *error);
 static void store_send(struct store *st);
-
-/* A store event for the project log; error is libpq's text, or NULL. */
-static void store_log(enum log_level level, const char *msg, const char *error)
-{
-	if (level < log_min_level)
-		return;
-	if (error)
-		log_write(level, NULL, "%s: %s", msg, error);
-	else
-		log_write(level, NULL, "%s", msg);
-}
-
-/* libpq notices (server NOTICE/WARNING) go to the log, not raw to stderr. */
-static void store_notice(void *arg, const char *message)
-{
-	store_log(LOG_INFO, "store notice", message);
-}
 
 static void store_queue_push(struct store_queue *q, struct store_op *op)
 {
@@ -321,12 +261,8 @@ static void store_destroy(struct store *st)
 		store_op_free(op);
 	evfree_event(&st->forget_ev);
 	evfree_event(&st->retry_ev);
-	evfree_event(&st->io_ev);
-	evfree_event(&st->timer_ev);
 	evfree_event(&st->done_ev);
-	PQclear(st->batch_res);
-	PQfinish(st->conn);
-	free(st->conninfo);
+	store_conn_free(&st->conn);
 	free(st->owner_id);
 	free(st);
 }
@@ -367,84 +303,6 @@ static void store_done_event(evutil_socket_t fd, short what, void *arg)
 }
 
 /*
- * Watch the connection's socket for what (EV_READ and/or EV_WRITE). The
- * event is re-created whenever the socket or the interest changes; force
- * re-creates it even when neither did, because libpq may have closed the
- * socket and opened another one under the same number.
- */
-static int store_watch(struct store *st, short what, int force)
-{
-	evutil_socket_t fd = PQsocket(st->conn);
-
-	if (fd < 0)
-		return -1;
-	if (!force && st->io_ev && st->io_fd == fd && st->io_what == what)
-		return 0;
-	evfree_event(&st->io_ev);
-	st->io_fd = fd;
-	st->io_what = what;
-	st->io_ev = event_new(st->base, fd, what | EV_PERSIST, store_io_event, st);
-	if (!st->io_ev || event_add(st->io_ev, NULL) < 0)
-		return -1;
-	return 0;
-}
-
-/* Close the connection, if any, and forget its socket event. */
-static void store_close(struct store *st)
-{
-	evfree_event(&st->io_ev);
-	st->io_fd = -1;
-	st->io_what = 0;
-	PQfinish(st->conn);
-	st->conn = NULL;
-	st->flushing = 0;
-	/* A new session has no prepared statement yet. */
-	memset(st->prepared, 0, sizeof(st->prepared));
-	st->named = st->named_mode == 1;
-}
-
-/* Arm the state's timer: the earliest deadline of the batch in flight. */
-static void store_arm_deadline(struct store *st)
-{
-	struct timeval tv;
-
-	if (!st->nbatch) {
-		event_del(st->timer_ev);
-		return;
-	}
-	tv = clock_tv(st->batch_deadline_ms - clock_now_ms());
-	event_add(st->timer_ev, &tv);
-}
-
-/* Start a non-blocking connect; on failure schedule the next attempt. */
-static void store_connect(struct store *st)
-{
-	static const char *const keywords[] = {"dbname", "fallback_application_name", NULL};
-	const char *values[] = {st->conninfo, STORE_APPLICATION_NAME, NULL};
-	struct timeval tv;
-
-	/* The conninfo string goes in as dbname, which libpq expands. */
-	st->conn = PQconnectStartParams(keywords, values, 1);
-	if (!st->conn) {
-		store_reset(st, "store connect failed", "out of memory");
-		return;
-	}
-	if (PQstatus(st->conn) == CONNECTION_BAD) {
-		store_reset(st, "store connect failed", PQerrorMessage(st->conn));
-		return;
-	}
-	PQsetNoticeProcessor(st->conn, store_notice, NULL);
-	st->state = STORE_CONNECTING;
-	/* libpq's rule: before the first PQconnectPoll, wait for writability. */
-	if (store_watch(st, EV_WRITE, 1) < 0) {
-		store_reset(st, "store connect failed", "cannot watch the socket");
-		return;
-	}
-	tv = clock_tv(st->timeout_ms);
-	event_add(st->timer_ev, &tv);
-}
-
-/*
  * The answer to the pooler probe (prepared_statements auto): the server's
  * own pid is the one libpq was told at startup on a direct connection
  * only. Until it arrives the connection sends unnamed statements.
@@ -452,18 +310,10 @@ static void store_connect(struct store *st)
 static void store_probe_done(void *arg, enum store_result res, const PGresult *result)
 {
 	struct store *st = arg;
-	const char *pid;
 
-	if (res != STORE_OK || !result || PQntuples(result) != 1 || st->state != STORE_CONNECTED)
+	if (res != STORE_OK || !result || PQntuples(result) != 1 || !store_conn_ready(&st->conn))
 		return;
-	pid = PQgetvalue(result, 0, 0);
-	st->named = strtol(pid, NULL, 10) == PQbackendPID(st->conn);
-	if (st->named == st->named_told)
-		return;
-	st->named_told = st->named;
-	log_info(NULL, st->named ? "store connection is direct: named prepared statements"
-				 : "store connection goes through a connection pooler (its backend "
-				   "pid is not the server's): unnamed statements only");
+	store_conn_probed(&st->conn, PQgetvalue(result, 0, 0));
 }
 
 /*
@@ -471,9 +321,11 @@ static void store_probe_done(void *arg, enum store_result res, const PGresult *r
  * go, LISTEN again when asked to, and tell the listener it may have missed
  * notifications while there was no connection.
  */
-static void store_connected(struct store *st)
+static void store_connected(void *arg)
 {
-	if (st->named_mode < 0)
+	struct store *st = arg;
+
+	if (store_conn_auto(&st->conn))
 		store_query(st, &store_sql_probe, store_probe_done, st);
 	if (st->forget.head)
 		event_active(st->forget_ev, EV_TIMEOUT, 0);
@@ -481,38 +333,6 @@ static void store_connected(struct store *st)
 		return;
 	store_query(st, &store_sql_listen, NULL, NULL);
 	st->notify_cb(st->notify_arg, NULL);
-}
-
-/* Advance the connect state machine after socket activity. */
-static void store_connect_poll(struct store *st)
-{
-	short what;
-
-	switch (PQconnectPoll(st->conn)) {
-	case PGRES_POLLING_READING:
-		what = EV_READ;
-		break;
-	case PGRES_POLLING_WRITING:
-		what = EV_WRITE;
-		break;
-	case PGRES_POLLING_OK:
-		if (PQsetnonblocking(st->conn, 1) != 0 || PQenterPipelineMode(st->conn) != 1 ||
-		    store_watch(st, EV_READ, 1) < 0) {
-			store_reset(st, "store connect failed", PQerrorMessage(st->conn));
-			return;
-		}
-		st->state = STORE_CONNECTED;
-		event_del(st->timer_ev);
-		store_log(LOG_INFO, "store connected", NULL);
-		store_connected(st);
-		return;
-	default:
-		store_reset(st, "store connect failed", PQerrorMessage(st->conn));
-		return;
-	}
-	/* With multi-host conninfo the socket may have changed under us. */
-	if (store_watch(st, what, 1) < 0)
-		store_reset(st, "store connect failed", PQerrorMessage(st->conn));
 }
 
 /* The first lost claim may run at its time: arm forget_ev for it (or not, with none). */
@@ -540,7 +360,7 @@ static void store_forget_event(evutil_socket_t fd, short what, void *arg)
 	struct store_op *op;
 	int64_t now = clock_now_ms();
 
-	if (st->state != STORE_CONNECTED)
+	if (!store_conn_ready(&st->conn))
 		return; /* store_connected() calls again */
 	while ((op = store_queue_pop(&st->forget))) {
 		if (op->run.not_before_ms > now) {
@@ -615,56 +435,22 @@ static void store_drop(struct store *st, struct store_op *op, int sent)
 }
 
 /*
- * Drop the connection: the batch in flight and every queued operation end
- * as store_drop says (callbacks run later from the completion event), the
- * connection is closed and the next connect is scheduled after the
- * current backoff.
+ * The connection is gone (store_conn_fail): the batch in flight and every
+ * queued operation end as store_drop says (callbacks run later from the
+ * completion event), and a retry's wait ends with it.
  */
-static void store_reset(struct store *st, const char *msg, const char *error)
+static void store_lost(void *arg)
 {
+	struct store *st = arg;
 	struct store_op *op;
-	struct timeval tv;
 
-	store_log(LOG_WARN, msg, error);
 	for (int i = 0; i < st->nbatch; i++)
 		store_drop(st, st->batch[i], 1);
 	st->nbatch = 0;
-	PQclear(st->batch_res);
-	st->batch_res = NULL;
-	st->nresults = 0;
-	st->nulls = 0;
 	st->retry_wait = 0;
 	event_del(st->retry_ev);
 	while ((op = store_queue_pop(&st->queue)))
 		store_drop(st, op, 0);
-	store_close(st);
-	st->state = STORE_DISCONNECTED;
-	tv = clock_tv(st->backoff_ms);
-	event_add(st->timer_ev, &tv);
-	st->backoff_ms *= 2;
-	if (st->backoff_ms > STORE_BACKOFF_MAX_MS)
-		st->backoff_ms = STORE_BACKOFF_MAX_MS;
-}
-
-/* The state's timer: reconnect, connect deadline or batch deadline. */
-static void store_timer_event(evutil_socket_t fd, short what, void *arg)
-{
-	struct store *st = arg;
-
-	switch (st->state) {
-	case STORE_DISCONNECTED:
-		store_connect(st);
-		break;
-	case STORE_CONNECTING:
-		store_reset(st, "store connect timed out", NULL);
-		break;
-	case STORE_CONNECTED:
-		if (st->nbatch && st->batch_deadline_ms <= clock_now_ms())
-			store_reset(st, "store round trip timed out", NULL);
-		else
-			store_arm_deadline(st);
-		break;
-	}
 }
 
 /*
@@ -875,9 +661,9 @@ static void store_fence_rows(struct store *st, const PGresult *res)
  * generation 0 was the probe's own); the store's own operations end here,
  * with no callback.
  */
-static void store_forget_rows(struct store *st, const PGresult *res)
+static void store_forget_rows(struct store *st, const PGresult *res, int side_rows)
 {
-	int removed = res ? st->side_rows + store_sql_forget_removed(res) : 0;
+	int removed = res ? side_rows + store_sql_forget_removed(res) : 0;
 
 	if (!res)
 		store_log(LOG_WARN, "store could not remove lost claims; they stay in_progress "
@@ -1010,21 +796,14 @@ static void store_retry_event(evutil_socket_t fd, short what, void *arg)
  * re-queue those that must run again, or reset the connection; then send
  * the next batch.
  */
-static void store_handle_result(struct store *st)
+static void store_synced(void *arg, PGresult *res, int side_rows)
 {
-	PGresult *res = st->batch_res;
+	struct store *st = arg;
 	ExecStatusType status = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
 	const char *sqlstate = NULL;
 
-	st->batch_res = NULL;
-	st->nresults = 0;
-	/* The backoff starts over once a statement worked, not on connect:
-	 * a server that accepts connections but fails every statement (read
-	 * only, say) keeps being retried at the longer interval. */
-	if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) {
-		st->backoff_ms = STORE_BACKOFF_MIN_MS;
+	if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK)
 		st->retries = 0;
-	}
 	if (status == PGRES_FATAL_ERROR) {
 		sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 		if (sqlstate && (strcmp(sqlstate, "40001") == 0 || strcmp(sqlstate, "40P01") == 0)) {
@@ -1040,8 +819,9 @@ static void store_handle_result(struct store *st)
 				store_drop(st, st->batch[i], 0);
 			if (sqlstate)
 				st->nbatch = 0;
-			store_reset(st, "store connection unusable",
-				    res ? PQresultErrorMessage(res) : PQerrorMessage(st->conn));
+			store_conn_fail(&st->conn, "store connection unusable",
+					res ? PQresultErrorMessage(res)
+					    : store_conn_error(&st->conn));
 			goto out;
 		}
 	}
@@ -1052,7 +832,7 @@ static void store_handle_result(struct store *st)
 		   store_sql_error_timeout(sqlstate)) {
 		store_forget_wait(st);
 	} else if (st->batch[0]->kind == STORE_OP_FORGET) {
-		store_forget_rows(st, status == PGRES_TUPLES_OK ? res : NULL);
+		store_forget_rows(st, status == PGRES_TUPLES_OK ? res : NULL, side_rows);
 	} else if (status == PGRES_FATAL_ERROR) {
 		store_log(LOG_WARN,
 			  store_sql_error_schema(res)
@@ -1079,114 +859,13 @@ out:
 	PQclear(res);
 }
 
-/* 1 when res is not a statement's success. */
-static int store_res_failed(const PGresult *res)
-{
-	ExecStatusType status = PQresultStatus(res);
-
-	return status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK;
-}
-
-/*
- * Collect results of the pipeline in flight as far as they have arrived,
- * in the order st->expect names them: a prepare's, the statement_timeout
- * setting's and a companion statement's (dropped when they succeeded, a
- * companion's rows counted), the statement's (kept: st->batch_res), each
- * followed by a NULL, then the sync, which ends the batch. An error
- * aborts the rest of the transaction, whatever succeeded before it: the
- * first error is the one kept.
- */
-static void store_read_results(struct store *st)
-{
-	ExecStatusType status;
-	PGresult *res;
-	int what;
-
-	while (st->nbatch && !PQisBusy(st->conn)) {
-		res = PQgetResult(st->conn);
-		if (!res) {
-			/* NULL ends one statement's results; two in a row
-			 * mean libpq has nothing more for this pipeline. */
-			if (st->nulls++) {
-				store_reset(st, "store pipeline out of step", PQerrorMessage(st->conn));
-				return;
-			}
-			continue;
-		}
-		st->nulls = 0;
-		status = PQresultStatus(res);
-		if (status == PGRES_PIPELINE_SYNC) {
-			PQclear(res);
-			store_handle_result(st);
-			continue;
-		}
-		what = st->nresults < st->nexpect ? st->expect[st->nresults] : STORE_RES_MAIN;
-		st->nresults++;
-		if (what >= 0 && status == PGRES_COMMAND_OK) {
-			/* A prepare that worked: the session has it from now on
-			 * (prepared statements outlive an aborted transaction). */
-			st->prepared[what / 64] |= UINT64_C(1) << (what % 64);
-			PQclear(res);
-		} else if ((what == STORE_RES_TIMEOUT || what == STORE_RES_SIDE ||
-			    what == STORE_RES_FIRST) &&
-			   !store_res_failed(res)) {
-			st->side_rows += what == STORE_RES_SIDE ? PQntuples(res) : 0;
-			PQclear(res);
-		} else if (!st->batch_res) {
-			st->batch_res = res;
-		} else if (store_res_failed(res) && !store_res_failed(st->batch_res)) {
-			PQclear(st->batch_res);
-			st->batch_res = res;
-		} else {
-			PQclear(res);
-		}
-	}
-}
-
-/* Pass the notifications that arrived to the listener. */
-static void store_read_notifies(struct store *st)
-{
-	PGnotify *n;
-
-	while (st->conn && (n = PQnotifies(st->conn))) {
-		if (st->notify_cb)
-			st->notify_cb(st->notify_arg, n->extra);
-		PQfreemem(n);
-	}
-}
-
-/* Socket activity: connect progress, or input / output of a statement. */
-static void store_io_event(evutil_socket_t fd, short what, void *arg)
+/* A notification on the connection: to the listener, if any. */
+static void store_notified(void *arg, const char *payload)
 {
 	struct store *st = arg;
-	int r;
 
-	if (st->state == STORE_CONNECTING) {
-		store_connect_poll(st);
-		return;
-	}
-	if ((what & EV_READ) && !PQconsumeInput(st->conn)) {
-		store_reset(st, "store connection lost", PQerrorMessage(st->conn));
-		return;
-	}
-	if (PQstatus(st->conn) == CONNECTION_BAD) {
-		store_reset(st, "store connection lost", PQerrorMessage(st->conn));
-		return;
-	}
-	if (st->flushing) {
-		r = PQflush(st->conn);
-		if (r < 0) {
-			store_reset(st, "store connection lost", PQerrorMessage(st->conn));
-			return;
-		}
-		st->flushing = r;
-		if (store_watch(st, r ? EV_READ | EV_WRITE : EV_READ, 0) < 0) {
-			store_reset(st, "store connection lost", "cannot watch the socket");
-			return;
-		}
-	}
-	store_read_results(st);
-	store_read_notifies(st);
+	if (st->notify_cb)
+		st->notify_cb(st->notify_arg, payload);
 }
 
 static int store_same_scope(const struct store_op *a, const struct store_op *b)
@@ -1261,36 +940,6 @@ static int store_build_params(struct store *st)
 	return n;
 }
 
-/* 1 when this session has named statement id (-1: none) prepared and sends named ones. */
-static int store_has_prepared(const struct store *st, int id)
-{
-	return st->named && id >= 0 && st->prepared[id / 64] >> (id % 64) & 1;
-}
-
-/*
- * Add stmt to the pipeline: as named statement id when this connection
- * sends named statements (prepared first, from stmt's text, when the
- * session does not have it yet), otherwise or with id -1 unnamed. what is
- * the result it gives (st->expect).
- */
-static int store_send_stmt(struct store *st, int id, const struct store_stmt *stmt,
-			   int result_format, int what)
-{
-	if (id < 0 || !st->named) {
-		st->expect[st->nexpect++] = what;
-		return PQsendQueryParams(st->conn, stmt->sql, stmt->nparams, stmt->types,
-					 stmt->values, stmt->lengths, stmt->formats, result_format);
-	}
-	if (!store_has_prepared(st, id)) {
-		if (!PQsendPrepare(st->conn, st->names[id], stmt->sql, stmt->nparams, stmt->types))
-			return 0;
-		st->expect[st->nexpect++] = id;
-	}
-	st->expect[st->nexpect++] = what;
-	return PQsendQueryPrepared(st->conn, st->names[id], stmt->nparams, stmt->values,
-				   stmt->lengths, stmt->formats, result_format);
-}
-
 char *store_tokens_array(const char *const *tokens, int n)
 {
 	char *buf = malloc(3 + (size_t)n * SCOPE_TOKEN_SIZE);
@@ -1328,9 +977,9 @@ static int store_send_batch_stmt(struct store *st, enum store_part part, int npa
 	    .formats = st->formats,
 	};
 
-	if (!store_has_prepared(st, id))
+	if (!store_conn_prepared(&st->conn, id))
 		store_sql_write(sql, kind, part, st->nbatch);
-	return store_send_stmt(st, id, &stmt, STORE_FORMAT_BINARY, results[part]);
+	return store_conn_send(&st->conn, id, &stmt, STORE_FORMAT_BINARY, results[part]);
 }
 
 /*
@@ -1355,7 +1004,8 @@ static int store_send_notify(struct store *st)
 		return 1;
 	memcpy(st->tokens + len, "}", 2);
 	store_sql_notify(&stmt, &param);
-	return store_send_stmt(st, STORE_ID_NOTIFY, &stmt, STORE_FORMAT_BINARY, STORE_RES_SIDE);
+	return store_conn_send(&st->conn, STORE_ID_NOTIFY, &stmt, STORE_FORMAT_BINARY,
+			       STORE_RES_SIDE);
 }
 
 /* Order operations by scope (a total order every store shares). */
@@ -1380,13 +1030,11 @@ static int store_send_batch(struct store *st)
 	struct store_stmt timeout = {.sql = forget ? st->forget_timeout_sql : st->timeout_sql};
 	int nparams;
 
-	st->nexpect = 0;
-	st->side_rows = 0;
-	if (!store_send_stmt(st, forget ? STORE_ID_FORGET_TIMEOUT : STORE_ID_TIMEOUT, &timeout,
-			     STORE_FORMAT_TEXT, STORE_RES_TIMEOUT))
+	if (!store_conn_send(&st->conn, forget ? STORE_ID_FORGET_TIMEOUT : STORE_ID_TIMEOUT,
+			     &timeout, STORE_FORMAT_TEXT, STORE_RES_TIMEOUT))
 		return 0;
 	if (op->kind == STORE_OP_QUERY)
-		return store_send_stmt(st, -1, &op->stmt, STORE_FORMAT_TEXT, STORE_RES_MAIN);
+		return store_conn_send(&st->conn, -1, &op->stmt, STORE_FORMAT_TEXT, STORE_RES_MAIN);
 	nparams = store_build_params(st);
 	if (store_sql_has_part(op->kind, STORE_PART_FIRST) &&
 	    !store_send_batch_stmt(st, STORE_PART_FIRST, nparams))
@@ -1400,12 +1048,13 @@ static int store_send_batch(struct store *st)
 }
 
 /*
- * The batch in flight went out: count it, note when each operation was
- * sent, and take the earliest deadline among them as the batch's.
+ * The batch in flight went out: count it and note when each operation was
+ * sent. Returns the batch's deadline, the earliest of its operations'.
  */
-static void store_sent(struct store *st)
+static int64_t store_sent(struct store *st)
 {
 	int forget = st->batch[0]->kind == STORE_OP_FORGET;
+	int64_t deadline_ms;
 
 	st->nbatches++;
 	st->nbatched_ops += st->nbatch;
@@ -1416,34 +1065,28 @@ static void store_sent(struct store *st)
 		if (forget)
 			st->batch[i]->run.deadline_ms = st->batch[i]->run.sent_ms + st->timeout_ms;
 	}
-	st->batch_deadline_ms = st->batch[0]->run.deadline_ms;
+	deadline_ms = st->batch[0]->run.deadline_ms;
 	for (int i = 1; i < st->nbatch; i++)
-		if (st->batch[i]->run.deadline_ms < st->batch_deadline_ms)
-			st->batch_deadline_ms = st->batch[i]->run.deadline_ms;
+		if (st->batch[i]->run.deadline_ms < deadline_ms)
+			deadline_ms = st->batch[i]->run.deadline_ms;
+	return deadline_ms;
 }
 
 /* Send the next batch unless one is already in flight. */
 static void store_send(struct store *st)
 {
-	int r;
-
-	if (st->nbatch || st->retry_wait || !st->queue.head || st->state != STORE_CONNECTED)
+	if (st->nbatch || st->retry_wait || !st->queue.head || !store_conn_ready(&st->conn))
 		return;
 	store_take_batch(st);
 	if (store_sql_scope_order(st->batch[0]->kind))
 		qsort(st->batch, (size_t)st->nbatch, sizeof(st->batch[0]), store_scope_cmp);
-	r = store_send_batch(st) && PQpipelineSync(st->conn) ? PQflush(st->conn) : -1;
-	if (r < 0) {
-		store_reset(st, "store send failed", PQerrorMessage(st->conn));
+	store_conn_begin(&st->conn);
+	if (!store_send_batch(st) || store_conn_sync(&st->conn) < 0) {
+		store_conn_fail(&st->conn, "store send failed", store_conn_error(&st->conn));
 		return;
 	}
-	store_sent(st);
-	st->flushing = r;
-	if (store_watch(st, r ? EV_READ | EV_WRITE : EV_READ, 0) < 0) {
-		store_reset(st, "store send failed", "cannot watch the socket");
-		return;
-	}
-	store_arm_deadline(st);
+	if (store_conn_wait(&st->conn, store_sent(st)) < 0)
+		store_conn_fail(&st->conn, "store send failed", "cannot watch the socket");
 }
 
 /* Queue op (or fail it at once, asynchronously, when not connected). */
@@ -1451,7 +1094,7 @@ static void store_submit(struct store *st, struct store_op *op)
 {
 	op->run.deadline_ms = clock_now_ms() + st->timeout_ms;
 	st->npending++;
-	if (st->state != STORE_CONNECTED) {
+	if (!store_conn_ready(&st->conn)) {
 		store_complete(st, op, STORE_UNAVAILABLE);
 		return;
 	}
@@ -1495,24 +1138,22 @@ static int64_t store_forget_wait_ms(int64_t timeout_ms)
 struct store *store_new(struct event_base *base, const char *conninfo, int64_t timeout_ms,
 			const char *owner_id, int named)
 {
+	static const struct store_conn_cbs events = {
+	    .connected = store_connected,
+	    .lost = store_lost,
+	    .synced = store_synced,
+	    .notify = store_notified,
+	};
 	struct store *st = calloc(1, sizeof(*st));
+	int conn_ok;
 
 	if (!st)
 		return NULL;
-	st->base = base;
-	st->named_mode = named;
-	st->named = named == 1;
-	st->named_told = -1;
-	for (int id = 0; id < STORE_NAMED_IDS; id++)
-		store_sql_name(id, st->names[id]);
+	conn_ok = store_conn_init(&st->conn, base, conninfo, timeout_ms, named, &events, st) == 0;
 	st->timeout_ms = timeout_ms;
 	store_sql_timeouts(st->timeout_sql, st->forget_timeout_sql, timeout_ms,
 			   store_forget_wait_ms(timeout_ms));
-	st->backoff_ms = STORE_BACKOFF_MIN_MS;
-	st->io_fd = -1;
-	st->conninfo = strdup(conninfo ? conninfo : "");
 	st->owner_id = strdup(owner_id ? owner_id : "");
-	st->timer_ev = evtimer_new(base, store_timer_event, st);
 	st->done_ev = event_new(base, -1, 0, store_done_event, st);
 	st->forget_ev = evtimer_new(base, store_forget_event, st);
 	st->retry_ev = evtimer_new(base, store_retry_event, st);
@@ -1520,12 +1161,11 @@ struct store *store_new(struct event_base *base, const char *conninfo, int64_t t
 		st->nonce = (uint64_t)clock_now_ms() ^ (uint64_t)(uintptr_t)st ^
 			    (uint64_t)getpid() << 32;
 	st->rng = st->nonce * UINT64_C(0x9E3779B97F4A7C15) | 1;
-	if (!st->conninfo || !st->owner_id || !st->timer_ev || !st->done_ev || !st->forget_ev ||
-	    !st->retry_ev) {
+	if (!conn_ok || !st->owner_id || !st->done_ev || !st->forget_ev || !st->retry_ev) {
 		store_destroy(st);
 		return NULL;
 	}
-	store_connect(st);
+	store_conn_start(&st->conn);
 	return st;
 }
 
@@ -1546,7 +1186,7 @@ void store_free(struct store *st)
 
 int store_ready(const struct store *st)
 {
-	return st->state == STORE_CONNECTED;
+	return store_conn_ready(&st->conn);
 }
 
 int store_pending(const struct store *st)
@@ -1656,6 +1296,6 @@ void store_listen(struct store *st, store_notify_cb cb, void *arg)
 {
 	st->notify_cb = cb;
 	st->notify_arg = arg;
-	if (st->state == STORE_CONNECTED)
+	if (store_conn_ready(&st->conn))
 		store_connected(st);
 }

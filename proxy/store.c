@@ -1,5 +1,9 @@
 /*
- * The record store: asynchronous libpq against PostgreSQL.
+ * The record store: asynchronous libpq against PostgreSQL, in three
+ * layers. store_sql.c is what PostgreSQL is asked and how its answers
+ * read; store_conn.c is the connection and its pipeline; this file is the
+ * operations: their queue, the batch in flight, what an answer means for
+ * each of them, retries, the removal of lost claims, and the callbacks.
  *
  * A struct store owns one connection and a FIFO of operations. When the
  * connection is free, the head of the FIFO and every other queued
@@ -10,27 +14,14 @@
  * batch and every result row names the ordinal it answers, so each
  * operation still gets its own outcome. A claim first tries a plain
  * insert, which PostgreSQL plans in a fraction of the time the full claim
- * takes (every statement is planned afresh); only the claims whose slot is
- * taken go on to a second statement that reads the record there or takes
- * it over. Finished operations move to a
- * completion list that a per-store event drains, so every callback runs
- * from the event loop and never inside the call that queued it.
- * A batch of up to STORE_NAMED_ROWS operations goes out as a named
- * prepared statement, one per kind and row count, prepared on its first
- * use on each connection (PostgreSQL then skips parsing and, once it
- * settles on a generic plan, planning) -- where the connection keeps
- * them: a connection pooler in transaction mode (pgbouncer before 1.21)
- * hands each transaction to any server connection, so there every
- * statement is unnamed PQsendQueryParams and the store keeps no session
- * state. `prepared_statements auto` tells the two apart at each connect:
- * a pooler answers the startup with a backend key of its own, so
- * PQbackendPID differs from the server's pg_backend_pid(). Callers' own
- * queries (store_query) are always unnamed. Batches answer in binary
- * format, callers' queries in text. The connection is in pipeline mode:
- * each statement goes out after a set_config of statement_timeout, then a
- * sync, so both run in one implicit transaction and the server gives up
- * on a statement when we do. The one other piece of session state is
- * LISTEN, asked for by store_listen.
+ * takes; only the claims whose slot is taken go on to a second statement
+ * that reads the record there, and only those whose slot may be taken
+ * over to a third that takes it. Finished operations move to a completion
+ * list that a per-store event drains, so every callback runs from the
+ * event loop and never inside the call that queued it. Callers' own
+ * queries (store_query) go alone, unnamed, and answer in text. Besides
+ * prepared statements, the one piece of session state is LISTEN, asked
+ * for by store_listen and sent again on every new connection.
  */
 #include <inttypes.h>
 #include <limits.h>
@@ -129,35 +120,46 @@ struct store_queue {
 };
 
 struct store {
+	/* The connection and its pipeline, prepared statements included. */
 	struct store_conn conn;
-	char *owner_id;
-	int64_t timeout_ms;
-	struct event *done_ev;
 
+	/* Who this store is, and what it sends before each batch. */
+	char *owner_id;
+	uint64_t nonce;	    /* random: no other store's tokens share it */
+	uint64_t nclaims;   /* claims so far: each one's token */
+	int64_t timeout_ms; /* store_timeout */
+	char timeout_sql[STORE_SQL_TIMEOUT_MAX];
+	char forget_timeout_sql[STORE_SQL_TIMEOUT_MAX]; /* a lost-claim removal's */
+
+	/* The queue, and the operations done whose callbacks have not run. */
 	struct store_queue queue; /* waiting for the next batch */
-	struct store_queue done;  /* completed, callbacks not yet run */
-	int npending;
-	struct store_queue forget; /* lost claims to remove once connected (not pending) */
-	int nforget;		   /* lost claims not removed yet: waiting, queued or sent */
-	struct event *forget_ev;   /* the first of them may run */
-	uint64_t nclaims;	   /* claims so far: each one's token */
-	uint64_t nonce;		   /* random: no other store's tokens share it */
+	struct store_queue done;  /* completed: store_done_event calls them back */
+	struct event *done_ev;
+	int npending;	    /* callers' operations not called back yet */
+	int dispatching;    /* inside a callback from store_done_event */
+	int free_requested; /* store_free called from a callback */
 
 	/* The batch in flight, by ordinal; nbatch 0 when the connection is free. */
 	struct store_op *batch[STORE_BATCH_MAX];
 	int nbatch;
-	char timeout_sql[STORE_SQL_TIMEOUT_MAX];
-	char forget_timeout_sql[STORE_SQL_TIMEOUT_MAX];
-	store_notify_cb notify_cb;
-	void *notify_arg;
-	int64_t nbatches, nbatched_ops;
+	int64_t nbatches, nbatched_ops; /* batches sent, and the operations they carried */
+
 	/* Batches that failed with a serialization failure or a deadlock wait
 	 * for retry_ev, then run again. */
 	struct event *retry_ev;
-	int retry_wait;		/* the queue waits for retry_ev */
-	int retries;		/* in a row, for the backoff */
-	uint64_t rng;		/* the backoff's jitter */
+	int retry_wait; /* the queue waits for retry_ev */
+	int retries;	/* in a row, for the backoff */
+	uint64_t rng;	/* the backoff's jitter */
 	int64_t nretried[STORE_RETRY_KINDS];
+
+	/* Claims whose answer was lost, to remove (store_lose). */
+	struct store_queue forget; /* waiting for their time or a connection (not pending) */
+	int nforget;		   /* not removed yet: waiting, queued or sent */
+	struct event *forget_ev;   /* the first of them may run */
+
+	/* Who hears the notifications on STORE_CHANNEL (store_listen). */
+	store_notify_cb notify_cb;
+	void *notify_arg;
 
 	/* Scratch space for forming and sending a batch. */
 	struct store_op *seen[STORE_SEEN_SLOTS];
@@ -168,9 +170,6 @@ struct store {
 	int lengths[STORE_PARAMS_MAX];
 	Oid types[STORE_PARAMS_MAX];
 	int formats[STORE_PARAMS_MAX];
-
-	int dispatching;    /* inside a callback from store_done_event */
-	int free_requested; /* store_free called from a callback */
 };
 
 static void store_send(struct store *st);
@@ -792,46 +791,51 @@ static void store_retry_event(evutil_socket_t fd, short what, void *arg)
 }
 
 /*
- * The batch in flight has its final result: complete its operations,
- * re-queue those that must run again, or reset the connection; then send
- * the next batch.
+ * The batch in flight failed in a way that is none of its operations'
+ * own: a serialization failure or a deadlock (it runs again after a
+ * backoff), or an error that makes the connection no use (it is given
+ * up). Returns 1 when it was one of those, 0 for any other failure.
  */
-static void store_synced(void *arg, PGresult *res, int side_rows)
+static int store_refused(struct store *st, const PGresult *res, const char *sqlstate)
 {
-	struct store *st = arg;
-	ExecStatusType status = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
-	const char *sqlstate = NULL;
-
-	if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK)
-		st->retries = 0;
-	if (status == PGRES_FATAL_ERROR) {
-		sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-		if (sqlstate && (strcmp(sqlstate, "40001") == 0 || strcmp(sqlstate, "40P01") == 0)) {
-			store_retry(st, strcmp(sqlstate, "40001") == 0 ? STORE_RETRY_SERIALIZATION
-								       : STORE_RETRY_DEADLOCK);
-			goto out;
-		}
-		if (store_sql_error_fatal(sqlstate)) {
-			/* The server refused the statement: nothing of it
-			 * committed, so no claim is lost. (Without a SQLSTATE
-			 * the link failed, and the claims may have.) */
-			for (int i = 0; sqlstate && i < st->nbatch; i++)
-				store_drop(st, st->batch[i], 0);
-			if (sqlstate)
-				st->nbatch = 0;
-			store_conn_fail(&st->conn, "store connection unusable",
-					res ? PQresultErrorMessage(res)
-					    : store_conn_error(&st->conn));
-			goto out;
-		}
+	if (sqlstate && (strcmp(sqlstate, "40001") == 0 || strcmp(sqlstate, "40P01") == 0)) {
+		store_retry(st, strcmp(sqlstate, "40001") == 0 ? STORE_RETRY_SERIALIZATION
+							       : STORE_RETRY_DEADLOCK);
+		return 1;
 	}
-	if (st->batch[0]->kind == STORE_OP_QUERY) {
+	if (!store_sql_error_fatal(sqlstate))
+		return 0;
+	/* The server refused the statement: nothing of it committed, so no
+	 * claim is lost. (Without a SQLSTATE the link failed, and the claims
+	 * may have.) */
+	for (int i = 0; sqlstate && i < st->nbatch; i++)
+		store_drop(st, st->batch[i], 0);
+	if (sqlstate)
+		st->nbatch = 0;
+	store_conn_fail(&st->conn, "store connection unusable",
+			res ? PQresultErrorMessage(res) : store_conn_error(&st->conn));
+	return 1;
+}
+
+/*
+ * Hand the batch in flight's answer (res with its status and SQLSTATE,
+ * and the rows its companions returned) to its operations: complete
+ * them, or put back those that must run again. Returns res when it is
+ * still the caller's to free, NULL when the operations took it over.
+ */
+static PGresult *store_answer(struct store *st, PGresult *res, ExecStatusType status,
+			      const char *sqlstate, int side_rows)
+{
+	enum store_op_kind kind = st->batch[0]->kind;
+
+	if (kind == STORE_OP_QUERY) {
 		store_query_result(st, res, status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK);
-		res = NULL;
-	} else if (st->batch[0]->kind == STORE_OP_FORGET && status == PGRES_FATAL_ERROR &&
-		   store_sql_error_timeout(sqlstate)) {
+		return NULL;
+	}
+	if (kind == STORE_OP_FORGET && status == PGRES_FATAL_ERROR &&
+	    store_sql_error_timeout(sqlstate)) {
 		store_forget_wait(st);
-	} else if (st->batch[0]->kind == STORE_OP_FORGET) {
+	} else if (kind == STORE_OP_FORGET) {
 		store_forget_rows(st, status == PGRES_TUPLES_OK ? res : NULL, side_rows);
 	} else if (status == PGRES_FATAL_ERROR) {
 		store_log(LOG_WARN,
@@ -844,16 +848,38 @@ static void store_synced(void *arg, PGresult *res, int side_rows)
 	} else if (status != PGRES_TUPLES_OK) {
 		store_log(LOG_WARN, "store statement failed", PQresStatus(status));
 		store_batch_failed(st);
-	} else if (st->batch[0]->kind == STORE_OP_CLAIM) {
+	} else if (kind == STORE_OP_CLAIM) {
 		store_insert_rows(st, res);
-	} else if (st->batch[0]->kind == STORE_OP_LOOKUP) {
+	} else if (kind == STORE_OP_LOOKUP) {
 		store_lookup_rows(st, res);
-		res = NULL;
-	} else if (st->batch[0]->kind == STORE_OP_TAKEOVER) {
+		return NULL;
+	} else if (kind == STORE_OP_TAKEOVER) {
 		store_takeover_rows(st, res);
 	} else {
 		store_fence_rows(st, res);
 	}
+	return res;
+}
+
+/*
+ * The pipeline of the batch in flight ended (res, which this takes over,
+ * is its answer): its operations complete or run again, or the
+ * connection is given up; then the next batch goes.
+ */
+static void store_synced(void *arg, PGresult *res, int side_rows)
+{
+	struct store *st = arg;
+	ExecStatusType status = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+	const char *sqlstate = NULL;
+
+	if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK)
+		st->retries = 0;
+	if (status == PGRES_FATAL_ERROR) {
+		sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+		if (store_refused(st, res, sqlstate))
+			goto out;
+	}
+	res = store_answer(st, res, status, sqlstate, side_rows);
 	store_send(st);
 out:
 	PQclear(res);
@@ -940,20 +966,6 @@ static int store_build_params(struct store *st)
 	return n;
 }
 
-char *store_tokens_array(const char *const *tokens, int n)
-{
-	char *buf = malloc(3 + (size_t)n * SCOPE_TOKEN_SIZE);
-	size_t len = 0;
-
-	if (!buf)
-		return NULL;
-	for (int i = 0; i < n; i++)
-		if (strlen(tokens[i]) < SCOPE_TOKEN_SIZE)
-			len = store_sql_tokens_add(buf, len, tokens[i]);
-	memcpy(buf + len, len ? "}" : "{}", len ? 2 : 3);
-	return buf;
-}
-
 /*
  * One of the batch's statements, part of its kind's, written out only
  * when the session has not prepared it.
@@ -1019,9 +1031,10 @@ static int store_scope_cmp(const void *a, const void *b)
 
 /*
  * Add the batch in flight to the pipeline, in one implicit transaction:
- * the timeout, then a query's own statement or the batch's statements and
- * notification. SET LOCAL semantics suit pgbouncer's transaction mode.
- * Returns 0 when the pipeline refused one.
+ * the timeout setting, so the server gives up on a statement when we do
+ * (SET LOCAL semantics suit pgbouncer's transaction mode), then a query's
+ * own statement or the batch's statements and notification. Returns 0
+ * when the pipeline refused one.
  */
 static int store_send_batch(struct store *st)
 {
@@ -1271,6 +1284,20 @@ void store_query(struct store *st, const struct store_stmt *stmt, store_query_cb
 	op->stmt = *stmt;
 	op->cb.query = cb;
 	store_submit(st, op);
+}
+
+char *store_tokens_array(const char *const *tokens, int n)
+{
+	char *buf = malloc(3 + (size_t)n * SCOPE_TOKEN_SIZE);
+	size_t len = 0;
+
+	if (!buf)
+		return NULL;
+	for (int i = 0; i < n; i++)
+		if (strlen(tokens[i]) < SCOPE_TOKEN_SIZE)
+			len = store_sql_tokens_add(buf, len, tokens[i]);
+	memcpy(buf + len, len ? "}" : "{}", len ? 2 : 3);
+	return buf;
 }
 
 void store_notify(struct store *st, const char *const *tokens, int n)

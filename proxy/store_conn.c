@@ -7,6 +7,17 @@
  * (dropped when they worked), the statement's (kept), each followed by a
  * NULL, then the sync. An error aborts the rest of the transaction,
  * whatever succeeded before it: the first error is the one kept.
+ *
+ * A batch of up to STORE_NAMED_ROWS operations goes out as a named
+ * prepared statement, one per kind, part and row count, prepared on its
+ * first use on each connection (PostgreSQL then skips parsing and, once
+ * it settles on a generic plan, planning) -- where the connection keeps
+ * them: a connection pooler in transaction mode (pgbouncer before 1.21)
+ * hands each transaction to any server connection, so there every
+ * statement is unnamed PQsendQueryParams and the store keeps no session
+ * state. `prepared_statements auto` tells the two apart at each connect:
+ * a pooler answers the startup with a backend key of its own, so
+ * PQbackendPID differs from the server's pg_backend_pid().
  */
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,9 @@
 /*
- * The record store: asynchronous libpq against PostgreSQL.
+ * The record store: asynchronous libpq against PostgreSQL, in three
+ * layers. store_sql.c is what PostgreSQL is asked and how its answers
+ * read; store_conn.c is the connection and its pipeline; this file is the
+ * operations: their queue, the batch in flight, what an answer means for
+ * each of them, retries, the removal of lost claims, and the callbacks.
  *
  * A struct store owns one connection and a FIFO of operations. When the
  * connection is free, the head of the FIFO and every other queued
@@ -10,29 +14,15 @@
  * batch and every result row names the ordinal it answers, so each
  * operation still gets its own outcome. A claim first tries a plain
  * insert, which PostgreSQL plans in a fraction of the time the full claim
- * takes (every statement is planned afresh); only the claims whose slot is
- * taken go on to a second statement that reads the record there or takes
- * it over. Finished operations move to a
- * completion list that a per-store event drains, so every callback runs
- * from the event loop and never inside the call that queued it.
- * A batch of up to STORE_NAMED_ROWS operations goes out as a named
- * prepared statement, one per kind and row count, prepared on its first
- * use on each connection (PostgreSQL then skips parsing and, once it
- * settles on a generic plan, planning) -- where the connection keeps
- * them: a connection pooler in transaction mode (pgbouncer before 1.21)
- * hands each transaction to any server connection, so there every
- * statement is unnamed PQsendQueryParams and the store keeps no session
- * state. `prepared_statements auto` tells the two apart at each connect:
- * a pooler answers the startup with a backend key of its own, so
- * PQbackendPID differs from the server's pg_backend_pid(). Callers' own
- * queries (store_query) are always unnamed. Batches answer in binary
- * format, callers' queries in text. The connection is in pipeline mode:
- * each statement goes out after a set_config of statement_timeout, then a
- * sync, so both run in one implicit transaction and the server gives up
- * on a statement when we do. The one other piece of session state is
- * LISTEN, asked for by store_listen.
+ * takes; only the claims whose slot is taken go on to a second statement
+ * that reads the record there, and only those whose slot may be taken
+ * over to a third that takes it. Finished operations move to a completion
+ * list that a per-store event drains, so every callback runs from the
+ * event loop and never inside the call that queued it. Callers' own
+ * queries (store_query) go alone, unnamed, and answer in text. Besides
+ * prepared statements, the one piece of session state is LISTEN, asked
+ * for by store_listen and sent again on every new connection.
  */
-#include <endian.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -48,18 +38,14 @@
 #include "proxy/evfree.h"
 #include "proxy/log.h"
 #include "proxy/store.h"
+#include "proxy/store_conn.h"
+#include "proxy/store_sql.h"
 
-#define STORE_BACKOFF_MIN_MS 50
-#define STORE_BACKOFF_MAX_MS 1000
 #define STORE_CLAIM_ATTEMPTS 5
-#define STORE_NUM_MAX	     32
-#define STORE_OP_NUMS	     3	     /* numbers an operation sends as text */
-#define STORE_APPLICATION_NAME "idemproxy"
-#define STORE_TOKEN_MAX	     160     /* a claim's lease token: owner_id:nonce:N */
 /* A lost claim is removed no sooner than this after its statement's
  * statement_timeout (store_timeout) ran out: by then its statement has
  * written the claim's row or never will. Whether that row commits, the
- * removal waits to see (store_sql_forget_probe_head), at most
+ * removal waits to see (the probe in store_sql.c), at most
  * STORE_FORGET_WAIT_MS at a time (and at most half the store_timeout),
  * then tries again after a backoff from STORE_BACKOFF_MIN_MS to
  * STORE_BACKOFF_MAX_MS. A store keeps at most STORE_FORGET_MAX lost
@@ -69,444 +55,14 @@
 #define STORE_FORGET_MAX       4096
 #define STORE_PARAM_MAX	     INT_MAX /* libpq parameter lengths are int */
 
-/* Operations in one statement, and how far down the queue a batch looks. */
-#define STORE_BATCH_MAX	 128
+/* How far down the queue a batch looks. */
 #define STORE_SCAN_MAX	 (4 * STORE_BATCH_MAX)
 #define STORE_SEEN_SLOTS (2 * STORE_SCAN_MAX) /* a power of two */
-
-/*
- * Named statements: the timeout setting (STORE_ID_TIMEOUT), the lost-claim
- * removal's (STORE_ID_FORGET_TIMEOUT), the notification (STORE_ID_NOTIFY)
- * and, per batch kind, row count up to STORE_NAMED_ROWS (larger batches,
- * rare and already spread over many rows, stay unnamed) and part (enum
- * store_part), so a connection holds at most STORE_NAMED_IDS of them.
- */
-#define STORE_NAMED_ROWS	16
-#define STORE_ID_TIMEOUT	0
-#define STORE_ID_NOTIFY		1
-#define STORE_ID_FORGET_TIMEOUT 2
-#define STORE_ID_BATCHES	3
-#define STORE_NAMED_IDS		(STORE_ID_BATCHES + STORE_PARTS * STORE_OP_QUERY * STORE_NAMED_ROWS)
-#define STORE_NAME_MAX		40
-
-/* What a result of the pipeline in flight answers: a prepare (the
- * statement's id, >= 0), the timeout setting, the statement itself, a
- * companion statement (its rows are counted, st->side_rows) or the
- * statement that goes first. At most a prepare and a result for each of
- * the five. */
-#define STORE_RES_TIMEOUT (-1)
-#define STORE_RES_MAIN	  (-2)
-#define STORE_RES_SIDE	  (-3)
-#define STORE_RES_FIRST	  (-4)
-#define STORE_EXPECT_MAX  10
 
 /* Serialization failures and deadlocks: the batch runs again after a
  * backoff doubling from STORE_RETRY_MIN_MS to STORE_RETRY_MAX_MS. */
 #define STORE_RETRY_MIN_MS 2
 #define STORE_RETRY_MAX_MS 200
-
-/* Parameters per VALUES row, and the most one statement sends. */
-#define STORE_CLAIM_ROW_PARAMS	 6
-#define STORE_LOOKUP_ROW_PARAMS	 7
-#define STORE_FORGET_ROW_PARAMS	 5
-#define STORE_FINISH_ROW_PARAMS	 10
-#define STORE_FENCE_ROW_PARAMS	 4
-#define STORE_ROW_PARAMS_MAX	STORE_FINISH_ROW_PARAMS
-#define STORE_PARAMS_MAX	(1 + STORE_ROW_PARAMS_MAX * STORE_BATCH_MAX)
-
-/*
- * The statement text: the fixed head and tail, and one VALUES row per
- * operation, written from its kind's row template: at most 3 + 7
- * characters per parameter with the separators, plus the template's fixed
- * text, well under STORE_SQL_ROW_MAX.
- */
-#define STORE_SQL_FIXED_MAX 4096
-#define STORE_SQL_ROW_MAX   192
-#define STORE_SQL_MAX	    (STORE_SQL_FIXED_MAX + STORE_BATCH_MAX * STORE_SQL_ROW_MAX)
-
-/*
- * The statements keep to the forms PostgreSQL-compatible distributed
- * engines run (Citus with the table distributed by the key, CockroachDB,
- * YugabyteDB): times are computed in the VALUES rows (now() is the
- * transaction's start, the same in every statement of a batch); a new
- * generation comes from nextval in an INSERT's VALUES or in a CTE that
- * only reads; a statement writes the table once, and never through a
- * data-modifying CTE; and the notification that wakes waiting duplicates
- * is a statement of its own (STORE_SQL_NOTIFY), never a function
- * in a write's RETURNING.
- *
- * The claim's first step, one statement for the whole batch: insert a new
- * record for each scope and return those inserted, named by their scope
- * (an insert cannot return the ordinal). ON CONFLICT DO NOTHING makes
- * PostgreSQL pick one owner per slot; the operations that got no row find
- * the slot taken and go on to the lookup. The rows go in scope order (the
- * batch is sorted first) so that two stores inserting overlapping scopes
- * wait for each other in one order and cannot deadlock.
- */
-static const char store_sql_claim_head[] =
-    "INSERT INTO idempotency_records (actor, operation, idem_key, fingerprint, state,"
-    " lease_expires_at, lease_owner, generation) VALUES ";
-
-static const char store_sql_claim_row[] =
-    "(?, ?, ?, ?, 'in_progress', now() + ? * interval '1 millisecond', ?, "
-    STORE_SQL_NEW_GENERATION ")";
-
-static const char store_sql_claim_tail[] =
-    " ON CONFLICT (actor, operation, idem_key) DO NOTHING"
-    " RETURNING actor, operation, idem_key, generation";
-
-/*
- * The claim's second step, for the slots the insert found taken: read the
- * records that hold them, one result row per ordinal. The read takes no
- * row lock, no transaction id and no WAL flush for the common "record
- * exists" answer. A row says whether the slot may be taken over (take): a
- * completed record whose retention has passed and, for a route with
- * `recovery forward`, a record of the same request whose outcome is
- * unknown or whose owner's lease ran out; those operations go on to the
- * takeover, a third step, and only they pay for its write. An ordinal
- * with no row met a concurrent delete; the caller claims again from the
- * insert. A batch never holds two operations on one scope, which keeps
- * each join on the scope one-to-one.
- */
-static const char store_sql_lookup_head[] =
-    "WITH v (ord, actor, operation, idem_key, fingerprint, lease_until, recover, lease_owner,"
-    " at) AS (VALUES ";
-
-#define STORE_SQL_SCOPE_JOIN                                                             \
-	" r.actor = v.actor AND r.operation = v.operation AND r.idem_key = v.idem_key"
-
-/* A slot the lookup may take over; NULL (never in a valid record) counts as no. */
-#define STORE_SQL_TAKEOVER                                                               \
-	"(r.state = 'completed' AND r.expires_at <= v.at"                                \
-	" OR v.recover AND r.fingerprint = v.fingerprint AND (r.state = 'unknown'"       \
-	" OR r.state = 'in_progress' AND r.lease_expires_at <= v.at))"
-
-static const char store_sql_lookup_tail[] =
-    ")"
-    " SELECT v.ord, " STORE_SQL_TAKEOVER " IS TRUE, r.generation, r.state, r.fingerprint,"
-    "  r.response_status, r.response_headers, r.response_body, r.body_omitted,"
-    "  (r.state = 'in_progress' AND r.lease_expires_at <= v.at) IS TRUE,"
-    "  CASE WHEN r.state = 'in_progress' THEN greatest(0, ceil(extract(epoch FROM"
-    "   r.lease_expires_at - v.at) * 1000))::bigint ELSE 0::bigint END,"
-    "  CASE WHEN r.state = 'completed' THEN coalesce(greatest(0, floor(extract(epoch FROM"
-    "   r.expires_at - v.at) * 1000))::bigint, 0::bigint) ELSE 0::bigint END,"
-    "  r.response_sealed,"
-    "  CASE WHEN r.state = 'completed' THEN coalesce(greatest(0, floor(extract(epoch FROM"
-    "   v.at - r.completed_at) * 1000))::bigint, 0::bigint) ELSE 0::bigint END"
-    " FROM v JOIN idempotency_records r ON" STORE_SQL_SCOPE_JOIN;
-
-/*
- * The takeover of the slots the lookup found takeable, if they still are
- * (the same condition, checked again on the locked row): a new
- * generation for each from a CTE that reads no table, and the ordinals
- * taken over with it. One that is not returned was changed by a
- * concurrent writer: the caller claims again from the insert. The rows
- * go in scope order, like the insert's.
- */
-static const char store_sql_takeover_tail[] =
-    "),"
-    " g AS (SELECT ord, " STORE_SQL_NEW_GENERATION " AS generation FROM v)"
-    " UPDATE idempotency_records r SET"
-    "  fingerprint = v.fingerprint, state = 'in_progress', lease_owner = v.lease_owner,"
-    "  lease_expires_at = v.lease_until, generation = g.generation, response_status = NULL,"
-    "  response_headers = NULL, response_body = NULL, response_sealed = NULL,"
-    "  body_omitted = false, created_at = v.at, completed_at = NULL, expires_at = NULL"
-    " FROM v JOIN g ON g.ord = v.ord"
-    " WHERE" STORE_SQL_SCOPE_JOIN " AND " STORE_SQL_TAKEOVER
-    " RETURNING v.ord, r.generation";
-
-/* Finish, mark unknown and release return the ordinals they wrote. */
-static const char store_sql_finish_head[] =
-    "UPDATE idempotency_records r SET state = 'completed', response_status = v.status,"
-    " response_headers = v.headers, response_body = v.body, body_omitted = v.omitted,"
-    " response_sealed = v.sealed, completed_at = v.at, expires_at = v.expires_at,"
-    " lease_owner = NULL, lease_expires_at = NULL"
-    " FROM (VALUES ";
-
-/*
- * An owner's write lands while its generation holds: on its in_progress
- * record, or on one the sweeper marked unknown when the lease ran out
- * (nobody took it over, so the owner's outcome is still the truth).
- */
-#define STORE_SQL_FENCE                                                                  \
-	" WHERE" STORE_SQL_SCOPE_JOIN " AND r.generation = v.generation"                  \
-	" AND r.state IN ('in_progress', 'unknown') RETURNING v.ord"
-
-static const char store_sql_finish_tail[] =
-    ") v (ord, actor, operation, idem_key, generation, status, headers, body, omitted,"
-    " expires_at, sealed, at)" STORE_SQL_FENCE;
-
-static const char store_sql_unknown_head[] =
-    "UPDATE idempotency_records r SET state = 'unknown' FROM (VALUES ";
-
-static const char store_sql_release_head[] = "DELETE FROM idempotency_records r USING (VALUES ";
-
-static const char store_sql_fence_tail[] =
-    ") v (ord, actor, operation, idem_key, generation)" STORE_SQL_FENCE;
-
-/*
- * A lost claim's removal, three statements in one transaction. The
- * claim's own transaction may not have ended yet: a commit that waits for
- * a synchronous standby is bounded by no statement_timeout (the server
- * lifts it before committing), and until the commit ends the claim's row
- * is invisible to every other statement, so a delete by the lease token
- * alone would find nothing and the claim would land after it. So first a
- * probe inserts into each slot: meeting a row whose writer is still in
- * progress, the insert waits for that transaction to end (bounded by the
- * removal's lock_timeout), and the statements after it, with a snapshot
- * of their own, see what the claim left. A slot the probe finds free (the
- * claim never committed) gets the probe's own row, generation 0 (a
- * generation no claim has), which the delete after it removes in the
- * same transaction: nothing of the probe outlives it. Then the claim,
- * found by its lease token, is deleted when it inserted the record (or
- * took over an expired completed one), also when the sweeper has since
- * marked it unknown (its lease ran out before it committed); and, by the
- * third statement, marked unknown again when it took over an unknown or
- * abandoned record for recovery. The delete returns the ordinal and the
- * generation of each row it removed, the update the ordinals it wrote.
- */
-static const char store_sql_forget_probe_head[] =
-    "INSERT INTO idempotency_records (actor, operation, idem_key, fingerprint, state,"
-    " lease_owner, generation) SELECT v.actor, v.operation, v.idem_key, ''::bytea,"
-    " 'in_progress', v.lease_owner, 0 FROM (VALUES ";
-
-#define STORE_SQL_LOST_CLAIM_ROWS ") v (ord, actor, operation, idem_key, lease_owner, recovered)"
-
-static const char store_sql_forget_probe_tail[] =
-    STORE_SQL_LOST_CLAIM_ROWS " ON CONFLICT (actor, operation, idem_key) DO NOTHING";
-
-static const char store_sql_forget_head[] = "DELETE FROM idempotency_records r USING (VALUES ";
-
-static const char store_sql_forget_held_head[] =
-    "UPDATE idempotency_records r SET state = 'unknown', lease_owner = NULL FROM (VALUES ";
-
-#define STORE_SQL_LOST_CLAIM                                                             \
-	STORE_SQL_LOST_CLAIM_ROWS " WHERE" STORE_SQL_SCOPE_JOIN                          \
-	" AND r.lease_owner = v.lease_owner"
-
-static const char store_sql_forget_tail[] =
-    STORE_SQL_LOST_CLAIM " AND (r.generation = 0 OR NOT v.recovered"
-    " AND r.state IN ('in_progress', 'unknown')) RETURNING v.ord, r.generation";
-
-static const char store_sql_forget_held_tail[] =
-    STORE_SQL_LOST_CLAIM " AND r.state = 'in_progress' AND v.recovered RETURNING v.ord";
-
-/* VALUES rows: '#' stands for the ordinal, '?' for the row's next parameter. */
-static const char store_sql_lookup_row[] =
-    "(#, ?, ?, ?, ?, now() + ? * interval '1 millisecond', ?, ?, now())";
-static const char store_sql_forget_row[] = "(#, ?, ?, ?, ?, ?)";
-static const char store_sql_finish_row[] =
-    "(#, ?, ?, ?, ?, ?, ?, ?, ?, now() + ? * interval '1 millisecond', ?, now())";
-static const char store_sql_fence_row[] = "(#, ?, ?, ?, ?)";
-
-/*
- * The notification (STORE_SQL_NOTIFY) after a write batch goes in the
- * write's transaction, so out at its commit. A write that was fenced
- * wakes its waiters too, and they read the record again.
- */
-static const char store_sql_notify[] = STORE_SQL_NOTIFY;
-
-/*
- * Sent before every statement, in the same implicit transaction, which
- * lasts until the pipeline's sync (st->timeout_sql). set_config rather than
- * SET LOCAL: the effect is the same, but SET LOCAL warns outside an
- * explicit transaction block.
- */
-#define STORE_SQL_TIMEOUT "SELECT set_config('statement_timeout', '%" PRId64 "', true)"
-
-/* The lost-claim removal's: the same, and how long its probe may wait. */
-#define STORE_SQL_FORGET_TIMEOUT                                                         \
-	"SELECT set_config('statement_timeout', '%" PRId64 "', true),"                  \
-	" set_config('lock_timeout', '%" PRId64 "', true)"
-
-static const char store_sql_listen[] = "LISTEN " STORE_CHANNEL;
-
-_Static_assert(sizeof(store_sql_lookup_head) + sizeof(store_sql_lookup_tail) < STORE_SQL_FIXED_MAX &&
-		   sizeof(store_sql_lookup_head) + sizeof(store_sql_takeover_tail) <
-		       STORE_SQL_FIXED_MAX,
-	       "the lookup's fixed text must fit STORE_SQL_FIXED_MAX");
-_Static_assert(sizeof(store_sql_lookup_row) + 7 * STORE_LOOKUP_ROW_PARAMS < STORE_SQL_ROW_MAX &&
-		   sizeof(store_sql_finish_row) + 7 * STORE_FINISH_ROW_PARAMS < STORE_SQL_ROW_MAX,
-	       "a lookup or finish row must fit STORE_SQL_ROW_MAX");
-_Static_assert(sizeof(store_sql_claim_row) + 7 * STORE_CLAIM_ROW_PARAMS < STORE_SQL_ROW_MAX,
-	       "a claim row must fit STORE_SQL_ROW_MAX");
-_Static_assert(sizeof(store_sql_finish_head) + sizeof(store_sql_finish_tail) < STORE_SQL_FIXED_MAX,
-	       "the finish's fixed text must fit STORE_SQL_FIXED_MAX");
-_Static_assert(sizeof(store_sql_forget_probe_head) + sizeof(store_sql_forget_probe_tail) <
-		   STORE_SQL_FIXED_MAX,
-	       "the forget's probe must fit STORE_SQL_FIXED_MAX");
-
-/* Columns of an insert result row, in the order the statement returns them. */
-enum store_insert_col {
-	STORE_INS_ACTOR,
-	STORE_INS_OPERATION,
-	STORE_INS_KEY,
-	STORE_INS_GENERATION,
-	STORE_INSERT_COLUMNS,
-};
-
-/* Columns of a lookup result row, in the order the statement selects them. */
-enum store_claim_col {
-	STORE_COL_ORD,
-	STORE_COL_TAKE,
-	STORE_COL_GENERATION,
-	STORE_COL_STATE,
-	STORE_COL_FINGERPRINT,
-	STORE_COL_STATUS,
-	STORE_COL_HEADERS,
-	STORE_COL_BODY,
-	STORE_COL_OMITTED,
-	STORE_COL_LEASE_EXPIRED,
-	STORE_COL_LEASE_REMAINING,
-	STORE_COL_EXPIRES_IN,
-	STORE_COL_SEALED,
-	STORE_COL_COMPLETED_AGO,
-	STORE_CLAIM_COLUMNS,
-};
-
-enum store_conn_state {
-	STORE_DISCONNECTED, /* timer: backoff before the next connect */
-	STORE_CONNECTING,   /* timer: connect deadline */
-	STORE_CONNECTED,    /* timer: deadline of the batch in flight */
-};
-
-enum store_op_kind {
-	STORE_OP_CLAIM,	 /* a claim's insert */
-	STORE_OP_LOOKUP, /* a claim whose slot was taken: read the record */
-	STORE_OP_FINISH,
-	STORE_OP_UNKNOWN,
-	STORE_OP_RELEASE,
-	STORE_OP_FORGET, /* the store's own: remove a lost claim (store_claim) */
-	STORE_OP_TAKEOVER, /* a claim whose slot may be taken over: take it */
-	STORE_OP_QUERY, /* a caller's own statement, alone, text results */
-};
-
-/* The statements of a batch, by the order they are named in (not sent in). */
-enum store_part {
-	STORE_PART_MAIN,  /* the kind's own statement */
-	STORE_PART_SIDE,  /* its companion, sent after it */
-	STORE_PART_FIRST, /* the one sent before it */
-	STORE_PARTS,
-};
-
-/*
- * How one kind of operation is written: head, one VALUES row per
- * operation from the row template with row_params parameters of the given
- * types and formats, tail. A kind with a companion statement (side_head
- * and side_tail around the same rows, with the same parameters) sends it
- * after the statement, one with a first statement (first_head and
- * first_tail, likewise) before it, all in the same transaction.
- */
-struct store_sql {
-	const char *head;
-	const char *row;
-	const char *tail;
-	const char *side_head;
-	const char *side_tail;
-	int row_params;
-	Oid types[STORE_ROW_PARAMS_MAX];
-	int formats[STORE_ROW_PARAMS_MAX];
-	const char *first_head;
-	const char *first_tail;
-};
-
-/* A claim row and a lookup row start alike: scope, fingerprint, lease (then recover), token. */
-#define STORE_CLAIM_ROW_TYPES                                                            \
-	STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_BYTEA, STORE_OID_INT8
-#define STORE_CLAIM_ROW_FORMATS                                                          \
-	STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_BINARY,     \
-	    STORE_FORMAT_TEXT
-
-/* A write row starts with the scope and the generation. */
-#define STORE_FENCE_ROW_TYPES STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_INT8
-#define STORE_FENCE_ROW_FORMATS                                                          \
-	STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT
-
-/* Bytea (fingerprint, headers, body) goes binary: sent by length, never copied here. */
-static const struct store_sql store_sqls[] = {
-    [STORE_OP_CLAIM] =
-	{
-	    store_sql_claim_head,
-	    store_sql_claim_row,
-	    store_sql_claim_tail,
-	    NULL,
-	    NULL,
-	    STORE_CLAIM_ROW_PARAMS,
-	    {STORE_CLAIM_ROW_TYPES, STORE_OID_TEXT},
-	    {STORE_CLAIM_ROW_FORMATS, STORE_FORMAT_TEXT},
-	},
-    [STORE_OP_LOOKUP] =
-	{
-	    store_sql_lookup_head,
-	    store_sql_lookup_row,
-	    store_sql_lookup_tail,
-	    NULL,
-	    NULL,
-	    STORE_LOOKUP_ROW_PARAMS,
-	    {STORE_CLAIM_ROW_TYPES, STORE_OID_BOOL, STORE_OID_TEXT},
-	    {STORE_CLAIM_ROW_FORMATS, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT},
-	},
-    [STORE_OP_TAKEOVER] =
-	{
-	    store_sql_lookup_head,
-	    store_sql_lookup_row,
-	    store_sql_takeover_tail,
-	    NULL,
-	    NULL,
-	    STORE_LOOKUP_ROW_PARAMS,
-	    {STORE_CLAIM_ROW_TYPES, STORE_OID_BOOL, STORE_OID_TEXT},
-	    {STORE_CLAIM_ROW_FORMATS, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT},
-	},
-    [STORE_OP_FINISH] =
-	{
-	    store_sql_finish_head,
-	    store_sql_finish_row,
-	    store_sql_finish_tail,
-	    NULL,
-	    NULL,
-	    STORE_FINISH_ROW_PARAMS,
-	    {STORE_FENCE_ROW_TYPES, STORE_OID_INT4, STORE_OID_BYTEA, STORE_OID_BYTEA,
-	     STORE_OID_BOOL, STORE_OID_INT8, STORE_OID_TEXT},
-	    {STORE_FENCE_ROW_FORMATS, STORE_FORMAT_TEXT, STORE_FORMAT_BINARY,
-	     STORE_FORMAT_BINARY, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT},
-	},
-    [STORE_OP_UNKNOWN] =
-	{
-	    store_sql_unknown_head,
-	    store_sql_fence_row,
-	    store_sql_fence_tail,
-	    NULL,
-	    NULL,
-	    STORE_FENCE_ROW_PARAMS,
-	    {STORE_FENCE_ROW_TYPES},
-	    {STORE_FENCE_ROW_FORMATS},
-	},
-    [STORE_OP_RELEASE] =
-	{
-	    store_sql_release_head,
-	    store_sql_fence_row,
-	    store_sql_fence_tail,
-	    NULL,
-	    NULL,
-	    STORE_FENCE_ROW_PARAMS,
-	    {STORE_FENCE_ROW_TYPES},
-	    {STORE_FENCE_ROW_FORMATS},
-	},
-    [STORE_OP_FORGET] =
-	{
-	    store_sql_forget_head,
-	    store_sql_forget_row,
-	    store_sql_forget_tail,
-	    store_sql_forget_held_head,
-	    store_sql_forget_held_tail,
-	    STORE_FORGET_ROW_PARAMS,
-	    {STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_BOOL},
-	    {STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT,
-	     STORE_FORMAT_TEXT},
-	    store_sql_forget_probe_head,
-	    store_sql_forget_probe_tail,
-	},
-};
 
 /* A claim batch's result, shared by the operations whose records point into it. */
 struct store_shared {
@@ -514,49 +70,49 @@ struct store_shared {
 	int refs;
 };
 
-/* One queued operation; the pointers belong to the caller until its callback. */
+/* One operation, from the call that queues it until its callback has run. */
 struct store_op {
-	struct store_op *next;
-	enum store_op_kind kind;
-	struct scope sc;
-	uint64_t hash; /* of sc */
-	int64_t deadline_ms;
-	int attempts; /* claim: inserts so far; forget: waits so far */
-	int solo;     /* goes in a batch of its own */
-	int answered; /* a result row named it */
-	int flags;    /* enum store_flags */
-	struct store_stmt stmt; /* STORE_OP_QUERY */
-	char token[STORE_TOKEN_MAX]; /* claim, lookup, forget: the claim's lease_owner */
-	int64_t sent_ms;	     /* claim, lookup: when its statement was last sent */
-	int64_t not_before_ms;	     /* forget: when it may run */
-	int recovered;		     /* forget: the claim took over an abandoned record */
-	char *owned;		     /* forget: its own copy of the scope's strings;
-				      * notify: its array of tokens */
-	const char *values[1];	     /* notify: its parameter */
+	struct store_op *next;	 /* in the queue, the completion list or the lost claims */
+	enum store_op_kind kind; /* its statement now: a claim goes on to a lookup or takeover */
 
-	const unsigned char *fp;
-	int64_t lease_ms;
-
-	int64_t generation;
-	int status;
-	const char *headers;
-	size_t headers_len;
-	const unsigned char *body;
-	size_t body_len;
-	int omitted;
-	int64_t retention_ms;
-	const char *sealed; /* finish: the sealing key's id, NULL: plaintext */
-	char nums[STORE_OP_NUMS][STORE_NUM_MAX]; /* text parameters while in flight */
-
-	store_claim_cb claim_cb;
-	store_done_cb done_cb;
-	store_query_cb query_cb;
+	/* What the caller asked, and whom to tell. */
+	struct store_ask ask;	/* a row's values: every kind but a query */
+	struct store_stmt stmt; /* query: the caller's statement */
+	int notify;		/* notify STORE_CHANNEL in the batch's transaction (STORE_NOTIFY) */
+	union {
+		store_claim_cb claim; /* claim */
+		store_done_cb done;   /* finish, unknown, release */
+		store_query_cb query; /* query; NULL: nobody to tell */
+	} cb;			      /* a forget has none: it is the store's own */
 	void *arg;
 
-	/* The outcome, filled in when the operation completes. */
-	enum store_result res;
-	struct store_shared *shared; /* claim, query: backs the result until the callback returns */
-	struct record rec;
+	/* What the store does with it on its way. */
+	struct {
+		uint64_t hash;	       /* of ask.sc */
+		int solo;	       /* goes in a batch of its own */
+		int64_t deadline_ms;   /* its answer is too late from then on */
+		int64_t sent_ms;       /* when its statement was last sent */
+		int64_t not_before_ms; /* forget: when it may run */
+		int restarts;	       /* claim: times it went back to the insert */
+		int waits;	       /* forget: times a transaction in its slot held it up */
+		int answered;	       /* a result row of the batch in flight named it */
+		int take;	       /* lookup: that row said the slot may be taken over */
+		char nums[STORE_OP_NUMS][STORE_NUM_MAX]; /* its numbers as text, while in flight */
+	} run;
+
+	/* Memory it owns, freed with it. */
+	char *scope_copy;	  /* forget: the lost claim's scope, which ask.sc points into */
+	char *tokens;		  /* store_notify: the text[] literal of its tokens */
+	const char *tokens_param; /* store_notify: stmt's one parameter, tokens */
+
+	/* What the answer said, filled in when it completes. */
+	struct {
+		enum store_result res;
+		int64_t generation; /* claim: the one STORE_OK took */
+		struct record rec;  /* claim: the one STORE_EXISTS found, in shared's result */
+		struct store_shared *shared; /* claim, query: backs rec or the query's result
+					      * until the callback returns */
+	} answer;
 };
 
 struct store_queue {
@@ -564,57 +120,46 @@ struct store_queue {
 };
 
 struct store {
-	struct event_base *base;
-	char *conninfo;
+	/* The connection and its pipeline, prepared statements included. */
+	struct store_conn conn;
+
+	/* Who this store is, and what it sends before each batch. */
 	char *owner_id;
-	int64_t timeout_ms;
-	int64_t backoff_ms;
+	uint64_t nonce;	    /* random: no other store's tokens share it */
+	uint64_t nclaims;   /* claims so far: each one's token */
+	int64_t timeout_ms; /* store_timeout */
+	char timeout_sql[STORE_SQL_TIMEOUT_MAX];
+	char forget_timeout_sql[STORE_SQL_TIMEOUT_MAX]; /* a lost-claim removal's */
 
-	enum store_conn_state state;
-	PGconn *conn;
-	struct event *io_ev;
-	evutil_socket_t io_fd;
-	short io_what;
-	struct event *timer_ev;
-	struct event *done_ev;
-
+	/* The queue, and the operations done whose callbacks have not run. */
 	struct store_queue queue; /* waiting for the next batch */
-	struct store_queue done;  /* completed, callbacks not yet run */
-	int npending;
-	struct store_queue forget; /* lost claims to remove once connected (not pending) */
-	int nforget;		   /* lost claims not removed yet: waiting, queued or sent */
-	struct event *forget_ev;   /* the first of them may run */
-	uint64_t nclaims;	   /* claims so far: each one's token */
-	uint64_t nonce;		   /* random: no other store's tokens share it */
+	struct store_queue done;  /* completed: store_done_event calls them back */
+	struct event *done_ev;
+	int npending;	    /* callers' operations not called back yet */
+	int dispatching;    /* inside a callback from store_done_event */
+	int free_requested; /* store_free called from a callback */
 
 	/* The batch in flight, by ordinal; nbatch 0 when the connection is free. */
 	struct store_op *batch[STORE_BATCH_MAX];
 	int nbatch;
-	int64_t batch_deadline_ms;
-	PGresult *batch_res; /* its statement's result, or the first error */
-	int side_rows;	     /* rows its companion statements returned */
-	int nresults;	     /* results of the pipeline in flight, so far */
-	int expect[STORE_EXPECT_MAX]; /* what each of them answers (STORE_RES_*) */
-	int nexpect;
-	int nulls;	     /* PQgetResult NULLs in a row */
-	int flushing;	     /* PQflush left data to write */
-	char timeout_sql[STORE_NUM_MAX + sizeof(STORE_SQL_TIMEOUT)];
-	char forget_timeout_sql[2 * STORE_NUM_MAX + sizeof(STORE_SQL_FORGET_TIMEOUT)];
-	int named_mode; /* 1 named statements, 0 unnamed, -1 detect at each connect */
-	int named;	/* this connection sends named statements */
-	int named_told; /* what the log last said of detection: -1 nothing yet */
-	uint64_t prepared[(STORE_NAMED_IDS + 63) / 64]; /* the named ones it has */
-	char names[STORE_NAMED_IDS][STORE_NAME_MAX];
-	store_notify_cb notify_cb;
-	void *notify_arg;
-	int64_t nbatches, nbatched_ops;
+	int64_t nbatches, nbatched_ops; /* batches sent, and the operations they carried */
+
 	/* Batches that failed with a serialization failure or a deadlock wait
 	 * for retry_ev, then run again. */
 	struct event *retry_ev;
-	int retry_wait;		/* the queue waits for retry_ev */
-	int retries;		/* in a row, for the backoff */
-	uint64_t rng;		/* the backoff's jitter */
+	int retry_wait; /* the queue waits for retry_ev */
+	int retries;	/* in a row, for the backoff */
+	uint64_t rng;	/* the backoff's jitter */
 	int64_t nretried[STORE_RETRY_KINDS];
+
+	/* Claims whose answer was lost, to remove (store_lose). */
+	struct store_queue forget; /* waiting for their time or a connection (not pending) */
+	int nforget;		   /* not removed yet: waiting, queued or sent */
+	struct event *forget_ev;   /* the first of them may run */
+
+	/* Who hears the notifications on STORE_CHANNEL (store_listen). */
+	store_notify_cb notify_cb;
+	void *notify_arg;
 
 	/* Scratch space for forming and sending a batch. */
 	struct store_op *seen[STORE_SEEN_SLOTS];
@@ -625,31 +170,9 @@ struct store {
 	int lengths[STORE_PARAMS_MAX];
 	Oid types[STORE_PARAMS_MAX];
 	int formats[STORE_PARAMS_MAX];
-
-	int dispatching;    /* inside a callback from store_done_event */
-	int free_requested; /* store_free called from a callback */
 };
 
-static void store_io_event(evutil_socket_t fd, short what, void *arg);
-static void store_reset(struct store *st, const char *msg, const char *error);
 static void store_send(struct store *st);
-
-/* A store event for the project log; error is libpq's text, or NULL. */
-static void store_log(enum log_level level, const char *msg, const char *error)
-{
-	if (level < log_min_level)
-		return;
-	if (error)
-		log_write(level, NULL, "%s: %s", msg, error);
-	else
-		log_write(level, NULL, "%s", msg);
-}
-
-/* libpq notices (server NOTICE/WARNING) go to the log, not raw to stderr. */
-static void store_notice(void *arg, const char *message)
-{
-	store_log(LOG_INFO, "store notice", message);
-}
 
 static void store_queue_push(struct store_queue *q, struct store_op *op)
 {
@@ -700,18 +223,19 @@ static void *store_alloc(size_t size)
 
 static void store_op_free(struct store_op *op)
 {
-	if (op->shared && --op->shared->refs == 0) {
-		PQclear(op->shared->res);
-		free(op->shared);
+	if (op->answer.shared && --op->answer.shared->refs == 0) {
+		PQclear(op->answer.shared->res);
+		free(op->answer.shared);
 	}
-	free(op->owned);
+	free(op->scope_copy);
+	free(op->tokens);
 	free(op);
 }
 
 /* Hand op to the completion event with result res; takes ownership of op. */
 static void store_complete(struct store *st, struct store_op *op, enum store_result res)
 {
-	op->res = res;
+	op->answer.res = res;
 	store_queue_push(&st->done, op);
 	event_active(st->done_ev, EV_TIMEOUT, 0);
 }
@@ -736,12 +260,8 @@ static void store_destroy(struct store *st)
 		store_op_free(op);
 	evfree_event(&st->forget_ev);
 	evfree_event(&st->retry_ev);
-	evfree_event(&st->io_ev);
-	evfree_event(&st->timer_ev);
 	evfree_event(&st->done_ev);
-	PQclear(st->batch_res);
-	PQfinish(st->conn);
-	free(st->conninfo);
+	store_conn_free(&st->conn);
 	free(st->owner_id);
 	free(st);
 }
@@ -759,17 +279,19 @@ static void store_done_event(evutil_socket_t fd, short what, void *arg)
 		case STORE_OP_CLAIM:
 		case STORE_OP_LOOKUP:
 		case STORE_OP_TAKEOVER:
-			if (op->res == STORE_EXISTS)
-				op->claim_cb(op->arg, op->res, op->rec.generation, &op->rec);
+			if (op->answer.res == STORE_EXISTS)
+				op->cb.claim(op->arg, op->answer.res, op->answer.rec.generation,
+					     &op->answer.rec);
 			else
-				op->claim_cb(op->arg, op->res, op->generation, NULL);
+				op->cb.claim(op->arg, op->answer.res, op->answer.generation, NULL);
 			break;
 		case STORE_OP_QUERY:
-			if (op->query_cb)
-				op->query_cb(op->arg, op->res, op->shared ? op->shared->res : NULL);
+			if (op->cb.query)
+				op->cb.query(op->arg, op->answer.res,
+					     op->answer.shared ? op->answer.shared->res : NULL);
 			break;
 		default:
-			op->done_cb(op->arg, op->res);
+			op->cb.done(op->arg, op->answer.res);
 			break;
 		}
 		store_op_free(op);
@@ -780,84 +302,6 @@ static void store_done_event(evutil_socket_t fd, short what, void *arg)
 }
 
 /*
- * Watch the connection's socket for what (EV_READ and/or EV_WRITE). The
- * event is re-created whenever the socket or the interest changes; force
- * re-creates it even when neither did, because libpq may have closed the
- * socket and opened another one under the same number.
- */
-static int store_watch(struct store *st, short what, int force)
-{
-	evutil_socket_t fd = PQsocket(st->conn);
-
-	if (fd < 0)
-		return -1;
-	if (!force && st->io_ev && st->io_fd == fd && st->io_what == what)
-		return 0;
-	evfree_event(&st->io_ev);
-	st->io_fd = fd;
-	st->io_what = what;
-	st->io_ev = event_new(st->base, fd, what | EV_PERSIST, store_io_event, st);
-	if (!st->io_ev || event_add(st->io_ev, NULL) < 0)
-		return -1;
-	return 0;
-}
-
-/* Close the connection, if any, and forget its socket event. */
-static void store_close(struct store *st)
-{
-	evfree_event(&st->io_ev);
-	st->io_fd = -1;
-	st->io_what = 0;
-	PQfinish(st->conn);
-	st->conn = NULL;
-	st->flushing = 0;
-	/* A new session has no prepared statement yet. */
-	memset(st->prepared, 0, sizeof(st->prepared));
-	st->named = st->named_mode == 1;
-}
-
-/* Arm the state's timer: the earliest deadline of the batch in flight. */
-static void store_arm_deadline(struct store *st)
-{
-	struct timeval tv;
-
-	if (!st->nbatch) {
-		event_del(st->timer_ev);
-		return;
-	}
-	tv = clock_tv(st->batch_deadline_ms - clock_now_ms());
-	event_add(st->timer_ev, &tv);
-}
-
-/* Start a non-blocking connect; on failure schedule the next attempt. */
-static void store_connect(struct store *st)
-{
-	static const char *const keywords[] = {"dbname", "fallback_application_name", NULL};
-	const char *values[] = {st->conninfo, STORE_APPLICATION_NAME, NULL};
-	struct timeval tv;
-
-	/* The conninfo string goes in as dbname, which libpq expands. */
-	st->conn = PQconnectStartParams(keywords, values, 1);
-	if (!st->conn) {
-		store_reset(st, "store connect failed", "out of memory");
-		return;
-	}
-	if (PQstatus(st->conn) == CONNECTION_BAD) {
-		store_reset(st, "store connect failed", PQerrorMessage(st->conn));
-		return;
-	}
-	PQsetNoticeProcessor(st->conn, store_notice, NULL);
-	st->state = STORE_CONNECTING;
-	/* libpq's rule: before the first PQconnectPoll, wait for writability. */
-	if (store_watch(st, EV_WRITE, 1) < 0) {
-		store_reset(st, "store connect failed", "cannot watch the socket");
-		return;
-	}
-	tv = clock_tv(st->timeout_ms);
-	event_add(st->timer_ev, &tv);
-}
-
-/*
  * The answer to the pooler probe (prepared_statements auto): the server's
  * own pid is the one libpq was told at startup on a direct connection
  * only. Until it arrives the connection sends unnamed statements.
@@ -865,18 +309,10 @@ static void store_connect(struct store *st)
 static void store_probe_done(void *arg, enum store_result res, const PGresult *result)
 {
 	struct store *st = arg;
-	const char *pid;
 
-	if (res != STORE_OK || !result || PQntuples(result) != 1 || st->state != STORE_CONNECTED)
+	if (res != STORE_OK || !result || PQntuples(result) != 1 || !store_conn_ready(&st->conn))
 		return;
-	pid = PQgetvalue(result, 0, 0);
-	st->named = strtol(pid, NULL, 10) == PQbackendPID(st->conn);
-	if (st->named == st->named_told)
-		return;
-	st->named_told = st->named;
-	log_info(NULL, st->named ? "store connection is direct: named prepared statements"
-				 : "store connection goes through a connection pooler (its backend "
-				   "pid is not the server's): unnamed statements only");
+	store_conn_probed(&st->conn, PQgetvalue(result, 0, 0));
 }
 
 /*
@@ -884,52 +320,18 @@ static void store_probe_done(void *arg, enum store_result res, const PGresult *r
  * go, LISTEN again when asked to, and tell the listener it may have missed
  * notifications while there was no connection.
  */
-static void store_connected(struct store *st)
+static void store_connected(void *arg)
 {
-	static const struct store_stmt listen = {store_sql_listen, 0, NULL, NULL, NULL, NULL};
-	static const struct store_stmt probe = {"SELECT pg_backend_pid()", 0, NULL, NULL, NULL,
-						NULL};
+	struct store *st = arg;
 
-	if (st->named_mode < 0)
-		store_query(st, &probe, store_probe_done, st);
+	if (store_conn_auto(&st->conn))
+		store_query(st, &store_sql_probe, store_probe_done, st);
 	if (st->forget.head)
 		event_active(st->forget_ev, EV_TIMEOUT, 0);
 	if (!st->notify_cb)
 		return;
-	store_query(st, &listen, NULL, NULL);
+	store_query(st, &store_sql_listen, NULL, NULL);
 	st->notify_cb(st->notify_arg, NULL);
-}
-
-/* Advance the connect state machine after socket activity. */
-static void store_connect_poll(struct store *st)
-{
-	short what;
-
-	switch (PQconnectPoll(st->conn)) {
-	case PGRES_POLLING_READING:
-		what = EV_READ;
-		break;
-	case PGRES_POLLING_WRITING:
-		what = EV_WRITE;
-		break;
-	case PGRES_POLLING_OK:
-		if (PQsetnonblocking(st->conn, 1) != 0 || PQenterPipelineMode(st->conn) != 1 ||
-		    store_watch(st, EV_READ, 1) < 0) {
-			store_reset(st, "store connect failed", PQerrorMessage(st->conn));
-			return;
-		}
-		st->state = STORE_CONNECTED;
-		event_del(st->timer_ev);
-		store_log(LOG_INFO, "store connected", NULL);
-		store_connected(st);
-		return;
-	default:
-		store_reset(st, "store connect failed", PQerrorMessage(st->conn));
-		return;
-	}
-	/* With multi-host conninfo the socket may have changed under us. */
-	if (store_watch(st, what, 1) < 0)
-		store_reset(st, "store connect failed", PQerrorMessage(st->conn));
 }
 
 /* The first lost claim may run at its time: arm forget_ev for it (or not, with none). */
@@ -939,8 +341,8 @@ static void store_forget_arm(struct store *st)
 	struct timeval tv;
 
 	for (struct store_op *op = st->forget.head; op; op = op->next)
-		if (op->not_before_ms < first)
-			first = op->not_before_ms;
+		if (op->run.not_before_ms < first)
+			first = op->run.not_before_ms;
 	if (first == INT64_MAX) {
 		event_del(st->forget_ev);
 		return;
@@ -957,10 +359,10 @@ static void store_forget_event(evutil_socket_t fd, short what, void *arg)
 	struct store_op *op;
 	int64_t now = clock_now_ms();
 
-	if (st->state != STORE_CONNECTED)
+	if (!store_conn_ready(&st->conn))
 		return; /* store_connected() calls again */
 	while ((op = store_queue_pop(&st->forget))) {
-		if (op->not_before_ms > now) {
+		if (op->run.not_before_ms > now) {
 			store_queue_push(&later, op);
 			continue;
 		}
@@ -974,7 +376,7 @@ static void store_forget_event(evutil_socket_t fd, short what, void *arg)
 /* Keep op (a forget) to run from not_before_ms on; the store owns it. */
 static void store_forget_later(struct store *st, struct store_op *op, int64_t not_before_ms)
 {
-	op->not_before_ms = not_before_ms;
+	op->run.not_before_ms = not_before_ms;
 	store_queue_push(&st->forget, op);
 	store_forget_arm(st);
 }
@@ -989,8 +391,8 @@ static void store_forget_later(struct store *st, struct store_op *op, int64_t no
  */
 static void store_lose(struct store *st, struct store_op *op)
 {
-	size_t la = strlen(op->sc.actor) + 1, lo = strlen(op->sc.operation) + 1;
-	size_t lk = strlen(op->sc.key) + 1;
+	size_t la = strlen(op->ask.sc.actor) + 1, lo = strlen(op->ask.sc.operation) + 1;
+	size_t lk = strlen(op->ask.sc.key) + 1;
 	struct store_op *f;
 
 	if (st->nforget >= STORE_FORGET_MAX) {
@@ -1004,15 +406,15 @@ static void store_lose(struct store *st, struct store_op *op)
 	f = store_alloc(sizeof(*f));
 	st->nforget++;
 	f->kind = STORE_OP_FORGET;
-	f->owned = store_alloc(la + lo + lk);
-	memcpy(f->owned, op->sc.actor, la);
-	memcpy(f->owned + la, op->sc.operation, lo);
-	memcpy(f->owned + la + lo, op->sc.key, lk);
-	f->sc = (struct scope){f->owned, f->owned + la, f->owned + la + lo};
-	f->hash = op->hash;
-	f->recovered = op->kind == STORE_OP_TAKEOVER && (op->flags & STORE_RECOVER);
-	memcpy(f->token, op->token, sizeof(f->token));
-	store_forget_later(st, f, op->sent_ms + st->timeout_ms + STORE_FORGET_MARGIN_MS);
+	f->scope_copy = store_alloc(la + lo + lk);
+	memcpy(f->scope_copy, op->ask.sc.actor, la);
+	memcpy(f->scope_copy + la, op->ask.sc.operation, lo);
+	memcpy(f->scope_copy + la + lo, op->ask.sc.key, lk);
+	f->ask.sc = (struct scope){f->scope_copy, f->scope_copy + la, f->scope_copy + la + lo};
+	f->run.hash = op->run.hash;
+	f->ask.recovered = op->kind == STORE_OP_TAKEOVER && op->ask.recover;
+	memcpy(f->ask.token, op->ask.token, sizeof(f->ask.token));
+	store_forget_later(st, f, op->run.sent_ms + st->timeout_ms + STORE_FORGET_MARGIN_MS);
 	store_complete(st, op, STORE_LOST);
 }
 
@@ -1032,180 +434,22 @@ static void store_drop(struct store *st, struct store_op *op, int sent)
 }
 
 /*
- * Drop the connection: the batch in flight and every queued operation end
- * as store_drop says (callbacks run later from the completion event), the
- * connection is closed and the next connect is scheduled after the
- * current backoff.
+ * The connection is gone (store_conn_fail): the batch in flight and every
+ * queued operation end as store_drop says (callbacks run later from the
+ * completion event), and a retry's wait ends with it.
  */
-static void store_reset(struct store *st, const char *msg, const char *error)
+static void store_lost(void *arg)
 {
+	struct store *st = arg;
 	struct store_op *op;
-	struct timeval tv;
 
-	store_log(LOG_WARN, msg, error);
 	for (int i = 0; i < st->nbatch; i++)
 		store_drop(st, st->batch[i], 1);
 	st->nbatch = 0;
-	PQclear(st->batch_res);
-	st->batch_res = NULL;
-	st->nresults = 0;
-	st->nulls = 0;
 	st->retry_wait = 0;
 	event_del(st->retry_ev);
 	while ((op = store_queue_pop(&st->queue)))
 		store_drop(st, op, 0);
-	store_close(st);
-	st->state = STORE_DISCONNECTED;
-	tv = clock_tv(st->backoff_ms);
-	event_add(st->timer_ev, &tv);
-	st->backoff_ms *= 2;
-	if (st->backoff_ms > STORE_BACKOFF_MAX_MS)
-		st->backoff_ms = STORE_BACKOFF_MAX_MS;
-}
-
-/* The state's timer: reconnect, connect deadline or batch deadline. */
-static void store_timer_event(evutil_socket_t fd, short what, void *arg)
-{
-	struct store *st = arg;
-
-	switch (st->state) {
-	case STORE_DISCONNECTED:
-		store_connect(st);
-		break;
-	case STORE_CONNECTING:
-		store_reset(st, "store connect timed out", NULL);
-		break;
-	case STORE_CONNECTED:
-		if (st->nbatch && st->batch_deadline_ms <= clock_now_ms())
-			store_reset(st, "store round trip timed out", NULL);
-		else
-			store_arm_deadline(st);
-		break;
-	}
-}
-
-static int64_t store_int8(const PGresult *res, int row, int col)
-{
-	uint64_t v;
-
-	memcpy(&v, PQgetvalue(res, row, col), sizeof(v));
-	return (int64_t)be64toh(v);
-}
-
-static int32_t store_int4(const PGresult *res, int row, int col)
-{
-	uint32_t v;
-
-	memcpy(&v, PQgetvalue(res, row, col), sizeof(v));
-	return (int32_t)be32toh(v);
-}
-
-static int store_bool(const PGresult *res, int row, int col)
-{
-	return PQgetvalue(res, row, col)[0] != 0;
-}
-
-/* 1 when column col of row is non-NULL and exactly len bytes long. */
-static int store_has(const PGresult *res, int row, int col, int len)
-{
-	return !PQgetisnull(res, row, col) && PQgetlength(res, row, col) == len;
-}
-
-/*
- * The batch ordinal in column 0 of row, or -1 when it is not one of the
- * batch's nbatch ordinals.
- */
-static int store_row_ord(const PGresult *res, int row, int nbatch)
-{
-	int32_t ord;
-
-	if (!store_has(res, row, 0, sizeof(int32_t)))
-		return -1;
-	ord = store_int4(res, row, 0);
-	return ord >= 0 && ord < nbatch ? ord : -1;
-}
-
-/*
- * Read a lookup result row (binary format) into op: STORE_EXISTS with
- * op->rec pointing into res, or 1 when the slot may be taken over.
- * Returns -1 when the row is not what the statement produces.
- */
-static int store_parse_claim(struct store_op *op, const PGresult *res, int row)
-{
-	struct record *rec = &op->rec;
-	const char *state;
-
-	if (PQnfields(res) != STORE_CLAIM_COLUMNS || !store_has(res, row, STORE_COL_TAKE, 1) ||
-	    !store_has(res, row, STORE_COL_GENERATION, sizeof(int64_t)))
-		return -1;
-	if (store_bool(res, row, STORE_COL_TAKE))
-		return 1;
-	if (PQgetisnull(res, row, STORE_COL_STATE) ||
-	    !store_has(res, row, STORE_COL_FINGERPRINT, RECORD_FINGERPRINT_LEN) ||
-	    !store_has(res, row, STORE_COL_OMITTED, 1) ||
-	    !store_has(res, row, STORE_COL_LEASE_EXPIRED, 1) ||
-	    !store_has(res, row, STORE_COL_LEASE_REMAINING, sizeof(int64_t)) ||
-	    !store_has(res, row, STORE_COL_EXPIRES_IN, sizeof(int64_t)) ||
-	    !store_has(res, row, STORE_COL_COMPLETED_AGO, sizeof(int64_t)))
-		return -1;
-	memset(rec, 0, sizeof(*rec));
-	state = PQgetvalue(res, row, STORE_COL_STATE);
-	if (strcmp(state, "in_progress") == 0)
-		rec->state = RECORD_IN_PROGRESS;
-	else if (strcmp(state, "completed") == 0)
-		rec->state = RECORD_COMPLETED;
-	else if (strcmp(state, "unknown") == 0)
-		rec->state = RECORD_UNKNOWN;
-	else
-		return -1;
-	memcpy(rec->fingerprint, PQgetvalue(res, row, STORE_COL_FINGERPRINT), RECORD_FINGERPRINT_LEN);
-	rec->generation = store_int8(res, row, STORE_COL_GENERATION);
-	rec->lease_expired = store_bool(res, row, STORE_COL_LEASE_EXPIRED);
-	rec->lease_remaining_ms = store_int8(res, row, STORE_COL_LEASE_REMAINING);
-	rec->expires_in_ms = store_int8(res, row, STORE_COL_EXPIRES_IN);
-	rec->completed_ms_ago = store_int8(res, row, STORE_COL_COMPLETED_AGO);
-	rec->body_omitted = store_bool(res, row, STORE_COL_OMITTED);
-	rec->headers = "";
-	if (rec->state == RECORD_COMPLETED) {
-		if (!store_has(res, row, STORE_COL_STATUS, sizeof(int32_t)))
-			return -1;
-		rec->status = store_int4(res, row, STORE_COL_STATUS);
-		if (!PQgetisnull(res, row, STORE_COL_SEALED))
-			rec->sealed = PQgetvalue(res, row, STORE_COL_SEALED);
-		if (!PQgetisnull(res, row, STORE_COL_HEADERS)) {
-			rec->headers = PQgetvalue(res, row, STORE_COL_HEADERS);
-			rec->headers_len = (size_t)PQgetlength(res, row, STORE_COL_HEADERS);
-		}
-		if (!PQgetisnull(res, row, STORE_COL_BODY)) {
-			rec->body = (const unsigned char *)PQgetvalue(res, row, STORE_COL_BODY);
-			rec->body_len = (size_t)PQgetlength(res, row, STORE_COL_BODY);
-		}
-	}
-	op->res = STORE_EXISTS;
-	return 0;
-}
-
-/*
- * 1 when the error means this connection is no use: the server is read-only
- * (a standby after failover), going away, or the link failed.
- */
-/* 1 when res failed on a table or column that is not there: migrations are missing. */
-static int store_error_is_schema(const PGresult *res)
-{
-	const char *sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-
-	/* undefined_table, undefined_column, undefined_function */
-	return sqlstate && (strcmp(sqlstate, "42P01") == 0 || strcmp(sqlstate, "42703") == 0 ||
-			    strcmp(sqlstate, "42883") == 0);
-}
-
-static int store_error_is_fatal(const char *sqlstate)
-{
-	if (!sqlstate)
-		return 1;
-	return strcmp(sqlstate, "25006") == 0 || strncmp(sqlstate, "08", 2) == 0 ||
-	       strcmp(sqlstate, "57P01") == 0 || strcmp(sqlstate, "57P02") == 0 ||
-	       strcmp(sqlstate, "57P03") == 0;
 }
 
 /*
@@ -1223,27 +467,12 @@ static void store_batch_failed(struct store *st)
 		store_complete(st, st->batch[0], STORE_UNAVAILABLE);
 	} else {
 		for (int i = 0; i < st->nbatch; i++) {
-			st->batch[i]->solo = 1;
+			st->batch[i]->run.solo = 1;
 			store_queue_push(&again, st->batch[i]);
 		}
 	}
 	store_queue_prepend(&st->queue, &again);
 	st->nbatch = 0;
-}
-
-/* 1 when the scope columns of insert result row name op's scope. */
-static int store_row_scope(const PGresult *res, int row, const struct store_op *op)
-{
-	const char *parts[] = {op->sc.actor, op->sc.operation, op->sc.key};
-	size_t len;
-
-	for (int col = STORE_INS_ACTOR; col <= STORE_INS_KEY; col++) {
-		len = strlen(parts[col]);
-		if (PQgetisnull(res, row, col) || (size_t)PQgetlength(res, row, col) != len ||
-		    memcmp(PQgetvalue(res, row, col), parts[col], len) != 0)
-			return 0;
-	}
-	return 1;
 }
 
 /*
@@ -1259,7 +488,7 @@ static void store_insert_rows(struct store *st, const PGresult *res)
 	struct store_op *op = NULL;
 	int next = 0, i;
 
-	if (PQnfields(res) != STORE_INSERT_COLUMNS) {
+	if (!store_sql_insert_columns(res)) {
 		store_log(LOG_WARN, "store claim returned unexpected columns", NULL);
 		for (i = 0; i < st->nbatch; i++)
 			store_complete(st, st->batch[i], STORE_UNAVAILABLE);
@@ -1269,7 +498,7 @@ static void store_insert_rows(struct store *st, const PGresult *res)
 	for (int row = 0; row < PQntuples(res); row++) {
 		for (i = 0; i < st->nbatch; i++) {
 			op = st->batch[(next + i) % st->nbatch];
-			if (!op->answered && store_row_scope(res, row, op))
+			if (!op->run.answered && store_sql_insert_scope(res, row, &op->ask.sc))
 				break;
 		}
 		if (i == st->nbatch) {
@@ -1277,19 +506,18 @@ static void store_insert_rows(struct store *st, const PGresult *res)
 			continue;
 		}
 		next = (next + i + 1) % st->nbatch;
-		op->answered = 1;
-		if (store_has(res, row, STORE_INS_GENERATION, sizeof(int64_t))) {
-			op->generation = store_int8(res, row, STORE_INS_GENERATION);
-			op->res = STORE_OK;
+		op->run.answered = 1;
+		if (store_sql_insert_generation(res, row, &op->answer.generation) == 0) {
+			op->answer.res = STORE_OK;
 		} else {
 			store_log(LOG_WARN, "store claim returned an unexpected row", NULL);
-			op->res = STORE_UNAVAILABLE;
+			op->answer.res = STORE_UNAVAILABLE;
 		}
 	}
 	for (i = 0; i < st->nbatch; i++) {
 		op = st->batch[i];
-		if (op->answered) {
-			store_complete(st, op, op->res);
+		if (op->run.answered) {
+			store_complete(st, op, op->answer.res);
 		} else {
 			op->kind = STORE_OP_LOOKUP;
 			store_queue_push(&again, op);
@@ -1306,7 +534,7 @@ static void store_insert_rows(struct store *st, const PGresult *res)
  */
 static void store_claim_again(struct store *st, struct store_op *op, struct store_queue *again)
 {
-	if (++op->attempts < STORE_CLAIM_ATTEMPTS) {
+	if (++op->run.restarts < STORE_CLAIM_ATTEMPTS) {
 		op->kind = STORE_OP_CLAIM;
 		store_queue_push(again, op);
 	} else {
@@ -1329,36 +557,38 @@ static void store_lookup_rows(struct store *st, PGresult *res)
 	int ord, take;
 
 	for (int row = 0; row < PQntuples(res); row++) {
-		ord = store_row_ord(res, row, st->nbatch);
-		if (ord < 0 || st->batch[ord]->answered) {
+		ord = store_sql_ord(res, row, st->nbatch);
+		if (ord < 0 || st->batch[ord]->run.answered) {
 			store_log(LOG_WARN, "store claim returned an unexpected row", NULL);
 			continue;
 		}
 		op = st->batch[ord];
-		op->answered = 1;
-		take = store_parse_claim(op, res, row);
+		op->run.answered = 1;
+		take = store_sql_lookup_record(res, row, &op->answer.rec);
 		if (take < 0) {
 			store_log(LOG_WARN, "store claim returned an unexpected row", NULL);
-			op->res = STORE_UNAVAILABLE;
+			op->answer.res = STORE_UNAVAILABLE;
 		} else if (take) {
-			op->answered = 2;
+			op->run.take = 1;
 		} else {
+			op->answer.res = STORE_EXISTS;
 			if (!shared) {
 				shared = store_alloc(sizeof(*shared));
 				shared->res = res;
 			}
 			shared->refs++;
-			op->shared = shared;
+			op->answer.shared = shared;
 		}
 	}
 	for (int i = 0; i < st->nbatch; i++) {
 		op = st->batch[i];
-		if (op->answered == 2) {
-			op->answered = 0;
+		if (op->run.take) {
+			op->run.take = 0;
+			op->run.answered = 0;
 			op->kind = STORE_OP_TAKEOVER;
 			store_queue_push(&again, op);
-		} else if (op->answered) {
-			store_complete(st, op, op->res);
+		} else if (op->run.answered) {
+			store_complete(st, op, op->answer.res);
 		} else {
 			store_claim_again(st, op, &again);
 		}
@@ -1377,21 +607,22 @@ static void store_takeover_rows(struct store *st, const PGresult *res)
 {
 	struct store_queue again = {0};
 	struct store_op *op;
+	int64_t generation;
 	int ord;
 
 	for (int row = 0; row < PQntuples(res); row++) {
-		ord = store_row_ord(res, row, st->nbatch);
-		if (ord < 0 || PQnfields(res) != 2 || !store_has(res, row, 1, sizeof(int64_t))) {
+		ord = store_sql_takeover_ord(res, row, st->nbatch, &generation);
+		if (ord < 0) {
 			store_log(LOG_WARN, "store takeover returned an unexpected row", NULL);
 			continue;
 		}
 		op = st->batch[ord];
-		op->answered = 1;
-		op->generation = store_int8(res, row, 1);
+		op->run.answered = 1;
+		op->answer.generation = generation;
 	}
 	for (int i = 0; i < st->nbatch; i++) {
 		op = st->batch[i];
-		if (op->answered)
+		if (op->run.answered)
 			store_complete(st, op, STORE_OK);
 		else
 			store_claim_again(st, op, &again);
@@ -1410,16 +641,16 @@ static void store_fence_rows(struct store *st, const PGresult *res)
 	int ord;
 
 	for (int i = 0; i < st->nbatch; i++)
-		st->batch[i]->res = STORE_FENCED;
+		st->batch[i]->answer.res = STORE_FENCED;
 	for (int row = 0; row < PQntuples(res); row++) {
-		ord = store_row_ord(res, row, st->nbatch);
+		ord = store_sql_ord(res, row, st->nbatch);
 		if (ord < 0)
 			store_log(LOG_WARN, "store write returned an unexpected row", NULL);
 		else
-			st->batch[ord]->res = STORE_OK;
+			st->batch[ord]->answer.res = STORE_OK;
 	}
 	for (int i = 0; i < st->nbatch; i++)
-		store_complete(st, st->batch[i], st->batch[i]->res);
+		store_complete(st, st->batch[i], st->batch[i]->answer.res);
 	st->nbatch = 0;
 }
 
@@ -1429,13 +660,10 @@ static void store_fence_rows(struct store *st, const PGresult *res)
  * generation 0 was the probe's own); the store's own operations end here,
  * with no callback.
  */
-static void store_forget_rows(struct store *st, const PGresult *res)
+static void store_forget_rows(struct store *st, const PGresult *res, int side_rows)
 {
-	int removed = res ? st->side_rows : 0;
+	int removed = res ? side_rows + store_sql_forget_removed(res) : 0;
 
-	for (int row = 0; res && row < PQntuples(res); row++)
-		removed += PQnfields(res) == 2 && store_has(res, row, 1, sizeof(int64_t)) &&
-			   store_int8(res, row, 1) != 0;
 	if (!res)
 		store_log(LOG_WARN, "store could not remove lost claims; they stay in_progress "
 				    "until their lease ends", NULL);
@@ -1471,8 +699,8 @@ static void store_forget_wait(struct store *st)
 	for (int i = 0; i < st->nbatch; i++) {
 		struct store_op *op = st->batch[i];
 
-		first += op->attempts++ == 0;
-		store_forget_later(st, op, now + store_forget_backoff(op->attempts));
+		first += op->run.waits++ == 0;
+		store_forget_later(st, op, now + store_forget_backoff(op->run.waits));
 	}
 	if (first)
 		log_info(NULL,
@@ -1480,12 +708,6 @@ static void store_forget_wait(struct store *st)
 			 "writing %s has not ended (a commit waiting for a synchronous standby?)",
 			 first, first == 1 ? "" : "s", first == 1 ? "it" : "them");
 	st->nbatch = 0;
-}
-
-/* 1 when sqlstate says a statement gave up waiting: lock_timeout, statement_timeout. */
-static int store_error_is_timeout(const char *sqlstate)
-{
-	return sqlstate && (strcmp(sqlstate, "55P03") == 0 || strcmp(sqlstate, "57014") == 0);
 }
 
 /*
@@ -1498,14 +720,14 @@ static void store_query_result(struct store *st, PGresult *res, int ok)
 
 	if (!ok)
 		store_log(LOG_WARN,
-			  op->stmt.sql == store_sql_listen
-				  ? "store cannot LISTEN; waiters wake at their deadline"
-				  : "store query failed",
+			  op->stmt.sql == store_sql_listen.sql
+			      ? "store cannot LISTEN; waiters wake at their deadline"
+			      : "store query failed",
 			  res ? PQresultErrorMessage(res) : "no result");
 	if (res) {
-		op->shared = store_alloc(sizeof(*op->shared));
-		op->shared->res = res;
-		op->shared->refs = 1;
+		op->answer.shared = store_alloc(sizeof(*op->answer.shared));
+		op->answer.shared->res = res;
+		op->answer.shared->refs = 1;
 	}
 	store_complete(st, op, ok ? STORE_OK : STORE_UNAVAILABLE);
 	st->nbatch = 0;
@@ -1547,8 +769,8 @@ static void store_retry(struct store *st, enum store_retry_kind why)
 
 		/* The store's own forgets have no caller to fail: they wait. */
 		if (op->kind == STORE_OP_FORGET)
-			op->deadline_ms = now + delay + st->timeout_ms;
-		if (op->deadline_ms <= now + delay)
+			op->run.deadline_ms = now + delay + st->timeout_ms;
+		if (op->run.deadline_ms <= now + delay)
 			store_complete(st, op, STORE_UNAVAILABLE);
 		else
 			store_queue_push(&again, op);
@@ -1569,192 +791,112 @@ static void store_retry_event(evutil_socket_t fd, short what, void *arg)
 }
 
 /*
- * The batch in flight has its final result: complete its operations,
- * re-queue those that must run again, or reset the connection; then send
- * the next batch.
+ * The batch in flight failed in a way that is none of its operations'
+ * own: a serialization failure or a deadlock (it runs again after a
+ * backoff), or an error that makes the connection no use (it is given
+ * up). Returns 1 when it was one of those, 0 for any other failure.
  */
-static void store_handle_result(struct store *st)
+static int store_refused(struct store *st, const PGresult *res, const char *sqlstate)
 {
-	PGresult *res = st->batch_res;
-	ExecStatusType status = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
-	const char *sqlstate = NULL;
+	if (sqlstate && (strcmp(sqlstate, "40001") == 0 || strcmp(sqlstate, "40P01") == 0)) {
+		store_retry(st, strcmp(sqlstate, "40001") == 0 ? STORE_RETRY_SERIALIZATION
+							       : STORE_RETRY_DEADLOCK);
+		return 1;
+	}
+	if (!store_sql_error_fatal(sqlstate))
+		return 0;
+	/* The server refused the statement: nothing of it committed, so no
+	 * claim is lost. (Without a SQLSTATE the link failed, and the claims
+	 * may have.) */
+	for (int i = 0; sqlstate && i < st->nbatch; i++)
+		store_drop(st, st->batch[i], 0);
+	if (sqlstate)
+		st->nbatch = 0;
+	store_conn_fail(&st->conn, "store connection unusable",
+			res ? PQresultErrorMessage(res) : store_conn_error(&st->conn));
+	return 1;
+}
 
-	st->batch_res = NULL;
-	st->nresults = 0;
-	/* The backoff starts over once a statement worked, not on connect:
-	 * a server that accepts connections but fails every statement (read
-	 * only, say) keeps being retried at the longer interval. */
-	if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) {
-		st->backoff_ms = STORE_BACKOFF_MIN_MS;
-		st->retries = 0;
-	}
-	if (status == PGRES_FATAL_ERROR) {
-		sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-		if (sqlstate && (strcmp(sqlstate, "40001") == 0 || strcmp(sqlstate, "40P01") == 0)) {
-			store_retry(st, strcmp(sqlstate, "40001") == 0 ? STORE_RETRY_SERIALIZATION
-								       : STORE_RETRY_DEADLOCK);
-			goto out;
-		}
-		if (store_error_is_fatal(sqlstate)) {
-			/* The server refused the statement: nothing of it
-			 * committed, so no claim is lost. (Without a SQLSTATE
-			 * the link failed, and the claims may have.) */
-			for (int i = 0; sqlstate && i < st->nbatch; i++)
-				store_drop(st, st->batch[i], 0);
-			if (sqlstate)
-				st->nbatch = 0;
-			store_reset(st, "store connection unusable",
-				    res ? PQresultErrorMessage(res) : PQerrorMessage(st->conn));
-			goto out;
-		}
-	}
-	if (st->batch[0]->kind == STORE_OP_QUERY) {
+/*
+ * Hand the batch in flight's answer (res with its status and SQLSTATE,
+ * and the rows its companions returned) to its operations: complete
+ * them, or put back those that must run again. Returns res when it is
+ * still the caller's to free, NULL when the operations took it over.
+ */
+static PGresult *store_answer(struct store *st, PGresult *res, ExecStatusType status,
+			      const char *sqlstate, int side_rows)
+{
+	enum store_op_kind kind = st->batch[0]->kind;
+
+	if (kind == STORE_OP_QUERY) {
 		store_query_result(st, res, status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK);
-		res = NULL;
-	} else if (st->batch[0]->kind == STORE_OP_FORGET && status == PGRES_FATAL_ERROR &&
-		   store_error_is_timeout(sqlstate)) {
+		return NULL;
+	}
+	if (kind == STORE_OP_FORGET && status == PGRES_FATAL_ERROR &&
+	    store_sql_error_timeout(sqlstate)) {
 		store_forget_wait(st);
-	} else if (st->batch[0]->kind == STORE_OP_FORGET) {
-		store_forget_rows(st, status == PGRES_TUPLES_OK ? res : NULL);
+	} else if (kind == STORE_OP_FORGET) {
+		store_forget_rows(st, status == PGRES_TUPLES_OK ? res : NULL, side_rows);
 	} else if (status == PGRES_FATAL_ERROR) {
 		store_log(LOG_WARN,
-			  store_error_is_schema(res)
-				  ? "store statement failed (the schema is missing or older than "
-				    "this idemproxy: run \"idemproxy migrate\")"
-				  : "store statement failed",
+			  store_sql_error_schema(res)
+			      ? "store statement failed (the schema is missing or older than "
+				"this idemproxy: run \"idemproxy migrate\")"
+			      : "store statement failed",
 			  PQresultErrorMessage(res));
 		store_batch_failed(st);
 	} else if (status != PGRES_TUPLES_OK) {
 		store_log(LOG_WARN, "store statement failed", PQresStatus(status));
 		store_batch_failed(st);
-	} else if (st->batch[0]->kind == STORE_OP_CLAIM) {
+	} else if (kind == STORE_OP_CLAIM) {
 		store_insert_rows(st, res);
-	} else if (st->batch[0]->kind == STORE_OP_LOOKUP) {
+	} else if (kind == STORE_OP_LOOKUP) {
 		store_lookup_rows(st, res);
-		res = NULL;
-	} else if (st->batch[0]->kind == STORE_OP_TAKEOVER) {
+		return NULL;
+	} else if (kind == STORE_OP_TAKEOVER) {
 		store_takeover_rows(st, res);
 	} else {
 		store_fence_rows(st, res);
 	}
+	return res;
+}
+
+/*
+ * The pipeline of the batch in flight ended (res, which this takes over,
+ * is its answer): its operations complete or run again, or the
+ * connection is given up; then the next batch goes.
+ */
+static void store_synced(void *arg, PGresult *res, int side_rows)
+{
+	struct store *st = arg;
+	ExecStatusType status = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+	const char *sqlstate = NULL;
+
+	if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK)
+		st->retries = 0;
+	if (status == PGRES_FATAL_ERROR) {
+		sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+		if (store_refused(st, res, sqlstate))
+			goto out;
+	}
+	res = store_answer(st, res, status, sqlstate, side_rows);
 	store_send(st);
 out:
 	PQclear(res);
 }
 
-/* 1 when res is not a statement's success. */
-static int store_res_failed(const PGresult *res)
-{
-	ExecStatusType status = PQresultStatus(res);
-
-	return status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK;
-}
-
-/*
- * Collect results of the pipeline in flight as far as they have arrived,
- * in the order st->expect names them: a prepare's, the statement_timeout
- * setting's and a companion statement's (dropped when they succeeded, a
- * companion's rows counted), the statement's (kept: st->batch_res), each
- * followed by a NULL, then the sync, which ends the batch. An error
- * aborts the rest of the transaction, whatever succeeded before it: the
- * first error is the one kept.
- */
-static void store_read_results(struct store *st)
-{
-	ExecStatusType status;
-	PGresult *res;
-	int what;
-
-	while (st->nbatch && !PQisBusy(st->conn)) {
-		res = PQgetResult(st->conn);
-		if (!res) {
-			/* NULL ends one statement's results; two in a row
-			 * mean libpq has nothing more for this pipeline. */
-			if (st->nulls++) {
-				store_reset(st, "store pipeline out of step", PQerrorMessage(st->conn));
-				return;
-			}
-			continue;
-		}
-		st->nulls = 0;
-		status = PQresultStatus(res);
-		if (status == PGRES_PIPELINE_SYNC) {
-			PQclear(res);
-			store_handle_result(st);
-			continue;
-		}
-		what = st->nresults < st->nexpect ? st->expect[st->nresults] : STORE_RES_MAIN;
-		st->nresults++;
-		if (what >= 0 && status == PGRES_COMMAND_OK) {
-			/* A prepare that worked: the session has it from now on
-			 * (prepared statements outlive an aborted transaction). */
-			st->prepared[what / 64] |= UINT64_C(1) << (what % 64);
-			PQclear(res);
-		} else if ((what == STORE_RES_TIMEOUT || what == STORE_RES_SIDE ||
-			    what == STORE_RES_FIRST) &&
-			   !store_res_failed(res)) {
-			st->side_rows += what == STORE_RES_SIDE ? PQntuples(res) : 0;
-			PQclear(res);
-		} else if (!st->batch_res) {
-			st->batch_res = res;
-		} else if (store_res_failed(res) && !store_res_failed(st->batch_res)) {
-			PQclear(st->batch_res);
-			st->batch_res = res;
-		} else {
-			PQclear(res);
-		}
-	}
-}
-
-/* Pass the notifications that arrived to the listener. */
-static void store_read_notifies(struct store *st)
-{
-	PGnotify *n;
-
-	while (st->conn && (n = PQnotifies(st->conn))) {
-		if (st->notify_cb)
-			st->notify_cb(st->notify_arg, n->extra);
-		PQfreemem(n);
-	}
-}
-
-/* Socket activity: connect progress, or input / output of a statement. */
-static void store_io_event(evutil_socket_t fd, short what, void *arg)
+/* A notification on the connection: to the listener, if any. */
+static void store_notified(void *arg, const char *payload)
 {
 	struct store *st = arg;
-	int r;
 
-	if (st->state == STORE_CONNECTING) {
-		store_connect_poll(st);
-		return;
-	}
-	if ((what & EV_READ) && !PQconsumeInput(st->conn)) {
-		store_reset(st, "store connection lost", PQerrorMessage(st->conn));
-		return;
-	}
-	if (PQstatus(st->conn) == CONNECTION_BAD) {
-		store_reset(st, "store connection lost", PQerrorMessage(st->conn));
-		return;
-	}
-	if (st->flushing) {
-		r = PQflush(st->conn);
-		if (r < 0) {
-			store_reset(st, "store connection lost", PQerrorMessage(st->conn));
-			return;
-		}
-		st->flushing = r;
-		if (store_watch(st, r ? EV_READ | EV_WRITE : EV_READ, 0) < 0) {
-			store_reset(st, "store connection lost", "cannot watch the socket");
-			return;
-		}
-	}
-	store_read_results(st);
-	store_read_notifies(st);
+	if (st->notify_cb)
+		st->notify_cb(st->notify_arg, payload);
 }
 
 static int store_same_scope(const struct store_op *a, const struct store_op *b)
 {
-	return a->hash == b->hash && scope_equal(&a->sc, &b->sc);
+	return a->run.hash == b->run.hash && scope_equal(&a->ask.sc, &b->ask.sc);
 }
 
 /*
@@ -1763,7 +905,7 @@ static int store_same_scope(const struct store_op *a, const struct store_op *b)
  */
 static int store_seen(struct store *st, struct store_op *op)
 {
-	size_t i = (size_t)op->hash & (STORE_SEEN_SLOTS - 1);
+	size_t i = (size_t)op->run.hash & (STORE_SEEN_SLOTS - 1);
 
 	for (; st->seen[i]; i = (i + 1) & (STORE_SEEN_SLOTS - 1))
 		if (store_same_scope(st->seen[i], op))
@@ -1787,14 +929,14 @@ static void store_take_batch(struct store *st)
 
 	st->batch[0] = op;
 	st->nbatch = 1;
-	if (op->solo || !st->queue.head)
+	if (op->run.solo || !st->queue.head)
 		return;
 	memset(st->seen, 0, sizeof(st->seen));
 	store_seen(st, op);
 	for (op = st->queue.head; op && st->nbatch < STORE_BATCH_MAX && scanned < STORE_SCAN_MAX;
 	     op = next, scanned++) {
 		next = op->next;
-		if (store_seen(st, op) || op->kind != st->batch[0]->kind || op->solo) {
+		if (store_seen(st, op) || op->kind != st->batch[0]->kind || op->run.solo) {
 			prev = op;
 			continue;
 		}
@@ -1810,186 +952,18 @@ static void store_take_batch(struct store *st)
 }
 
 /*
- * Point values[0 .. row_params - 1] (and lengths) at op's parameters for
- * its VALUES row, formatting its numbers into op->nums.
- */
-static void store_op_params(struct store_op *op, const char **values, int *lengths)
-{
-	values[0] = op->sc.actor;
-	values[1] = op->sc.operation;
-	values[2] = op->sc.key;
-	lengths[0] = lengths[1] = lengths[2] = lengths[4] = 0;
-	if (op->kind == STORE_OP_FORGET) {
-		values[3] = op->token;
-		lengths[3] = 0;
-		values[4] = op->recovered ? "true" : "false";
-		return;
-	}
-	if (op->kind == STORE_OP_CLAIM || op->kind == STORE_OP_LOOKUP ||
-	    op->kind == STORE_OP_TAKEOVER) {
-		int lookup = op->kind != STORE_OP_CLAIM; /* a lookup row: recover, then the token */
-
-		values[3] = (const char *)op->fp;
-		lengths[3] = RECORD_FINGERPRINT_LEN;
-		snprintf(op->nums[0], STORE_NUM_MAX, "%" PRId64, op->lease_ms);
-		values[4] = op->nums[0];
-		if (lookup) {
-			values[5] = op->flags & STORE_RECOVER ? "true" : "false";
-			lengths[5] = 0;
-		}
-		values[5 + lookup] = op->token;
-		lengths[5 + lookup] = 0;
-		return;
-	}
-	snprintf(op->nums[0], STORE_NUM_MAX, "%" PRId64, op->generation);
-	values[3] = op->nums[0];
-	lengths[3] = 0;
-	if (op->kind != STORE_OP_FINISH)
-		return;
-	snprintf(op->nums[1], STORE_NUM_MAX, "%d", op->status);
-	values[4] = op->nums[1];
-	values[5] = op->headers ? op->headers : "";
-	lengths[5] = (int)op->headers_len;
-	values[6] = op->omitted ? NULL : op->body ? (const char *)op->body : "";
-	lengths[6] = op->omitted ? 0 : (int)op->body_len;
-	values[7] = op->omitted ? "true" : "false";
-	lengths[7] = 0;
-	snprintf(op->nums[2], STORE_NUM_MAX, "%" PRId64, op->retention_ms);
-	values[8] = op->nums[2];
-	lengths[8] = 0;
-	values[9] = op->sealed;
-	lengths[9] = 0;
-}
-
-/*
- * Append to st->sql, whose text is len long, the VALUES row of ordinal
- * ord from template row: '#' becomes ord, each '?' the next parameter
- * after the n already numbered. Returns the new length.
- */
-static size_t store_build_row(char *sql, size_t len, const char *row, int ord, int n)
-{
-	size_t size = STORE_SQL_MAX;
-	const char *p;
-
-	if (ord)
-		len += (size_t)snprintf(sql + len, size - len, ", ");
-	while ((p = strpbrk(row, "#?"))) {
-		len += (size_t)snprintf(sql + len, size - len, "%.*s", (int)(p - row), row);
-		if (*p == '#')
-			len += (size_t)snprintf(sql + len, size - len, "%d", ord);
-		else
-			len += (size_t)snprintf(sql + len, size - len, "$%d", ++n);
-		row = p + 1;
-	}
-	return len + (size_t)snprintf(sql + len, size - len, "%s", row);
-}
-
-/*
  * Write the batch's parameters into st->values, lengths, types and
  * formats; returns the parameter count.
  */
 static int store_build_params(struct store *st)
 {
-	const struct store_sql *q = &store_sqls[st->batch[0]->kind];
+	enum store_op_kind kind = st->batch[0]->kind;
 	int n = 0;
 
-	for (int i = 0; i < st->nbatch; i++) {
-		store_op_params(st->batch[i], st->values + n, st->lengths + n);
-		for (int j = 0; j < q->row_params; j++) {
-			st->types[n + j] = q->types[j];
-			st->formats[n + j] = q->formats[j];
-		}
-		n += q->row_params;
-	}
-	return n;
-}
-
-/*
- * Write a statement of the batch into sql (STORE_SQL_MAX long): head, its
- * rows, tail; the sizes above keep it within.
- */
-static void store_build_sql(const struct store *st, char *sql, const char *head,
-			    const char *tail)
-{
-	const struct store_sql *q = &store_sqls[st->batch[0]->kind];
-	size_t len;
-
-	len = (size_t)snprintf(sql, STORE_SQL_MAX, "%s", head);
 	for (int i = 0; i < st->nbatch; i++)
-		len = store_build_row(sql, len, q->row, i, i * q->row_params);
-	snprintf(sql + len, STORE_SQL_MAX - len, "%s", tail);
-}
-
-/*
- * The named statement of the batch in flight's kind and size for part, or
- * -1 for none.
- */
-static int store_batch_id(const struct store *st, enum store_part part)
-{
-	enum store_op_kind kind = st->batch[0]->kind;
-
-	if (!st->named || kind == STORE_OP_QUERY || st->nbatch > STORE_NAMED_ROWS)
-		return -1;
-	return STORE_ID_BATCHES + (STORE_PARTS * (int)kind + (int)part) * STORE_NAMED_ROWS +
-	       st->nbatch - 1;
-}
-
-static int store_has_prepared(const struct store *st, int id)
-{
-	return id >= 0 && st->prepared[id / 64] >> (id % 64) & 1;
-}
-
-/*
- * Add one statement to the pipeline: named statement id (prepared first
- * when the session does not have it yet; sql is its text then) or, with
- * id -1, sql unnamed. what is the result it gives (st->expect).
- */
-static int store_send_stmt(struct store *st, int id, const char *sql, int nparams,
-			   const char *const *values, int result_format, int what)
-{
-	if (id < 0) {
-		st->expect[st->nexpect++] = what;
-		return PQsendQueryParams(st->conn, sql, nparams, st->types, values, st->lengths,
-					 st->formats, result_format);
-	}
-	if (!store_has_prepared(st, id)) {
-		if (!PQsendPrepare(st->conn, st->names[id], sql, nparams, st->types))
-			return 0;
-		st->expect[st->nexpect++] = id;
-	}
-	st->expect[st->nexpect++] = what;
-	return PQsendQueryPrepared(st->conn, st->names[id], nparams, values, st->lengths,
-				   st->formats, result_format);
-}
-
-/*
- * Append token (a scope token: hex digits, nothing to quote; "" is
- * skipped) to the text[] literal in buf whose text is len long, without
- * its closing brace. Returns the new length.
- */
-static size_t store_tokens_add(char *buf, size_t len, const char *token)
-{
-	size_t n = strlen(token);
-
-	if (!n)
-		return len;
-	buf[len] = len ? ',' : '{';
-	memcpy(buf + len + 1, token, n);
-	return len + 1 + n;
-}
-
-char *store_tokens_array(const char *const *tokens, int n)
-{
-	char *buf = malloc(3 + (size_t)n * SCOPE_TOKEN_SIZE);
-	size_t len = 0;
-
-	if (!buf)
-		return NULL;
-	for (int i = 0; i < n; i++)
-		if (strlen(tokens[i]) < SCOPE_TOKEN_SIZE)
-			len = store_tokens_add(buf, len, tokens[i]);
-	memcpy(buf + len, len ? "}" : "{}", len ? 2 : 3);
-	return buf;
+		n += store_sql_row(kind, &st->batch[i]->ask, st->batch[i]->run.nums, st->values + n,
+				   st->lengths + n, st->types + n, st->formats + n);
+	return n;
 }
 
 /*
@@ -2003,16 +977,21 @@ static int store_send_batch_stmt(struct store *st, enum store_part part, int npa
 	    [STORE_PART_SIDE] = STORE_RES_SIDE,
 	    [STORE_PART_FIRST] = STORE_RES_FIRST,
 	};
-	const struct store_sql *q = &store_sqls[st->batch[0]->kind];
-	const char *heads[STORE_PARTS] = {q->head, q->side_head, q->first_head};
-	const char *tails[STORE_PARTS] = {q->tail, q->side_tail, q->first_tail};
-	int id = store_batch_id(st, part);
+	enum store_op_kind kind = st->batch[0]->kind;
+	int id = store_sql_id(kind, part, st->nbatch);
 	char *sql = part == STORE_PART_MAIN ? st->sql : st->side_sql;
+	const struct store_stmt stmt = {
+	    .sql = sql,
+	    .nparams = nparams,
+	    .types = st->types,
+	    .values = st->values,
+	    .lengths = st->lengths,
+	    .formats = st->formats,
+	};
 
-	if (!store_has_prepared(st, id))
-		store_build_sql(st, sql, heads[part], tails[part]);
-	return store_send_stmt(st, id, sql, nparams, st->values, STORE_FORMAT_BINARY,
-			       results[part]);
+	if (!store_conn_prepared(&st->conn, id))
+		store_sql_write(sql, kind, part, st->nbatch);
+	return store_conn_send(&st->conn, id, &stmt, STORE_FORMAT_BINARY, results[part]);
 }
 
 /*
@@ -2022,25 +1001,23 @@ static int store_send_batch_stmt(struct store *st, enum store_part part, int npa
  */
 static int store_send_notify(struct store *st)
 {
-	static const Oid types[] = {STORE_OID_TEXT_ARRAY};
-	const char *values[1] = {st->tokens};
+	const char *param = st->tokens;
 	char token[SCOPE_TOKEN_SIZE];
+	struct store_stmt stmt;
 	size_t len = 0;
 
 	for (int i = 0; i < st->nbatch; i++) {
-		if (!(st->batch[i]->flags & STORE_NOTIFY))
+		if (!st->batch[i]->notify)
 			continue;
-		scope_token(&st->batch[i]->sc, token);
-		len = store_tokens_add(st->tokens, len, token);
+		scope_token(&st->batch[i]->ask.sc, token);
+		len = store_sql_tokens_add(st->tokens, len, token);
 	}
 	if (!len)
 		return 1;
 	memcpy(st->tokens + len, "}", 2);
-	st->lengths[0] = 0;
-	st->formats[0] = STORE_FORMAT_TEXT;
-	memcpy(st->types, types, sizeof(types));
-	return store_send_stmt(st, st->named ? STORE_ID_NOTIFY : -1, store_sql_notify, 1, values,
-			       STORE_FORMAT_BINARY, STORE_RES_SIDE);
+	store_sql_notify(&stmt, &param);
+	return store_conn_send(&st->conn, STORE_ID_NOTIFY, &stmt, STORE_FORMAT_BINARY,
+			       STORE_RES_SIDE);
 }
 
 /* Order operations by scope (a total order every store shares). */
@@ -2049,82 +1026,88 @@ static int store_scope_cmp(const void *a, const void *b)
 	const struct store_op *x = *(struct store_op *const *)a;
 	const struct store_op *y = *(struct store_op *const *)b;
 
-	return scope_cmp(&x->sc, &y->sc);
+	return scope_cmp(&x->ask.sc, &y->ask.sc);
+}
+
+/*
+ * Add the batch in flight to the pipeline, in one implicit transaction:
+ * the timeout setting, so the server gives up on a statement when we do
+ * (SET LOCAL semantics suit pgbouncer's transaction mode), then a query's
+ * own statement or the batch's statements and notification. Returns 0
+ * when the pipeline refused one.
+ */
+static int store_send_batch(struct store *st)
+{
+	const struct store_op *op = st->batch[0];
+	int forget = op->kind == STORE_OP_FORGET;
+	struct store_stmt timeout = {.sql = forget ? st->forget_timeout_sql : st->timeout_sql};
+	int nparams;
+
+	if (!store_conn_send(&st->conn, forget ? STORE_ID_FORGET_TIMEOUT : STORE_ID_TIMEOUT,
+			     &timeout, STORE_FORMAT_TEXT, STORE_RES_TIMEOUT))
+		return 0;
+	if (op->kind == STORE_OP_QUERY)
+		return store_conn_send(&st->conn, -1, &op->stmt, STORE_FORMAT_TEXT, STORE_RES_MAIN);
+	nparams = store_build_params(st);
+	if (store_sql_has_part(op->kind, STORE_PART_FIRST) &&
+	    !store_send_batch_stmt(st, STORE_PART_FIRST, nparams))
+		return 0;
+	if (!store_send_batch_stmt(st, STORE_PART_MAIN, nparams))
+		return 0;
+	if (store_sql_has_part(op->kind, STORE_PART_SIDE) &&
+	    !store_send_batch_stmt(st, STORE_PART_SIDE, nparams))
+		return 0;
+	return store_send_notify(st);
+}
+
+/*
+ * The batch in flight went out: count it and note when each operation was
+ * sent. Returns the batch's deadline, the earliest of its operations'.
+ */
+static int64_t store_sent(struct store *st)
+{
+	int forget = st->batch[0]->kind == STORE_OP_FORGET;
+	int64_t deadline_ms;
+
+	st->nbatches++;
+	st->nbatched_ops += st->nbatch;
+	for (int i = 0; i < st->nbatch; i++) {
+		st->batch[i]->run.sent_ms = clock_now_ms();
+		/* The store's own forgets have no caller waiting: their time
+		 * runs from here, not from when they queued. */
+		if (forget)
+			st->batch[i]->run.deadline_ms = st->batch[i]->run.sent_ms + st->timeout_ms;
+	}
+	deadline_ms = st->batch[0]->run.deadline_ms;
+	for (int i = 1; i < st->nbatch; i++)
+		if (st->batch[i]->run.deadline_ms < deadline_ms)
+			deadline_ms = st->batch[i]->run.deadline_ms;
+	return deadline_ms;
 }
 
 /* Send the next batch unless one is already in flight. */
 static void store_send(struct store *st)
 {
-	const struct store_sql *q;
-	const struct store_op *op;
-	int nparams, ok, r;
-
-	if (st->nbatch || st->retry_wait || !st->queue.head || st->state != STORE_CONNECTED)
+	if (st->nbatch || st->retry_wait || !st->queue.head || !store_conn_ready(&st->conn))
 		return;
 	store_take_batch(st);
-	op = st->batch[0];
-	if (op->kind == STORE_OP_CLAIM || op->kind == STORE_OP_TAKEOVER ||
-	    op->kind == STORE_OP_FORGET)
+	if (store_sql_scope_order(st->batch[0]->kind))
 		qsort(st->batch, (size_t)st->nbatch, sizeof(st->batch[0]), store_scope_cmp);
-	/* One pipeline, one implicit transaction: the timeout, then the
-	 * statements; SET LOCAL semantics suit pgbouncer's transaction mode. */
-	st->nexpect = 0;
-	st->side_rows = 0;
-	if (op->kind == STORE_OP_FORGET)
-		ok = store_send_stmt(st, st->named ? STORE_ID_FORGET_TIMEOUT : -1,
-				     st->forget_timeout_sql, 0, NULL, STORE_FORMAT_TEXT,
-				     STORE_RES_TIMEOUT);
-	else
-		ok = store_send_stmt(st, st->named ? STORE_ID_TIMEOUT : -1, st->timeout_sql, 0,
-				     NULL, STORE_FORMAT_TEXT, STORE_RES_TIMEOUT);
-	if (ok && op->kind == STORE_OP_QUERY) {
-		st->expect[st->nexpect++] = STORE_RES_MAIN;
-		ok = PQsendQueryParams(st->conn, op->stmt.sql, op->stmt.nparams, op->stmt.types,
-				       op->stmt.values, op->stmt.lengths, op->stmt.formats,
-				       STORE_FORMAT_TEXT);
-	} else if (ok) {
-		q = &store_sqls[op->kind];
-		nparams = store_build_params(st);
-		if (q->first_head)
-			ok = store_send_batch_stmt(st, STORE_PART_FIRST, nparams);
-		ok = ok && store_send_batch_stmt(st, STORE_PART_MAIN, nparams);
-		if (ok && q->side_head)
-			ok = store_send_batch_stmt(st, STORE_PART_SIDE, nparams);
-		ok = ok && store_send_notify(st);
-	}
-	ok = ok && PQpipelineSync(st->conn);
-	r = ok ? PQflush(st->conn) : -1;
-	if (r < 0) {
-		store_reset(st, "store send failed", PQerrorMessage(st->conn));
+	store_conn_begin(&st->conn);
+	if (!store_send_batch(st) || store_conn_sync(&st->conn) < 0) {
+		store_conn_fail(&st->conn, "store send failed", store_conn_error(&st->conn));
 		return;
 	}
-	st->nbatches++;
-	st->nbatched_ops += st->nbatch;
-	for (int i = 0; i < st->nbatch; i++) {
-		st->batch[i]->sent_ms = clock_now_ms();
-		/* The store's own forgets have no caller waiting: their time
-		 * runs from here, not from when they queued. */
-		if (op->kind == STORE_OP_FORGET)
-			st->batch[i]->deadline_ms = st->batch[i]->sent_ms + st->timeout_ms;
-	}
-	st->batch_deadline_ms = st->batch[0]->deadline_ms;
-	for (int i = 1; i < st->nbatch; i++)
-		if (st->batch[i]->deadline_ms < st->batch_deadline_ms)
-			st->batch_deadline_ms = st->batch[i]->deadline_ms;
-	st->flushing = r;
-	if (store_watch(st, r ? EV_READ | EV_WRITE : EV_READ, 0) < 0) {
-		store_reset(st, "store send failed", "cannot watch the socket");
-		return;
-	}
-	store_arm_deadline(st);
+	if (store_conn_wait(&st->conn, store_sent(st)) < 0)
+		store_conn_fail(&st->conn, "store send failed", "cannot watch the socket");
 }
 
 /* Queue op (or fail it at once, asynchronously, when not connected). */
 static void store_submit(struct store *st, struct store_op *op)
 {
-	op->deadline_ms = clock_now_ms() + st->timeout_ms;
+	op->run.deadline_ms = clock_now_ms() + st->timeout_ms;
 	st->npending++;
-	if (st->state != STORE_CONNECTED) {
+	if (!store_conn_ready(&st->conn)) {
 		store_complete(st, op, STORE_UNAVAILABLE);
 		return;
 	}
@@ -2139,9 +1122,9 @@ static struct store_op *store_op_new(enum store_op_kind kind, const struct scope
 	struct store_op *op = store_alloc(sizeof(*op));
 
 	op->kind = kind;
-	op->sc = *sc;
-	op->hash = scope_hash(sc);
-	op->generation = generation;
+	op->ask.sc = *sc;
+	op->run.hash = scope_hash(sc);
+	op->ask.generation = generation;
 	op->arg = arg;
 	return op;
 }
@@ -2152,8 +1135,8 @@ static struct store_op *store_write_new(enum store_op_kind kind, const struct sc
 {
 	struct store_op *op = store_op_new(kind, sc, generation, arg);
 
-	op->flags = flags;
-	op->done_cb = cb;
+	op->notify = (flags & STORE_NOTIFY) != 0;
+	op->cb.done = cb;
 	return op;
 }
 
@@ -2168,34 +1151,22 @@ static int64_t store_forget_wait_ms(int64_t timeout_ms)
 struct store *store_new(struct event_base *base, const char *conninfo, int64_t timeout_ms,
 			const char *owner_id, int named)
 {
+	static const struct store_conn_cbs events = {
+	    .connected = store_connected,
+	    .lost = store_lost,
+	    .synced = store_synced,
+	    .notify = store_notified,
+	};
 	struct store *st = calloc(1, sizeof(*st));
+	int conn_ok;
 
 	if (!st)
 		return NULL;
-	st->base = base;
-	st->named_mode = named;
-	st->named = named == 1;
-	st->named_told = -1;
-	snprintf(st->names[STORE_ID_TIMEOUT], STORE_NAME_MAX, "idemproxy_timeout");
-	snprintf(st->names[STORE_ID_NOTIFY], STORE_NAME_MAX, "idemproxy_notify");
-	snprintf(st->names[STORE_ID_FORGET_TIMEOUT], STORE_NAME_MAX, "idemproxy_forget_timeout");
-	for (int id = STORE_ID_BATCHES; id < STORE_NAMED_IDS; id++) {
-		static const char *const suffixes[STORE_PARTS] = {"", "_side", "_first"};
-		int part = (id - STORE_ID_BATCHES) / STORE_NAMED_ROWS;
-
-		snprintf(st->names[id], STORE_NAME_MAX, "idemproxy_%d_%d%s", part / STORE_PARTS,
-			 (id - STORE_ID_BATCHES) % STORE_NAMED_ROWS + 1,
-			 suffixes[part % STORE_PARTS]);
-	}
+	conn_ok = store_conn_init(&st->conn, base, conninfo, timeout_ms, named, &events, st) == 0;
 	st->timeout_ms = timeout_ms;
-	snprintf(st->timeout_sql, sizeof(st->timeout_sql), STORE_SQL_TIMEOUT, timeout_ms);
-	snprintf(st->forget_timeout_sql, sizeof(st->forget_timeout_sql), STORE_SQL_FORGET_TIMEOUT,
-		 timeout_ms, store_forget_wait_ms(timeout_ms));
-	st->backoff_ms = STORE_BACKOFF_MIN_MS;
-	st->io_fd = -1;
-	st->conninfo = strdup(conninfo ? conninfo : "");
+	store_sql_timeouts(st->timeout_sql, st->forget_timeout_sql, timeout_ms,
+			   store_forget_wait_ms(timeout_ms));
 	st->owner_id = strdup(owner_id ? owner_id : "");
-	st->timer_ev = evtimer_new(base, store_timer_event, st);
 	st->done_ev = event_new(base, -1, 0, store_done_event, st);
 	st->forget_ev = evtimer_new(base, store_forget_event, st);
 	st->retry_ev = evtimer_new(base, store_retry_event, st);
@@ -2203,12 +1174,11 @@ struct store *store_new(struct event_base *base, const char *conninfo, int64_t t
 		st->nonce = (uint64_t)clock_now_ms() ^ (uint64_t)(uintptr_t)st ^
 			    (uint64_t)getpid() << 32;
 	st->rng = st->nonce * UINT64_C(0x9E3779B97F4A7C15) | 1;
-	if (!st->conninfo || !st->owner_id || !st->timer_ev || !st->done_ev || !st->forget_ev ||
-	    !st->retry_ev) {
+	if (!conn_ok || !st->owner_id || !st->done_ev || !st->forget_ev || !st->retry_ev) {
 		store_destroy(st);
 		return NULL;
 	}
-	store_connect(st);
+	store_conn_start(&st->conn);
 	return st;
 }
 
@@ -2229,7 +1199,7 @@ void store_free(struct store *st)
 
 int store_ready(const struct store *st)
 {
-	return st->state == STORE_CONNECTED;
+	return store_conn_ready(&st->conn);
 }
 
 int store_pending(const struct store *st)
@@ -2257,12 +1227,13 @@ void store_claim(struct store *st, const struct scope *sc, const unsigned char *
 {
 	struct store_op *op = store_op_new(STORE_OP_CLAIM, sc, 0, arg);
 
-	snprintf(op->token, sizeof(op->token), "%s:%016" PRIx64 ":%" PRIu64, st->owner_id,
+	snprintf(op->ask.token, sizeof(op->ask.token), "%s:%016" PRIx64 ":%" PRIu64, st->owner_id,
 		 st->nonce, ++st->nclaims);
-	op->flags = flags;
-	op->fp = fp;
-	op->lease_ms = lease_ms;
-	op->claim_cb = cb;
+	op->ask.recover = (flags & STORE_RECOVER) != 0;
+	op->notify = (flags & STORE_NOTIFY) != 0;
+	op->ask.fp = fp;
+	op->ask.lease_ms = lease_ms;
+	op->cb.claim = cb;
 	store_submit(st, op);
 }
 
@@ -2273,14 +1244,14 @@ void store_finish(struct store *st, const struct scope *sc, int64_t generation, 
 {
 	struct store_op *op = store_write_new(STORE_OP_FINISH, sc, generation, flags, cb, arg);
 
-	op->status = status;
-	op->headers = headers;
-	op->headers_len = headers_len;
-	op->body = body;
-	op->body_len = body_len;
-	op->omitted = omitted;
-	op->sealed = sealed;
-	op->retention_ms = retention_ms;
+	op->ask.status = status;
+	op->ask.headers = headers;
+	op->ask.headers_len = headers_len;
+	op->ask.body = body;
+	op->ask.body_len = body_len;
+	op->ask.omitted = omitted;
+	op->ask.sealed = sealed;
+	op->ask.retention_ms = retention_ms;
 	if (headers_len > STORE_PARAM_MAX || body_len > STORE_PARAM_MAX) {
 		store_log(LOG_ERROR, "store finish: response too large to store", NULL);
 		st->npending++;
@@ -2309,29 +1280,42 @@ void store_query(struct store *st, const struct store_stmt *stmt, store_query_cb
 {
 	struct store_op *op = store_op_new(STORE_OP_QUERY, &store_no_scope, 0, arg);
 
-	op->solo = 1;
+	op->run.solo = 1;
 	op->stmt = *stmt;
-	op->query_cb = cb;
+	op->cb.query = cb;
 	store_submit(st, op);
+}
+
+char *store_tokens_array(const char *const *tokens, int n)
+{
+	char *buf = malloc(3 + (size_t)n * SCOPE_TOKEN_SIZE);
+	size_t len = 0;
+
+	if (!buf)
+		return NULL;
+	for (int i = 0; i < n; i++)
+		if (strlen(tokens[i]) < SCOPE_TOKEN_SIZE)
+			len = store_sql_tokens_add(buf, len, tokens[i]);
+	memcpy(buf + len, len ? "}" : "{}", len ? 2 : 3);
+	return buf;
 }
 
 void store_notify(struct store *st, const char *const *tokens, int n)
 {
-	static const Oid types[] = {STORE_OID_TEXT_ARRAY};
 	struct store_op *op;
 
 	if (n <= 0)
 		return;
 	op = store_op_new(STORE_OP_QUERY, &store_no_scope, 0, NULL);
-	op->solo = 1;
-	op->owned = store_tokens_array(tokens, n);
-	if (!op->owned) {
+	op->run.solo = 1;
+	op->tokens = store_tokens_array(tokens, n);
+	if (!op->tokens) {
 		store_log(LOG_WARN, "store cannot notify: out of memory", NULL);
 		store_op_free(op);
 		return;
 	}
-	op->values[0] = op->owned;
-	op->stmt = (struct store_stmt){store_sql_notify, 1, types, op->values, NULL, NULL};
+	op->tokens_param = op->tokens;
+	store_sql_notify(&op->stmt, &op->tokens_param);
 	store_submit(st, op);
 }
 
@@ -2339,6 +1323,6 @@ void store_listen(struct store *st, store_notify_cb cb, void *arg)
 {
 	st->notify_cb = cb;
 	st->notify_arg = arg;
-	if (st->state == STORE_CONNECTED)
+	if (store_conn_ready(&st->conn))
 		store_connected(st);
 }

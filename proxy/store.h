@@ -15,33 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <postgres_ext.h>
-
 #include "proxy/record.h"
 #include "proxy/scope.h"
-
-/* The channel owners' writes notify (see STORE_NOTIFY) and stores LISTEN on. */
-#define STORE_CHANNEL "idemproxy_records"
-/* SQL for a new lease generation: never one a scope had before. */
-#define STORE_SQL_NEW_GENERATION "nextval('idempotency_records_generation_seq')"
-/*
- * SQL that notifies STORE_CHANNEL once per scope token in $1, a text[]
- * (store_tokens_array): a statement of its own that reads no table, so a
- * distributed engine runs it where the listeners are.
- */
-#define STORE_SQL_NOTIFY "SELECT pg_notify('" STORE_CHANNEL "', t) FROM unnest($1::text[]) t"
-
-/* Type OIDs from pg_type, for the parameters statements send. */
-#define STORE_OID_BOOL	16
-#define STORE_OID_BYTEA 17
-#define STORE_OID_INT8	20
-#define STORE_OID_INT4	23
-#define STORE_OID_TEXT	25
-#define STORE_OID_TEXT_ARRAY 1009
-
-/* Parameter and result formats. */
-#define STORE_FORMAT_TEXT   0
-#define STORE_FORMAT_BINARY 1
+#include "proxy/store_stmt.h"
 
 struct event_base;
 struct pg_result; /* libpq's PGresult */
@@ -73,16 +49,6 @@ enum store_flags {
 	STORE_RECOVER = 1, /* claim: take over an unknown or lease-expired record
 			    * of the same fingerprint (recovery forward) */
 	STORE_NOTIFY = 2,  /* finish/unknown/release: notify STORE_CHANNEL */
-};
-
-/* A caller's statement; everything it points to lives until the callback. */
-struct store_stmt {
-	const char *sql;
-	int nparams;
-	const Oid *types; /* NULL: the server infers them */
-	const char *const *values;
-	const int *lengths;
-	const int *formats;
 };
 
 /*
@@ -138,7 +104,8 @@ void store_mark_unknown(struct store *st, const struct scope *sc, int64_t genera
 void store_release(struct store *st, const struct scope *sc, int64_t generation, int flags,
 		   store_done_cb cb, void *arg);
 
-/* Run stmt alone, in its own transaction, within store_timeout. */
+/* Run stmt alone, in its own transaction, within store_timeout; everything
+ * stmt points to lives until the callback. */
 void store_query(struct store *st, const struct store_stmt *stmt, store_query_cb cb, void *arg);
 
 /*

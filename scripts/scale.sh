@@ -216,7 +216,7 @@ fresh_db() {
 # ---- throughput: claims and finishes per PostgreSQL CPU-second ----
 
 # Emit the planning and execution time (ms, the third of three runs) of
-# the mark-unknown statement of proxy/store.c for a batch of 1 and of 16
+# the mark-unknown statement of proxy/store_sql.c for a batch of 1 and of 16
 # rows, as an unnamed statement (a custom plan) and prepared (a generic
 # plan), on layout $1 holding $2 loaded records: what a statement that
 # joins VALUES rows to the table costs as the number of partitions grows.

@@ -1,7 +1,8 @@
 /*
  * The record store against a real PostgreSQL. Runs only when
  * IDEMPROXY_TEST_DSN names a database it may write to (the migrations are
- * applied there); otherwise it reports nothing run.
+ * applied there); otherwise it runs only the checks of its statements and
+ * decoders (store_sql.h), which need no database.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include "proxy/fingerprint.h"
 #include "proxy/migrate.h"
 #include "proxy/store.h"
+#include "proxy/store_sql.h"
 #include "tests/unit/unit.h"
 
 #define TEST_TIMEOUT_MS	      2000
@@ -1002,6 +1004,198 @@ static void bench(const char *dsn, const unsigned char *fp)
 	store_free(st);
 }
 
+/* The kinds of operation that are a row of one of the store's statements. */
+static const enum store_op_kind row_kinds[] = {
+    STORE_OP_CLAIM,   STORE_OP_LOOKUP, STORE_OP_FINISH,	  STORE_OP_UNKNOWN,
+    STORE_OP_RELEASE, STORE_OP_FORGET, STORE_OP_TAKEOVER,
+};
+#define ROW_KINDS (int)(sizeof(row_kinds) / sizeof(row_kinds[0]))
+
+/*
+ * 1 when sql numbers its parameters $1 .. $n, each once, in rows rows
+ * (after "VALUES (" or "), ("); rows that start with an ordinal (all but
+ * a claim's insert, which names its rows by their scope) number 0 ..
+ * rows - 1 in order.
+ */
+static int numbered(const char *sql, int n, int rows)
+{
+	static unsigned char seen[STORE_PARAMS_MAX + 1];
+	const char *p = sql;
+	int row = 0, count = 0, ordinals = -1;
+	long v;
+
+	memset(seen, 0, sizeof(seen));
+	while ((p = strchr(p, '$'))) {
+		v = strtol(p + 1, (char **)&p, 10);
+		if (v < 1 || v > n || seen[v]++)
+			return 0;
+		count++;
+	}
+	for (p = sql; (p = strstr(p, row ? "), (" : "VALUES (")); row++) {
+		p += row ? 4 : 8;
+		if (ordinals < 0)
+			ordinals = *p != '$';
+		if (ordinals ? strtol(p, NULL, 10) != row || *p == '$' : *p != '$')
+			return 0;
+	}
+	return count == n && row == rows;
+}
+
+/*
+ * The statement table holds together: each statement of each kind, for
+ * one row and for the most rows a batch carries, fits its buffer and
+ * numbers every parameter the row writes exactly once (a '?' too many or
+ * too few in a row template shows here); the named statements of every
+ * kind, part and row count have ids and names of their own.
+ */
+static void test_statements(void)
+{
+	static char sql[STORE_SQL_MAX], names[STORE_NAMED_IDS][STORE_NAME_MAX];
+	static unsigned char used[STORE_NAMED_IDS];
+	const char *values[STORE_ROW_PARAMS_MAX];
+	int lengths[STORE_ROW_PARAMS_MAX], formats[STORE_ROW_PARAMS_MAX];
+	Oid types[STORE_ROW_PARAMS_MAX];
+	char nums[STORE_OP_NUMS][STORE_NUM_MAX];
+	unsigned char fp[RECORD_FINGERPRINT_LEN] = {0};
+	struct store_ask ask = {.sc = {"a", "o", "k"}, .token = "owner:0:1", .fp = fp};
+	int params, id, unique = 1;
+
+	for (int k = 0; k < ROW_KINDS; k++) {
+		params = store_sql_row(row_kinds[k], &ask, nums, values, lengths, types, formats);
+		CHECK(params > 0 && params <= STORE_ROW_PARAMS_MAX);
+		CHECK(store_sql_has_part(row_kinds[k], STORE_PART_MAIN));
+		for (int part = 0; part < STORE_PARTS; part++) {
+			if (!store_sql_has_part(row_kinds[k], (enum store_part)part))
+				continue;
+			store_sql_write(sql, row_kinds[k], (enum store_part)part, 1);
+			CHECK(numbered(sql, params, 1));
+			store_sql_write(sql, row_kinds[k], (enum store_part)part, STORE_BATCH_MAX);
+			CHECK(strlen(sql) < STORE_SQL_MAX - 1);
+			CHECK(numbered(sql, params * STORE_BATCH_MAX, STORE_BATCH_MAX));
+			for (int rows = 1; rows <= STORE_NAMED_ROWS + 1; rows++) {
+				id = store_sql_id(row_kinds[k], (enum store_part)part, rows);
+				if (rows > STORE_NAMED_ROWS) {
+					CHECK(id == -1);
+					continue;
+				}
+				CHECK(id >= STORE_ID_BATCHES && id < STORE_NAMED_IDS);
+				unique &= id >= 0 && id < STORE_NAMED_IDS && !used[id]++;
+			}
+		}
+	}
+	CHECK(unique);
+	CHECK(!store_sql_has_part(STORE_OP_QUERY, STORE_PART_MAIN));
+	CHECK(store_sql_id(STORE_OP_QUERY, STORE_PART_MAIN, 1) == -1);
+	for (id = 0; id < STORE_NAMED_IDS; id++) {
+		store_sql_name(id, names[id]);
+		for (int other = 0; other < id; other++)
+			unique &= strcmp(names[id], names[other]) != 0;
+	}
+	CHECK(unique);
+	CHECK_STR(names[STORE_ID_TIMEOUT], "idemproxy_timeout");
+	CHECK_STR(names[store_sql_id(STORE_OP_CLAIM, STORE_PART_MAIN, 1)], "idemproxy_0_1");
+	CHECK_STR(names[store_sql_id(STORE_OP_FORGET, STORE_PART_FIRST, 16)],
+		  "idemproxy_5_16_first");
+}
+
+/* A binary int4 or int8 column value, as the server sends it. */
+static void put_int(PGresult *res, int row, int col, int64_t v, int len)
+{
+	unsigned char b[8];
+
+	for (int i = 0; i < len; i++)
+		b[i] = (unsigned char)(v >> (8 * (len - 1 - i)));
+	PQsetvalue(res, row, col, (char *)b, len);
+}
+
+/* A result of ncols binary columns with no rows yet. */
+static PGresult *binary_result(int ncols)
+{
+	PGresult *res = PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK);
+	PGresAttDesc attrs[16];
+	char names[16][16];
+
+	for (int i = 0; i < ncols; i++) {
+		snprintf(names[i], sizeof(names[i]), "c%d", i);
+		attrs[i] = (PGresAttDesc){.name = names[i], .format = STORE_FORMAT_BINARY};
+	}
+	PQsetResultAttrs(res, ncols, attrs);
+	return res;
+}
+
+/*
+ * A lookup result row as the statement selects it (14 columns): ord, take,
+ * generation, state, fingerprint, status, headers, body, omitted, lease
+ * expired, lease remaining, expires in, sealed, completed ago.
+ */
+static void lookup_row(PGresult *res, int row, int take, const char *state, int status)
+{
+	unsigned char fp[RECORD_FINGERPRINT_LEN];
+	const char f = 0, t = 1;
+
+	memset(fp, 0xab, sizeof(fp));
+	put_int(res, row, 0, row, 4);
+	PQsetvalue(res, row, 1, take ? (char *)&t : (char *)&f, 1);
+	put_int(res, row, 2, 7, 8);
+	PQsetvalue(res, row, 3, (char *)state, (int)strlen(state));
+	PQsetvalue(res, row, 4, (char *)fp, sizeof(fp));
+	if (status)
+		put_int(res, row, 5, status, 4);
+	PQsetvalue(res, row, 6, "ETag: \"1\"\r\n", 11);
+	PQsetvalue(res, row, 7, "ok", 2);
+	PQsetvalue(res, row, 8, (char *)&f, 1);
+	PQsetvalue(res, row, 9, (char *)&f, 1);
+	put_int(res, row, 10, 0, 8);
+	put_int(res, row, 11, 1000, 8);
+	put_int(res, row, 13, 5, 8); /* sealed, column 12, stays NULL */
+}
+
+/* The decoders read the rows the statements return, and nothing else. */
+static void test_decoders(void)
+{
+	PGresult *res = binary_result(14);
+	struct record rec;
+	int64_t gen = 0;
+
+	lookup_row(res, 0, 0, "completed", 201);
+	lookup_row(res, 1, 1, "completed", 201);
+	lookup_row(res, 2, 0, "in_progress", 0);
+	lookup_row(res, 3, 0, "done", 201);    /* no such state */
+	lookup_row(res, 4, 0, "completed", 0); /* completed without a status */
+	CHECK(store_sql_lookup_record(res, 0, &rec) == 0);
+	CHECK(rec.state == RECORD_COMPLETED && rec.status == 201 && rec.generation == 7);
+	CHECK(rec.headers_len == 11 && rec.body_len == 2 && memcmp(rec.body, "ok", 2) == 0);
+	CHECK(rec.sealed == NULL && rec.expires_in_ms == 1000 && rec.completed_ms_ago == 5);
+	CHECK(store_sql_lookup_record(res, 1, &rec) == 1);
+	CHECK(store_sql_lookup_record(res, 2, &rec) == 0 && rec.state == RECORD_IN_PROGRESS);
+	CHECK(store_sql_lookup_record(res, 3, &rec) == -1);
+	CHECK(store_sql_lookup_record(res, 4, &rec) == -1);
+	CHECK(store_sql_ord(res, 2, 3) == 2 && store_sql_ord(res, 3, 3) == -1);
+	PQclear(res);
+
+	res = binary_result(2); /* a takeover's: ord, generation */
+	put_int(res, 0, 0, 1, 4);
+	put_int(res, 0, 1, 42, 8);
+	put_int(res, 1, 0, 0, 4);
+	put_int(res, 1, 1, 42, 4); /* a generation of the wrong width */
+	CHECK(store_sql_takeover_ord(res, 0, 2, &gen) == 1 && gen == 42);
+	CHECK(store_sql_takeover_ord(res, 0, 1, &gen) == -1);
+	CHECK(store_sql_takeover_ord(res, 1, 2, &gen) == -1);
+	CHECK(store_sql_lookup_record(res, 0, &rec) == -1);
+	PQclear(res);
+
+	res = binary_result(4); /* an insert's: actor, operation, key, generation */
+	PQsetvalue(res, 0, 0, "a", 1);
+	PQsetvalue(res, 0, 1, "o", 1);
+	PQsetvalue(res, 0, 2, "k", 1);
+	put_int(res, 0, 3, 9, 8);
+	CHECK(store_sql_insert_columns(res));
+	CHECK(store_sql_insert_scope(res, 0, &(struct scope){"a", "o", "k"}));
+	CHECK(!store_sql_insert_scope(res, 0, &(struct scope){"a", "o", "kk"}));
+	CHECK(store_sql_insert_generation(res, 0, &gen) == 0 && gen == 9);
+	PQclear(res);
+}
+
 /* The notification's text[] literal: scope tokens only, nothing to quote. */
 static void test_tokens_array(void)
 {
@@ -1041,6 +1235,8 @@ int main(void)
 	struct store *st;
 
 	test_tokens_array();
+	test_statements();
+	test_decoders();
 	if (!dsn)
 		UNIT_DONE("store");
 	snprintf(actor, sizeof(actor), "test-store-%ld-%ld", (long)getpid(), (long)time(NULL));

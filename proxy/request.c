@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
-#include <time.h>
 
 #include "conf/conf.h"
 #include "proxy/actor.h"
@@ -38,7 +37,6 @@
 #include "proxy/forward.h"
 #include "proxy/http.h"
 #include "proxy/idemkey.h"
-#include "proxy/jwt.h"
 #include "proxy/log.h"
 #include "proxy/keysource.h"
 #include "proxy/outcome.h"
@@ -59,8 +57,6 @@
 #define RECORD_RETRY_MAX_MS 2000
 /* Recent wake-ups a context remembers, for claims answered after one (a power of two). */
 #define WAKE_RING_SIZE 256
-/* Verified tokens a worker remembers (actor jwt). */
-#define REQUEST_JWT_CACHE 4096
 /* Buckets of the waiters' table, by scope token (a power of two). */
 #define WAIT_BUCKETS 1024
 
@@ -109,7 +105,7 @@ struct request_ctx {
 	struct store *store;
 	struct upstream_pool *pool;
 	struct cache *cache;
-	struct jwt_cache *jwt_cache;   /* verified tokens of actor jwt routes */
+	struct actor_ctx *actor;       /* what actor sources keep: verified tokens */
 	struct pace *pace;	       /* owner durations, all workers': Retry-After */
 	struct stats *stats;
 	uint64_t next_id;
@@ -237,19 +233,6 @@ void request_start(struct request_ctx *ctx, struct client_conn *c, struct http_m
 	request_intercept(req);
 }
 
-/* The actor of req from its route's source, into req->actor; *why as actor_from_request's. */
-static enum actor_result request_actor(struct request *req, const char **why)
-{
-	const struct secrets *sec = req->gen->secrets;
-	struct actor_ctx ax = {
-	    .keys = sec->route_keys[req->route - req->conf->routes],
-	    .cache = req->ctx->jwt_cache,
-	    .now_s = (long long)time(NULL),
-	};
-
-	return actor_from_request(req->route, &ax, req->msg, &req->actor, why);
-}
-
 /* fingerprint_headers: the route's headers' values join the fingerprint. */
 static int request_fp_headers(struct request *req)
 {
@@ -303,6 +286,7 @@ static void request_intercept(struct request *req)
 	const struct route *r = req->route;
 	struct http_msg *m = req->msg;
 	const struct record *cached;
+	enum actor_result res;
 	const char *why = NULL;
 	char detail[128];
 	size_t len;
@@ -318,28 +302,13 @@ static void request_intercept(struct request *req)
 	req->tag.key = req->key;
 	req->tag.key_len = req->key_len;
 
-	switch (request_actor(req, &why)) {
-	case ACTOR_OK:
-		break;
-	case ACTOR_ABSENT:
-		request_reject(req, PROBLEM_ACTOR_MISSING,
-			       r->actor == ACTOR_JWT || r->actor == ACTOR_AUTHORIZATION
-				   ? "the request carries no credential"
-				   : "the request names no actor");
-		return;
-	case ACTOR_INVALID:
-		if (r->actor == ACTOR_JWT || r->actor == ACTOR_AUTHORIZATION) {
-			snprintf(detail, sizeof(detail), "the %s is not valid: %s",
-				 r->actor == ACTOR_JWT ? "bearer token" : "credential", why);
-			request_reject(req, PROBLEM_ACTOR_INVALID, detail);
-		} else {
-			request_reject(req, PROBLEM_ACTOR_INVALID,
-				       "an actor is one value of 1 to 256 bytes of UTF-8 without "
-				       "control characters");
-		}
-		return;
-	case ACTOR_NOMEM:
+	res = actor_from_request(req->ctx->actor, req->gen, r, m, &req->actor, &why);
+	if (res == ACTOR_NOMEM)
 		goto fail;
+	if (res != ACTOR_OK) {
+		request_reject(req, res == ACTOR_ABSENT ? PROBLEM_ACTOR_MISSING : PROBLEM_ACTOR_INVALID,
+			       actor_refusal(r, res, why, detail, sizeof(detail)));
+		return;
 	}
 
 	len = evbuffer_get_length(m->body);
@@ -1163,9 +1132,9 @@ struct request_ctx *request_ctx_new(struct event_base *base, struct conf_gens *g
 	ctx->cache = cache;
 	ctx->stats = stats;
 	ctx->next_id = first_id;
-	ctx->jwt_cache = jwt_cache_new(REQUEST_JWT_CACHE);
+	ctx->actor = actor_ctx_new();
 	ctx->pace = pace;
-	if (!ctx->jwt_cache) {
+	if (!ctx->actor) {
 		free(ctx);
 		return NULL;
 	}
@@ -1187,7 +1156,7 @@ void request_ctx_free(struct request_ctx *ctx)
 		request_set_state(req, REQ_DONE);
 		request_free(req);
 	}
-	jwt_cache_free(ctx->jwt_cache);
+	actor_ctx_free(ctx->actor);
 	free(ctx);
 }
 

@@ -7,10 +7,13 @@
 
 #include <event2/buffer.h>
 
+#include "conf/conf.h"
+#include "proxy/clock.h"
 #include "proxy/http.h"
 #include "proxy/marker.h"
 #include "proxy/scope.h"
 #include "proxy/seal.h"
+#include "proxy/secrets.h"
 
 /* Response headers a record keeps (plus the route's store_headers). */
 static const char *const record_kept_names[] = {
@@ -328,4 +331,51 @@ enum record_read record_read(const struct record_reader *rd, const struct scope 
 		r = RECORD_READ_REFUSED;
 	}
 	return r;
+}
+
+int record_to_store(const struct secrets *sec, const struct scope *sc, const struct record *plain,
+		    struct record_stored *out)
+{
+	const unsigned char *body = plain->body_omitted ? NULL : plain->body;
+
+	*out = (struct record_stored){
+	    .headers = plain->headers,
+	    .headers_len = plain->headers_len,
+	    .body = body,
+	    .body_len = body ? plain->body_len : 0,
+	};
+	if (!sec->seal)
+		return 0;
+	if (record_seal(sec->seal, sc, plain->status, plain->generation, plain->headers,
+			plain->headers_len, body, out->body_len, &out->sealed) < 0)
+		return -1;
+	out->headers = (const char *)out->sealed.headers;
+	out->headers_len = out->sealed.headers_len;
+	out->body = out->sealed.body;
+	out->body_len = out->sealed.body_len;
+	out->key_id = seal_keys_current(sec->seal);
+	return 0;
+}
+
+void record_stored_free(struct record_stored *s)
+{
+	record_sealed_free(&s->sealed);
+	memset(s, 0, sizeof(*s));
+}
+
+enum record_read record_to_replay(const struct secrets *sec, const struct route *r,
+				  const struct scope *sc, const struct record *in,
+				  struct record *out, void **mem, const char **why)
+{
+	int64_t now = clock_now_us();
+	struct record_reader rd = {
+	    .seal = sec->seal,
+	    .keys_ms = (now - sec->keys_since_us) / 1000,
+	    .sealing_ms = (now - sec->sealing_since_us) / 1000,
+	    .retention_ms = r->retention_ms,
+	    .extra = r->store_headers,
+	    .nextra = r->nstore_headers,
+	};
+
+	return record_read(&rd, sc, in, out, mem, why);
 }

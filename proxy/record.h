@@ -130,4 +130,44 @@ enum record_read record_read(const struct record_reader *rd, const struct scope 
 			     const struct record *in, struct record *out, void **mem,
 			     const char **why) __attribute__((warn_unused_result));
 
+struct route;
+struct secrets;
+
+/*
+ * A completed record as the store writes it (store_finish's headers, body
+ * and key id): the plaintext record's own bytes, or blobs sealed under the
+ * current key of body_encryption.
+ */
+struct record_stored {
+	const char *headers; /* the plaintext's (borrowed), or sealed.headers */
+	size_t headers_len;
+	const unsigned char *body; /* NULL: the body is omitted */
+	size_t body_len;
+	const char *key_id;	     /* the sealing key's id (valid as long as the secrets);
+				      * NULL: plaintext */
+	struct record_sealed sealed; /* owned: the blobs, when sealed */
+};
+
+/*
+ * The record to store of plain, the completed record of scope sc (its
+ * status, generation, headers and body, borrowed while *out is used): its
+ * blobs sealed (record_seal) when sec has body_encryption keys, else plain
+ * as it is. 0, or -1 when sealing failed (out of memory, OpenSSL): never
+ * stored in the clear, nothing to free. record_stored_free releases *out.
+ */
+int record_to_store(const struct secrets *sec, const struct scope *sc, const struct record *plain,
+		    struct record_stored *out) __attribute__((warn_unused_result));
+void record_stored_free(struct record_stored *s);
+
+/*
+ * The record to replay of in, a completed record of scope sc on route r
+ * just read from the store: record_read by sec's body_encryption keys and
+ * since when this instance has had them and has sealed, and by the route's
+ * retention and store_headers. As record_read.
+ */
+enum record_read record_to_replay(const struct secrets *sec, const struct route *r,
+				  const struct scope *sc, const struct record *in,
+				  struct record *out, void **mem, const char **why)
+	__attribute__((warn_unused_result));
+
 #endif

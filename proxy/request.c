@@ -46,8 +46,6 @@
 #include "proxy/replay.h"
 #include "proxy/respond.h"
 #include "proxy/scope.h"
-#include "proxy/seal.h"
-#include "proxy/secrets.h"
 #include "proxy/stats.h"
 #include "proxy/store.h"
 #include "proxy/upgrade.h"
@@ -143,7 +141,7 @@ struct request {
 	char key[IDEMKEY_MAX + 1];
 	size_t key_len;
 	char *actor;
-	struct record_sealed sealed; /* the owner's record as body_encryption stores it */
+	struct record_stored stored; /* the owner's record as the store writes it */
 	struct scope scope;
 	unsigned char fp[FINGERPRINT_LEN];
 	int64_t generation;
@@ -422,18 +420,9 @@ static void request_cache_put(struct request *req, const struct record *rec, int
 static enum record_read request_read_stored(struct request *req, const struct record *rec,
 					    struct record *plain, void **mem)
 {
-	const struct secrets *sec = req->gen->secrets;
-	int64_t now = clock_now_us();
-	struct record_reader rd = {
-	    .seal = sec->seal,
-	    .keys_ms = (now - sec->keys_since_us) / 1000,
-	    .sealing_ms = (now - sec->sealing_since_us) / 1000,
-	    .retention_ms = req->route->retention_ms,
-	    .extra = req->route->store_headers,
-	    .nextra = req->route->nstore_headers,
-	};
 	const char *why = "";
-	enum record_read r = record_read(&rd, &req->scope, rec, plain, mem, &why);
+	enum record_read r =
+	    record_to_replay(req->gen->secrets, req->route, &req->scope, rec, plain, mem, &why);
 
 	if (r == RECORD_READ_LATER) {
 		log_warn(&req->tag, "stored record sealed with key \"%s\" cannot be read yet: %s",
@@ -761,40 +750,47 @@ static int request_write_flags(const struct request *req)
 }
 
 /*
- * The owner's outcome as the store keeps it: headers and body sealed under
- * body_encryption's current key (once, so a retried write sends the same
- * blobs), else as they are.
+ * The owner's response as its record keeps it: pointers into req, valid
+ * while it lives (an empty body kept is "", an omitted one NULL).
+ */
+static void request_owner_record(const struct request *req, struct record *rec)
+{
+	*rec = (struct record){
+	    .state = RECORD_COMPLETED,
+	    .generation = req->generation,
+	    .status = req->resp->status,
+	    .headers = req->stored_headers,
+	    .headers_len = req->stored_headers_len,
+	    .body_omitted = req->body_omitted,
+	};
+	memcpy(rec->fingerprint, req->fp, FINGERPRINT_LEN);
+	if (!req->body_omitted) {
+		rec->body_len = evbuffer_get_length(req->resp->body);
+		rec->body = rec->body_len ? evbuffer_pullup(req->resp->body, -1)
+					  : (const unsigned char *)"";
+	}
+}
+
+/*
+ * The owner's outcome as the store keeps it (record_to_store: made once,
+ * so a retried write sends the same blobs).
  */
 static void request_finish(struct request *req, int flags)
 {
-	const struct seal_keys *keys = req->gen->secrets->seal;
-	const char *headers = req->stored_headers;
-	size_t headers_len = req->stored_headers_len, body_len = 0;
-	const unsigned char *body = NULL;
+	struct record_stored *s = &req->stored;
+	struct record rec;
 
-	if (!req->body_omitted) {
-		body_len = evbuffer_get_length(req->resp->body);
-		body = body_len ? evbuffer_pullup(req->resp->body, -1) : (const unsigned char *)"";
+	request_owner_record(req, &rec);
+	if (!s->headers && record_to_store(req->gen->secrets, &req->scope, &rec, s) < 0) {
+		/* Never stored in the clear: the outcome is kept as unknown. */
+		log_error(&req->tag, "record sealing failed: the record is marked unknown");
+		store_mark_unknown(req->ctx->store, &req->scope, req->generation, flags,
+				   record_done_cb, req);
+		return;
 	}
-	if (keys) {
-		if (!req->sealed.headers &&
-		    record_seal(keys, &req->scope, req->resp->status, req->generation, headers,
-				headers_len, body, body_len, &req->sealed) < 0) {
-			/* Never stored in the clear: the outcome is kept as unknown. */
-			log_error(&req->tag, "record sealing failed: the record is marked unknown");
-			store_mark_unknown(req->ctx->store, &req->scope, req->generation, flags,
-					   record_done_cb, req);
-			return;
-		}
-		headers = (const char *)req->sealed.headers;
-		headers_len = req->sealed.headers_len;
-		body = req->sealed.body;
-		body_len = req->sealed.body_len;
-	}
-	store_finish(req->ctx->store, &req->scope, req->generation, req->resp->status, headers,
-		     headers_len, body, body_len, req->body_omitted,
-		     keys ? seal_keys_current(keys) : NULL, req->route->retention_ms, flags,
-		     record_done_cb, req);
+	store_finish(req->ctx->store, &req->scope, req->generation, rec.status, s->headers,
+		     s->headers_len, s->body, s->body_len, req->body_omitted, s->key_id,
+		     req->route->retention_ms, flags, record_done_cb, req);
 }
 
 /* Write the owner's outcome: finish, release or unknown. */
@@ -825,19 +821,9 @@ static void request_record(struct request *req)
  */
 static void request_cache_finished(struct request *req, int64_t ttl_ms)
 {
-	struct record rec = {
-		.state = RECORD_COMPLETED,
-		.status = req->resp->status,
-		.headers = req->stored_headers,
-		.headers_len = req->stored_headers_len,
-		.body_omitted = req->body_omitted,
-	};
+	struct record rec;
 
-	memcpy(rec.fingerprint, req->fp, FINGERPRINT_LEN);
-	if (!req->body_omitted) {
-		rec.body_len = evbuffer_get_length(req->resp->body);
-		rec.body = evbuffer_pullup(req->resp->body, -1);
-	}
+	request_owner_record(req, &rec);
 	if (ttl_ms > 0)
 		request_cache_put(req, &rec, ttl_ms);
 }
@@ -994,7 +980,7 @@ static void request_free(struct request *req)
 		conn_attach(req->conn, NULL);
 	request_forwarded(req);
 	relay_free(req->relay);
-	record_sealed_free(&req->sealed);
+	record_stored_free(&req->stored);
 	evfree_event(&req->wait_timer);
 	evfree_event(&req->retry_timer);
 	http_msg_free(req->msg);

@@ -97,6 +97,56 @@ static const unsigned request_next[REQ_STATES] = {
 _Static_assert(sizeof(request_state_names) / sizeof(request_state_names[0]) == REQ_STATES,
 	       "request_state_names must name every state");
 
+/*
+ * What a request is to idemproxy, decided where the flow learns it and
+ * read by the branches that ask. What became of it is its outcome
+ * (outcome.h, the access log's and the metrics' names), set from what
+ * happened. A duplicate that waited and claims again may become an owner.
+ */
+enum request_role {
+	ROLE_UNDECIDED,	 /* its key, actor and fingerprint are being checked */
+	ROLE_PASS,	 /* not subject to idempotency: forwarded as it came */
+	ROLE_OWNER,	 /* holds its scope's claim: forwarded, its outcome recorded */
+	ROLE_UNENFORCED, /* the store could not claim, store_unavailable fail-open:
+			  * forwarded without idempotency */
+	ROLE_DUPLICATE,	 /* another request holds its scope: replayed, refused or waiting */
+	ROLE_REFUSED,	 /* answered with a problem of its own, holding no claim */
+	ROLE_COUNT,
+};
+
+/* Each role's name, and the outcomes it may end with (request_done checks). */
+#define ENDS(o) (1u << (o))
+static const struct {
+	const char *name;
+	unsigned ends;
+} request_roles[ROLE_COUNT] = {
+    [ROLE_UNDECIDED] = {"undecided", 0},
+    [ROLE_PASS] = {"pass", ENDS(OUT_PASS)},
+    [ROLE_OWNER] = {"owner", ENDS(OUT_OWNER) | ENDS(OUT_RELEASED) | ENDS(OUT_UNKNOWN)},
+    [ROLE_UNENFORCED] = {"unenforced", ENDS(OUT_UNENFORCED)},
+    [ROLE_DUPLICATE] = {"duplicate", ENDS(OUT_REPLAY) | ENDS(OUT_CONFLICT) | ENDS(OUT_IN_PROGRESS) |
+					 ENDS(OUT_UNKNOWN) | ENDS(OUT_STORE_DOWN)},
+    [ROLE_REFUSED] = {"refused", ENDS(OUT_REJECTED) | ENDS(OUT_STORE_DOWN)},
+};
+#undef ENDS
+
+_Static_assert(OUT_COUNT <= 32, "an outcome is a bit of request_roles[].ends");
+
+/* What an owner's record becomes, and the outcome that names it. */
+enum request_write {
+	WRITE_NONE,    /* no owner's record decided */
+	WRITE_FINISH,  /* the response stored: retries replay it */
+	WRITE_RELEASE, /* the claim released: a retry runs again */
+	WRITE_UNKNOWN, /* the outcome recorded unknown */
+};
+
+static const enum outcome request_write_outcomes[] = {
+    [WRITE_NONE] = OUT_NONE,
+    [WRITE_FINISH] = OUT_OWNER,
+    [WRITE_RELEASE] = OUT_RELEASED,
+    [WRITE_UNKNOWN] = OUT_UNKNOWN,
+};
+
 struct request_ctx {
 	struct event_base *base;
 	struct conf_gens *gens;
@@ -128,7 +178,9 @@ struct request {
 	const struct route *route;
 	struct http_msg *msg;
 	enum request_state state;
-	enum outcome outcome;
+	enum request_role role;
+	enum outcome outcome;       /* what became of it: set from what happened */
+	enum request_write write;   /* an owner's: what its record becomes */
 	struct log_tag tag;         /* what its log lines say about it */
 	int status;                 /* status sent to the client, for the log */
 	int64_t started_us;
@@ -224,7 +276,7 @@ void request_start(struct request_ctx *ctx, struct client_conn *c, struct http_m
 	if (req->route)
 		req->tag.route = req->route->operation;
 	if (!req->route || streamed) {
-		req->outcome = OUT_PASS;
+		req->role = ROLE_PASS;
 		request_forward(req, streamed);
 		return;
 	}
@@ -261,7 +313,7 @@ static enum keysource_result request_key(struct request *req)
 	char detail[128];
 
 	if (res == KEYSOURCE_ABSENT && r->key == KEY_OPTIONAL) {
-		req->outcome = OUT_PASS;
+		req->role = ROLE_PASS;
 		request_forward(req, 0);
 	} else if (res == KEYSOURCE_ABSENT) {
 		snprintf(detail, sizeof(detail), "this operation requires an idempotency key (%s %s)",
@@ -366,7 +418,7 @@ static void claim_done_cb(void *arg, enum store_result res, int64_t generation,
 	request_store_answered(req);
 	switch (res) {
 	case STORE_OK:
-		req->outcome = OUT_OWNER;
+		req->role = ROLE_OWNER;
 		req->generation = generation;
 		if (req->ctx->past_deadline) {
 			/* Shutting down: nothing more goes upstream. */
@@ -383,10 +435,11 @@ static void claim_done_cb(void *arg, enum store_result res, int64_t generation,
 		/* Fail-open forwards, but nothing new goes upstream after the
 		 * shutdown deadline. */
 		if (req->conf->store_unavailable == STORE_FAIL_OPEN && !req->ctx->past_deadline) {
-			req->outcome = OUT_UNENFORCED;
+			req->role = ROLE_UNENFORCED;
 			request_forward(req, 0);
 			return;
 		}
+		req->role = ROLE_REFUSED;
 		req->outcome = OUT_STORE_DOWN;
 		request_answer_problem(req, PROBLEM_STORE_UNAVAILABLE,
 				       "the idempotency store is unavailable");
@@ -395,6 +448,7 @@ static void claim_done_cb(void *arg, enum store_result res, int64_t generation,
 		/* The claim may have committed: forwarding now, even fail-open,
 		 * could run the request while a retry finds it in progress. The
 		 * store removes the claim; the client retries. */
+		req->role = ROLE_REFUSED;
 		req->outcome = OUT_STORE_DOWN;
 		request_answer_problem(req, PROBLEM_STORE_UNAVAILABLE,
 				       "the idempotency store did not confirm the claim; retry");
@@ -459,6 +513,7 @@ static void request_existing(struct request *req, const struct record *rec, int 
 	struct record plain;
 	void *mem = NULL;
 
+	req->role = ROLE_DUPLICATE;
 	if (!cached && rec->state == RECORD_COMPLETED &&
 	    memcmp(rec->fingerprint, req->fp, FINGERPRINT_LEN) == 0) {
 		if (request_read_stored(req, rec, &plain, &mem) != RECORD_READ_OK) {
@@ -620,14 +675,14 @@ void request_wake(struct request_ctx *ctx, const char *token)
 static void request_forward(struct request *req, int streamed)
 {
 	const struct conf *conf = req->conf;
-	int owner = req->outcome == OUT_OWNER;
+	int owner = req->role == ROLE_OWNER;
 	struct relay_params p = {
 		.buffer = conf->relay_buffer,
 		.hold = owner ? conf->max_stored_body : 0,
 		.owner = owner,
-		.unenforced = req->outcome == OUT_UNENFORCED,
+		.unenforced = req->role == ROLE_UNENFORCED,
 		.retry_safe = !owner && http_method_is_safe(req->msg->method),
-		.upgrade = req->outcome == OUT_PASS ? upgrade_wanted(req->msg, conf->tunnel_upgrades,
+		.upgrade = req->role == ROLE_PASS ? upgrade_wanted(req->msg, conf->tunnel_upgrades,
 								     conf->ntunnel_upgrades)
 						    : NULL,
 		.idle_timeout = !owner,
@@ -645,6 +700,9 @@ static void request_forward(struct request *req, int streamed)
 	};
 	int dropped = forward_dropped_names(req->msg, &p.view);
 
+	/* Forwarded without a claim: the outcome says so, whatever the upstream does. */
+	if (!owner)
+		req->outcome = req->role == ROLE_PASS ? OUT_PASS : OUT_UNENFORCED;
 	req->upgrade = p.upgrade;
 	if (dropped) {
 		STATS_ADD(req->ctx->stats->dropped_underscore, dropped);
@@ -697,7 +755,7 @@ static void request_relay_done(void *arg, enum upstream_result res, struct http_
 	req->resp = resp;
 	req->streamed = answered;
 	request_upstream_over(req);
-	if (req->outcome == OUT_OWNER) {
+	if (req->role == ROLE_OWNER) {
 		request_owner_result(req, res);
 		return;
 	}
@@ -707,47 +765,6 @@ static void request_relay_done(void *arg, enum upstream_result res, struct http_
 }
 
 /* ---- the owner's record ---- */
-
-/*
- * What the upstream did decides what the owner's record becomes: the
- * response stored (outcome stays OUT_OWNER), the claim released (a
- * release_on status, or nothing sent), or the outcome unknown (an
- * unknown_on status, or a failure after sending). Then it is written.
- */
-static void request_owner_result(struct request *req, enum upstream_result res)
-{
-	const struct route *r = req->route;
-
-	req->up_result = res;
-	if (res == UPSTREAM_OK) {
-		req->status = req->resp->status;
-		if (status_set_has(&r->release_on, req->resp->status)) {
-			req->outcome = OUT_RELEASED;
-		} else if (status_set_has(&r->unknown_on, req->resp->status)) {
-			req->outcome = OUT_UNKNOWN;
-		} else {
-			/* A streamed body was not kept: over max_stored_body. */
-			req->body_omitted =
-				req->streamed ||
-				evbuffer_get_length(req->resp->body) > req->conf->max_stored_body;
-			req->stored_headers = record_headers(req->resp, r->store_headers,
-							     r->nstore_headers, &req->stored_headers_len);
-			if (!req->stored_headers)
-				req->outcome = OUT_UNKNOWN; /* out of memory: nothing to store */
-		}
-	} else {
-		req->outcome = res == UPSTREAM_NOT_SENT ? OUT_RELEASED : OUT_UNKNOWN;
-		req->status = respond_upstream_status(res);
-	}
-	request_set_state(req, REQ_RECORDING);
-	request_record(req);
-}
-
-/* Duplicates may wait for this route's owners: their writes notify. */
-static int request_write_flags(const struct request *req)
-{
-	return req->route->in_progress == IN_PROGRESS_WAIT ? STORE_NOTIFY : 0;
-}
 
 /*
  * The owner's response as its record keeps it: pointers into req, valid
@@ -772,43 +789,84 @@ static void request_owner_record(const struct request *req, struct record *rec)
 }
 
 /*
- * The owner's outcome as the store keeps it (record_to_store: made once,
- * so a retried write sends the same blobs).
+ * The owner's response kept for its record: the headers a record keeps,
+ * its body unless omitted, as the store writes them (record_to_store:
+ * made once, so a retried write sends the same blobs). 0, or -1 when
+ * nothing can be stored (out of memory, sealing failed).
  */
-static void request_finish(struct request *req, int flags)
+static int request_keep_response(struct request *req)
 {
-	struct record_stored *s = &req->stored;
+	const struct route *r = req->route;
 	struct record rec;
 
+	/* A streamed body was not kept: over max_stored_body. */
+	req->body_omitted =
+	    req->streamed || evbuffer_get_length(req->resp->body) > req->conf->max_stored_body;
+	req->stored_headers =
+	    record_headers(req->resp, r->store_headers, r->nstore_headers, &req->stored_headers_len);
+	if (!req->stored_headers)
+		return -1;
 	request_owner_record(req, &rec);
-	if (!s->headers && record_to_store(req->gen->secrets, &req->scope, &rec, s) < 0) {
+	if (record_to_store(req->gen->secrets, &req->scope, &rec, &req->stored) < 0) {
 		/* Never stored in the clear: the outcome is kept as unknown. */
 		log_error(&req->tag, "record sealing failed: the record is marked unknown");
-		store_mark_unknown(req->ctx->store, &req->scope, req->generation, flags,
-				   record_done_cb, req);
-		return;
+		return -1;
 	}
-	store_finish(req->ctx->store, &req->scope, req->generation, rec.status, s->headers,
-		     s->headers_len, s->body, s->body_len, req->body_omitted, s->key_id,
-		     req->route->retention_ms, flags, record_done_cb, req);
+	return 0;
 }
 
-/* Write the owner's outcome: finish, release or unknown. */
+/*
+ * What the upstream did decides what the owner's record becomes, and so
+ * its outcome: the response stored, the claim released (a release_on
+ * status, or nothing sent), or the outcome unknown (an unknown_on status,
+ * a failure after sending, or a response that cannot be stored). Then it
+ * is written.
+ */
+static void request_owner_result(struct request *req, enum upstream_result res)
+{
+	const struct route *r = req->route;
+
+	req->up_result = res;
+	req->status = res == UPSTREAM_OK ? req->resp->status : respond_upstream_status(res);
+	if (res != UPSTREAM_OK)
+		req->write = res == UPSTREAM_NOT_SENT ? WRITE_RELEASE : WRITE_UNKNOWN;
+	else if (status_set_has(&r->release_on, req->status))
+		req->write = WRITE_RELEASE;
+	else if (status_set_has(&r->unknown_on, req->status))
+		req->write = WRITE_UNKNOWN;
+	else
+		req->write = request_keep_response(req) == 0 ? WRITE_FINISH : WRITE_UNKNOWN;
+	req->outcome = request_write_outcomes[req->write];
+	request_set_state(req, REQ_RECORDING);
+	request_record(req);
+}
+
+/* Duplicates may wait for this route's owners: their writes notify. */
+static int request_write_flags(const struct request *req)
+{
+	return req->route->in_progress == IN_PROGRESS_WAIT ? STORE_NOTIFY : 0;
+}
+
+/* Write the owner's record: finish, release or unknown. */
 static void request_record(struct request *req)
 {
 	struct store *st = req->ctx->store;
+	const struct record_stored *s = &req->stored;
 	int flags = request_write_flags(req);
 
 	req->store_sent_us = clock_now_us();
-	switch (req->outcome) {
-	case OUT_OWNER:
+	switch (req->write) {
+	case WRITE_FINISH:
 		req->finish_sent_us = req->store_sent_us;
-		request_finish(req, flags);
+		store_finish(st, &req->scope, req->generation, req->status, s->headers,
+			     s->headers_len, s->body, s->body_len, req->body_omitted, s->key_id,
+			     req->route->retention_ms, flags, record_done_cb, req);
 		break;
-	case OUT_RELEASED:
+	case WRITE_RELEASE:
 		store_release(st, &req->scope, req->generation, flags, record_done_cb, req);
 		break;
-	default:
+	case WRITE_NONE:
+	case WRITE_UNKNOWN:
 		store_mark_unknown(st, &req->scope, req->generation, flags, record_done_cb, req);
 		break;
 	}
@@ -864,7 +922,7 @@ static void record_done_cb(void *arg, enum store_result res)
 	request_store_answered(req);
 	switch (res) {
 	case STORE_OK:
-		if (req->outcome == OUT_OWNER) {
+		if (req->write == WRITE_FINISH) {
 			/* The record lives retention from its write. */
 			req->key_expires_ms = req->route->retention_ms -
 					      (clock_now_us() - req->finish_sent_us) / 1000;
@@ -903,6 +961,7 @@ static void record_done_cb(void *arg, enum store_result res)
 /* Answer with a problem before anything was claimed, and finish. */
 static void request_reject(struct request *req, enum problem_kind kind, const char *detail)
 {
+	req->role = ROLE_REFUSED;
 	req->outcome = OUT_REJECTED;
 	request_answer_problem(req, kind, detail);
 	request_done(req);
@@ -932,7 +991,7 @@ static void request_answer_upstream(struct request *req)
 		req->status = req->resp ? req->resp->status : 0;
 	} else if (req->resp && req->up_result == UPSTREAM_OK)
 		req->status = respond_relay(req->conn, req->resp, flags,
-					    req->outcome == OUT_UNENFORCED, req->key_expires_ms);
+					    req->role == ROLE_UNENFORCED, req->key_expires_ms);
 	else
 		req->status = respond_upstream_failure(req->conn, req->conf, req->route, req->up_result,
 						       flags);
@@ -946,6 +1005,16 @@ static void request_bad_move(const struct request *req, enum request_state state
 {
 	log_error(&req->tag, "bug: request state %s -> %s is not a move the state machine allows",
 		  request_state_names[req->state], request_state_names[state]);
+#ifdef IDEMPROXY_CHECKS
+	abort();
+#endif
+}
+
+/* An outcome request_roles[] does not allow req's role is a bug, like a bad move. */
+static void request_bad_end(const struct request *req)
+{
+	log_error(&req->tag, "bug: a request of role %s ended with outcome %s",
+		  request_roles[req->role].name, outcome_name(req->outcome));
 #ifdef IDEMPROXY_CHECKS
 	abort();
 #endif
@@ -1007,7 +1076,9 @@ static void request_done(struct request *req)
 {
 	int64_t duration_us = clock_now_us() - req->started_us;
 
-	if (req->outcome == OUT_OWNER)
+	if (!(request_roles[req->role].ends & (1u << req->outcome)))
+		request_bad_end(req);
+	if (req->write == WRITE_FINISH)
 		pace_owner_done(req->ctx->pace, req->route->stats_id, duration_us / 1000);
 	request_set_state(req, REQ_DONE);
 	request_account(req->ctx, &req->tag, req->route ? req->route->stats_id : STATS_NO_ROUTE,
@@ -1085,7 +1156,7 @@ void request_deadline_all(struct request_ctx *ctx)
 			req->outcome = OUT_IN_PROGRESS;
 			request_answer_problem(req, PROBLEM_IN_PROGRESS, "idemproxy is shutting down");
 			request_done(req);
-		} else if (req->state == REQ_FORWARDING && req->outcome == OUT_OWNER) {
+		} else if (req->state == REQ_FORWARDING && req->role == ROLE_OWNER) {
 			unsent = relay_unsent(req->relay);
 			log_warn(&req->tag,
 				 "shutdown_timeout passed with the request at the upstream: %s",

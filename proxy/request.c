@@ -209,9 +209,6 @@ struct request {
 	int streamed;               /* the relay wrote the response (its body is not kept) */
 	enum upstream_result up_result;
 	struct http_msg *resp;      /* the upstream's response (the relay's) */
-	char *stored_headers;       /* "Name: value\r\n" lines to record */
-	size_t stored_headers_len;
-	int body_omitted;
 	struct event *retry_timer;
 	int64_t retry_ms;           /* current backoff of the outcome write */
 	int64_t finish_sent_us;     /* when the finish was last sent */
@@ -474,25 +471,19 @@ static void request_cache_put(struct request *req, const struct record *rec, int
 static enum record_read request_read_stored(struct request *req, const struct record *rec,
 					    struct record *plain, void **mem)
 {
-	const char *why = "";
-	enum record_read r =
-	    record_to_replay(req->gen->secrets, req->route, &req->scope, rec, plain, mem, &why);
+	char why[RECORD_WHY_MAX];
+	enum record_read r = record_to_replay(req->gen->secrets, req->route, &req->scope, rec,
+					      plain, mem, why, sizeof(why));
 
 	if (r == RECORD_READ_LATER) {
-		log_warn(&req->tag, "stored record sealed with key \"%s\" cannot be read yet: %s",
-			 rec->sealed, why);
+		log_warn(&req->tag, "%s", why);
 		req->outcome = OUT_STORE_DOWN;
 		request_answer_problem(req, PROBLEM_KEY_UNAVAILABLE,
 				       "the stored outcome of the first request with this key is "
 				       "sealed with a key this instance does not have yet; retry");
 	} else if (r == RECORD_READ_REFUSED) {
 		/* Never replayed, never run again: an operator decides. */
-		if (rec->sealed)
-			log_error(&req->tag,
-				  "stored record sealed with key \"%s\" cannot be read: %s",
-				  rec->sealed, why);
-		else
-			log_error(&req->tag, "stored record is not replayed: %s", why);
+		log_error(&req->tag, "%s", why);
 		req->outcome = OUT_UNKNOWN;
 		request_answer_problem(req, PROBLEM_OUTCOME_UNKNOWN,
 				       "the stored outcome of the first request with this key "
@@ -767,75 +758,36 @@ static void request_relay_done(void *arg, enum upstream_result res, struct http_
 /* ---- the owner's record ---- */
 
 /*
- * The owner's response as its record keeps it: pointers into req, valid
- * while it lives (an empty body kept is "", an omitted one NULL).
- */
-static void request_owner_record(const struct request *req, struct record *rec)
-{
-	*rec = (struct record){
-	    .state = RECORD_COMPLETED,
-	    .generation = req->generation,
-	    .status = req->resp->status,
-	    .headers = req->stored_headers,
-	    .headers_len = req->stored_headers_len,
-	    .body_omitted = req->body_omitted,
-	};
-	memcpy(rec->fingerprint, req->fp, FINGERPRINT_LEN);
-	if (!req->body_omitted) {
-		rec->body_len = evbuffer_get_length(req->resp->body);
-		rec->body = rec->body_len ? evbuffer_pullup(req->resp->body, -1)
-					  : (const unsigned char *)"";
-	}
-}
-
-/*
- * The owner's response kept for its record: the headers a record keeps,
- * its body unless omitted, as the store writes them (record_to_store:
- * made once, so a retried write sends the same blobs). 0, or -1 when
- * nothing can be stored (out of memory, sealing failed).
- */
-static int request_keep_response(struct request *req)
-{
-	const struct route *r = req->route;
-	struct record rec;
-
-	/* A streamed body was not kept: over max_stored_body. */
-	req->body_omitted =
-	    req->streamed || evbuffer_get_length(req->resp->body) > req->conf->max_stored_body;
-	req->stored_headers =
-	    record_headers(req->resp, r->store_headers, r->nstore_headers, &req->stored_headers_len);
-	if (!req->stored_headers)
-		return -1;
-	request_owner_record(req, &rec);
-	if (record_to_store(req->gen->secrets, &req->scope, &rec, &req->stored) < 0) {
-		/* Never stored in the clear: the outcome is kept as unknown. */
-		log_error(&req->tag, "record sealing failed: the record is marked unknown");
-		return -1;
-	}
-	return 0;
-}
-
-/*
  * What the upstream did decides what the owner's record becomes, and so
- * its outcome: the response stored, the claim released (a release_on
- * status, or nothing sent), or the outcome unknown (an unknown_on status,
- * a failure after sending, or a response that cannot be stored). Then it
- * is written.
+ * its outcome: the response stored (record_to_store), the claim released
+ * (a release_on status, or nothing sent), or the outcome unknown (an
+ * unknown_on status, a failure after sending, or a response that cannot be
+ * stored). Then it is written.
  */
 static void request_owner_result(struct request *req, enum upstream_result res)
 {
 	const struct route *r = req->route;
+	enum record_store kept;
+	int omitted;
 
 	req->up_result = res;
 	req->status = res == UPSTREAM_OK ? req->resp->status : respond_upstream_status(res);
-	if (res != UPSTREAM_OK)
+	if (res != UPSTREAM_OK) {
 		req->write = res == UPSTREAM_NOT_SENT ? WRITE_RELEASE : WRITE_UNKNOWN;
-	else if (status_set_has(&r->release_on, req->status))
+	} else if (status_set_has(&r->release_on, req->status)) {
 		req->write = WRITE_RELEASE;
-	else if (status_set_has(&r->unknown_on, req->status))
+	} else if (status_set_has(&r->unknown_on, req->status)) {
 		req->write = WRITE_UNKNOWN;
-	else
-		req->write = request_keep_response(req) == 0 ? WRITE_FINISH : WRITE_UNKNOWN;
+	} else {
+		/* A streamed body was not kept: over max_stored_body. */
+		omitted = req->streamed ||
+			  evbuffer_get_length(req->resp->body) > req->conf->max_stored_body;
+		kept = record_to_store(req->gen->secrets, r, &req->scope, req->generation, req->fp,
+				       req->resp, omitted, &req->stored);
+		if (kept == RECORD_STORE_UNSEALED) /* never stored in the clear */
+			log_error(&req->tag, "record sealing failed: the record is marked unknown");
+		req->write = kept == RECORD_STORE_OK ? WRITE_FINISH : WRITE_UNKNOWN;
+	}
 	req->outcome = request_write_outcomes[req->write];
 	request_set_state(req, REQ_RECORDING);
 	request_record(req);
@@ -859,7 +811,7 @@ static void request_record(struct request *req)
 	case WRITE_FINISH:
 		req->finish_sent_us = req->store_sent_us;
 		store_finish(st, &req->scope, req->generation, req->status, s->headers,
-			     s->headers_len, s->body, s->body_len, req->body_omitted, s->key_id,
+			     s->headers_len, s->body, s->body_len, s->plain.body_omitted, s->key_id,
 			     req->route->retention_ms, flags, record_done_cb, req);
 		break;
 	case WRITE_RELEASE:
@@ -870,20 +822,6 @@ static void request_record(struct request *req)
 		store_mark_unknown(st, &req->scope, req->generation, flags, record_done_cb, req);
 		break;
 	}
-}
-
-/*
- * The owner's record is written: cache it. Its expiry counts from when the
- * finish was sent, which is no later than the database's completed_at, so
- * the cache never outlives the record's retention.
- */
-static void request_cache_finished(struct request *req, int64_t ttl_ms)
-{
-	struct record rec;
-
-	request_owner_record(req, &rec);
-	if (ttl_ms > 0)
-		request_cache_put(req, &rec, ttl_ms);
 }
 
 static void record_retry_cb(evutil_socket_t fd, short what, void *arg)
@@ -923,10 +861,13 @@ static void record_done_cb(void *arg, enum store_result res)
 	switch (res) {
 	case STORE_OK:
 		if (req->write == WRITE_FINISH) {
-			/* The record lives retention from its write. */
+			/* The record lives retention from its write; so does its
+			 * cached copy, whose expiry counts from when the finish was
+			 * sent: no later than the database's completed_at. */
 			req->key_expires_ms = req->route->retention_ms -
 					      (clock_now_us() - req->finish_sent_us) / 1000;
-			request_cache_finished(req, req->key_expires_ms);
+			if (req->key_expires_ms > 0)
+				request_cache_put(req, &req->stored.plain, req->key_expires_ms);
 		}
 		/* Local waiters need not wait for the notification's trip. */
 		if (request_write_flags(req)) {
@@ -1054,7 +995,6 @@ static void request_free(struct request *req)
 	evfree_event(&req->retry_timer);
 	http_msg_free(req->msg);
 	free(req->actor);
-	free(req->stored_headers);
 	conf_gens_drop(ctx->gens, req->gen);
 	evalloc_free(req);
 }

@@ -280,24 +280,6 @@ void request_start(struct request_ctx *ctx, struct client_conn *c, struct http_m
 	request_intercept(req);
 }
 
-/* fingerprint_headers: the route's headers' values join the fingerprint. */
-static int request_fp_headers(struct request *req)
-{
-	const struct route *r = req->route;
-	const struct http_msg *m = req->msg;
-	struct fp_header h[HTTP_MAX_HEADERS];
-	int n = 0;
-
-	for (int w = 0; w < r->nfp_headers; w++) {
-		for (int i = 0; i < m->nheaders && n < HTTP_MAX_HEADERS; i++) {
-			if (strcasecmp(m->headers[i].name, r->fp_headers[w]) == 0)
-				h[n++] = (struct fp_header){w, m->headers[i].value,
-							    strlen(m->headers[i].value)};
-		}
-	}
-	return fingerprint_with_headers(req->fp, h, n);
-}
-
 /*
  * The key of req from its route's source, into req->key. Without one, an
  * optional key's request is forwarded and a required one's rejected, as
@@ -359,10 +341,8 @@ static void request_intercept(struct request *req)
 	}
 
 	len = evbuffer_get_length(m->body);
-	if (fingerprint_request(m->method, m->path, m->path_len, m->query, m->query_len,
-				len ? evbuffer_pullup(m->body, -1) : NULL, len, r->fingerprint,
-				r->fields, r->nfields, req->fp) < 0 ||
-	    (r->nfp_headers && request_fp_headers(req) < 0))
+	if (fingerprint_of_request(r, m, len ? evbuffer_pullup(m->body, -1) : NULL, len,
+				   req->fp) < 0)
 		goto fail;
 
 	req->scope.actor = req->actor;

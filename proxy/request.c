@@ -48,7 +48,6 @@
 #include "proxy/scope.h"
 #include "proxy/stats.h"
 #include "proxy/store.h"
-#include "proxy/upgrade.h"
 #include "proxy/upstream.h"
 
 #define RECORD_RETRY_MIN_MS 100
@@ -637,39 +636,15 @@ void request_wake(struct request_ctx *ctx, const char *token)
 
 /* ---- the upstream ---- */
 
-/*
- * Hand the request to a relay. An owner's response is read whole up to
- * max_stored_body and waits for its record; everything else streams, and
- * upstream_timeout bounds the upstream's silence rather than the whole
- * exchange (an owner's must end within its lease).
- */
+/* Hand the request to a relay, with the parameters of what it is (relay_params_init). */
 static void request_forward(struct request *req, int streamed)
 {
-	const struct conf *conf = req->conf;
 	int owner = req->role == ROLE_OWNER;
-	struct relay_params p = {
-		.buffer = conf->relay_buffer,
-		.hold = owner ? conf->max_stored_body : 0,
-		.owner = owner,
-		.unenforced = req->role == ROLE_UNENFORCED,
-		.retry_safe = !owner && http_method_is_safe(req->msg->method),
-		.upgrade = req->role == ROLE_PASS ? upgrade_wanted(req->msg, conf->tunnel_upgrades,
-								     conf->ntunnel_upgrades)
-						    : NULL,
-		.idle_timeout = !owner,
-		.upstream_timeout_ms = conf->upstream_timeout_ms,
-		.client_timeout_ms = conf->client_timeout_ms,
-		.tunnel_timeout_ms = conf->tunnel_timeout_ms,
-		.view =
-		    {
-			.peer = req->conn ? req->conn->peer : "unknown",
-			.trusted = req->conn && conf_trusted_proxy(conf, (const struct sockaddr *)&req->conn->peer_addr),
-			.proto = req->conn && req->conn->tls ? "https" : "http",
-			.default_host = conf->upstream_hostport,
-			.underscores = conf->underscores_in_headers,
-		    },
-	};
-	int dropped = forward_dropped_names(req->msg, &p.view);
+	struct relay_params p;
+	int dropped;
+
+	relay_params_init(&p, req->conf, req->conn, req->msg, owner, req->role == ROLE_UNENFORCED);
+	dropped = forward_dropped_names(req->msg, &p.view);
 
 	/* Forwarded without a claim: the outcome says so, whatever the upstream does. */
 	if (!owner)

@@ -49,17 +49,12 @@
 #include "proxy/stats.h"
 #include "proxy/store.h"
 #include "proxy/upstream.h"
+#include "proxy/waiters.h"
 
 #define RECORD_RETRY_MIN_MS 100
 #define RECORD_RETRY_MAX_MS 2000
-/* Recent wake-ups a context remembers, for claims answered after one (a power of two). */
-#define WAKE_RING_SIZE 256
-/* Buckets of the waiters' table, by scope token (a power of two). */
-#define WAIT_BUCKETS 1024
 
 _Static_assert(RECORD_FINGERPRINT_LEN == FINGERPRINT_LEN, "record and fingerprint sizes differ");
-_Static_assert((WAKE_RING_SIZE & (WAKE_RING_SIZE - 1)) == 0, "WAKE_RING_SIZE: a power of two");
-_Static_assert((WAIT_BUCKETS & (WAIT_BUCKETS - 1)) == 0, "WAIT_BUCKETS: a power of two");
 
 enum request_state {
 	REQ_NEW,
@@ -158,18 +153,13 @@ struct request_ctx {
 	uint64_t next_id;
 	int past_deadline;	       /* shutdown_timeout passed: last writes only */
 	LIST_HEAD(, request) requests;
-	/* REQ_WAITING, by their scope token's bucket; kept by request_set_state */
-	LIST_HEAD(, request) waiters[WAIT_BUCKETS];
-	int nwaiters;
+	struct waiters *waiters;       /* REQ_WAITING's; kept by request_set_state */
 	int nrequests, nforwarding;
-	char wake_ring[WAKE_RING_SIZE][SCOPE_TOKEN_SIZE]; /* "" for a wake-all */
-	uint64_t wakes;		       /* wake-ups so far; the ring holds the last ones */
 };
 
 /* One request from the moment its message is complete to its last write. */
 struct request {
 	LIST_ENTRY(request) link;
-	LIST_ENTRY(request) wait_link;
 	struct request_ctx *ctx;
 	struct client_conn *conn;   /* NULL once answered or the client went away */
 	const struct conf *conf;
@@ -197,10 +187,7 @@ struct request {
 	unsigned char fp[FINGERPRINT_LEN];
 	int64_t generation;
 	int64_t lease_deadline_us;  /* local monotonic end of our lease */
-	struct event *wait_timer;
-	int64_t wait_deadline_us;   /* in_progress wait: when to stop waiting */
-	char token[SCOPE_TOKEN_SIZE]; /* the scope in store notifications */
-	uint64_t wakes_seen;        /* ctx->wakes when the last claim was sent */
+	struct waiter wait;         /* in_progress wait: its scope's token, its deadline */
 
 	const char *upgrade;        /* the protocol it may switch to (its msg's), or NULL */
 	struct relay *relay;        /* the exchange with the upstream, once forwarded */
@@ -262,6 +249,7 @@ void request_start(struct request_ctx *ctx, struct client_conn *c, struct http_m
 	req->tag.request_id = ++ctx->next_id;
 	req->started_us = c->started_us;
 	req->state = REQ_NEW;
+	req->wait.arg = req;
 	conn_attach(c, req);
 	LIST_INSERT_HEAD(&ctx->requests, req, link);
 	ctx->nrequests++;
@@ -368,7 +356,7 @@ static void request_claim(struct request *req)
 	int flags = req->route->recovery == RECOVERY_FORWARD ? STORE_RECOVER : 0;
 
 	request_set_state(req, REQ_CLAIMING);
-	req->wakes_seen = req->ctx->wakes;
+	waiters_claiming(req->ctx->waiters, &req->wait);
 	/* The lease runs from the moment the claim was sent, not answered. */
 	req->store_sent_us = clock_now_us();
 	req->lease_deadline_us = req->store_sent_us + req->conf->lease_ms * 1000;
@@ -526,112 +514,42 @@ static void request_existing(struct request *req, const struct record *rec, int 
 
 /* ---- duplicates waiting for their owner (in_progress wait) ---- */
 
-static void wait_timer_cb(evutil_socket_t fd, short what, void *arg)
-{
-	request_claim(arg);
-}
-
-/*
- * 1 when a wake-up for req's scope (or for every scope) came after its
- * claim was sent: the owner's notification can arrive in the same read as
- * the claim's answer, which still saw the owner running.
- */
-static int request_woken_since_claim(const struct request *req)
-{
-	const struct request_ctx *ctx = req->ctx;
-	uint64_t i = req->wakes_seen;
-	const char *token;
-
-	if (ctx->wakes - i > WAKE_RING_SIZE)
-		return 1; /* too many to tell: look again */
-	for (; i < ctx->wakes; i++) {
-		token = ctx->wake_ring[i & (WAKE_RING_SIZE - 1)];
-		if (!*token || strcmp(token, req->token) == 0)
-			return 1;
-	}
-	return 0;
-}
-
-/*
- * The duplicates one worker holds waiting: half its share of
- * max_connections, so waiting clients cannot take every connection.
- * Beyond it a duplicate gets the 409 at once.
- */
-static int request_max_waiters(const struct conf *conf)
-{
-	int n = conf->max_connections / (2 * conf->workers);
-
-	return n > 0 ? n : 1;
-}
-
 /*
  * A duplicate found the owner still running and its route lets it wait:
  * hold it (REQ_WAITING) until the owner's write wakes it (request_wake)
  * or its wait ends, then claim again (at once, when the wake-up came while
  * the claim was out). Returns 0 when the wait is over, nobody is left to
- * answer or the worker is past its shutdown deadline: the caller answers
- * in-progress.
+ * answer, the worker holds enough waiters or is past its shutdown
+ * deadline: the caller answers in-progress.
  */
 static int request_wait(struct request *req)
 {
-	int64_t now = clock_now_us(), left;
-	struct timeval tv;
+	enum waiters_hold hold;
 
-	if (!req->wait_deadline_us) {
-		req->wait_deadline_us = now + req->route->in_progress_wait_ms * 1000;
-		scope_token(&req->scope, req->token);
+	if (!req->wait.deadline_us) {
+		req->wait.deadline_us = clock_now_us() + req->route->in_progress_wait_ms * 1000;
+		scope_token(&req->scope, req->wait.token);
 		STATS_ADD(req->ctx->stats->waits, 1);
 	}
-	left = req->wait_deadline_us - now;
-	if (left <= 0 || !req->conn || req->ctx->past_deadline ||
-	    req->ctx->nwaiters >= request_max_waiters(req->conf))
+	if (!req->conn || req->ctx->past_deadline)
 		return 0;
-	if (request_woken_since_claim(req)) {
+	hold = waiters_hold(req->ctx->waiters, &req->wait, req->conf->max_connections,
+			    req->conf->workers);
+	if (hold == WAITERS_HELD)
+		request_set_state(req, REQ_WAITING);
+	else if (hold == WAITERS_WOKEN)
 		request_claim(req);
-		return 1;
-	}
-	if (!req->wait_timer)
-		req->wait_timer = evtimer_new(req->ctx->base, wait_timer_cb, req);
-	if (!req->wait_timer)
-		return 0;
-	tv = clock_tv_us(left);
-	evtimer_add(req->wait_timer, &tv);
-	request_set_state(req, REQ_WAITING);
-	return 1;
+	return hold != WAITERS_OVER;
 }
 
-/* The waiters' bucket of a scope token: its first hex digits (an MD5's are as good as any). */
-static unsigned wait_bucket(const char *token)
+static void request_claim_again(void *arg)
 {
-	unsigned h = 0;
-
-	for (int i = 0; i < 8 && token[i]; i++)
-		h = h << 4 | (unsigned)(token[i] <= '9' ? token[i] - '0' : token[i] - 'a' + 10);
-	return h & (WAIT_BUCKETS - 1);
-}
-
-/* Claims again every waiter of the bucket whose scope is token (NULL: all of them). */
-static void wait_wake_bucket(struct request_ctx *ctx, unsigned bucket, const char *token)
-{
-	struct request *req = LIST_FIRST(&ctx->waiters[bucket]), *next;
-
-	for (; req; req = next) {
-		next = LIST_NEXT(req, wait_link);
-		if (!token || strcmp(token, req->token) == 0)
-			request_claim(req);
-	}
+	request_claim(arg);
 }
 
 void request_wake(struct request_ctx *ctx, const char *token)
 {
-	snprintf(ctx->wake_ring[ctx->wakes++ & (WAKE_RING_SIZE - 1)], SCOPE_TOKEN_SIZE, "%s",
-		 token ? token : "");
-	if (token) {
-		wait_wake_bucket(ctx, wait_bucket(token), token);
-		return;
-	}
-	for (unsigned i = 0; i < WAIT_BUCKETS && ctx->nwaiters > 0; i++)
-		wait_wake_bucket(ctx, i, NULL);
+	waiters_wake(ctx->waiters, token);
 }
 
 /* ---- the upstream ---- */
@@ -811,6 +729,7 @@ static int request_record_retry(struct request *req)
 static void record_done_cb(void *arg, enum store_result res)
 {
 	struct request *req = arg;
+	char token[SCOPE_TOKEN_SIZE];
 
 	request_store_answered(req);
 	switch (res) {
@@ -826,8 +745,8 @@ static void record_done_cb(void *arg, enum store_result res)
 		}
 		/* Local waiters need not wait for the notification's trip. */
 		if (request_write_flags(req)) {
-			scope_token(&req->scope, req->token);
-			request_wake(req->ctx, req->token);
+			scope_token(&req->scope, token);
+			request_wake(req->ctx, token);
 		}
 		break;
 	case STORE_FENCED:
@@ -923,15 +842,10 @@ static void request_set_state(struct request *req, enum request_state state)
 		request_bad_move(req, state);
 	log_debug(&req->tag, "state %s -> %s", request_state_names[req->state],
 		  request_state_names[state]);
-	if (req->state == REQ_WAITING) {
-		LIST_REMOVE(req, wait_link);
-		req->ctx->nwaiters--;
-		evtimer_del(req->wait_timer);
-	}
-	if (state == REQ_WAITING) {
-		LIST_INSERT_HEAD(&req->ctx->waiters[wait_bucket(req->token)], req, wait_link);
-		req->ctx->nwaiters++;
-	}
+	if (req->state == REQ_WAITING)
+		waiters_remove(req->ctx->waiters, &req->wait);
+	if (state == REQ_WAITING)
+		waiters_add(req->ctx->waiters, &req->wait);
 	req->state = state;
 }
 
@@ -946,7 +860,7 @@ static void request_free(struct request *req)
 	request_forwarded(req);
 	relay_free(req->relay);
 	record_stored_free(&req->stored);
-	evfree_event(&req->wait_timer);
+	waiters_forget(&req->wait);
 	evfree_event(&req->retry_timer);
 	http_msg_free(req->msg);
 	free(req->actor);
@@ -1084,15 +998,14 @@ struct request_ctx *request_ctx_new(struct event_base *base, struct conf_gens *g
 	ctx->cache = cache;
 	ctx->stats = stats;
 	ctx->next_id = first_id;
-	ctx->actor = actor_ctx_new();
 	ctx->pace = pace;
-	if (!ctx->actor) {
-		free(ctx);
+	LIST_INIT(&ctx->requests);
+	ctx->actor = actor_ctx_new();
+	ctx->waiters = waiters_new(base, request_claim_again);
+	if (!ctx->actor || !ctx->waiters) {
+		request_ctx_free(ctx);
 		return NULL;
 	}
-	LIST_INIT(&ctx->requests);
-	for (int i = 0; i < WAIT_BUCKETS; i++)
-		LIST_INIT(&ctx->waiters[i]);
 	return ctx;
 }
 
@@ -1109,6 +1022,7 @@ void request_ctx_free(struct request_ctx *ctx)
 		request_free(req);
 	}
 	actor_ctx_free(ctx->actor);
+	waiters_free(ctx->waiters);
 	free(ctx);
 }
 

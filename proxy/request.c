@@ -45,6 +45,7 @@
 #include "proxy/relay.h"
 #include "proxy/replay.h"
 #include "proxy/respond.h"
+#include "proxy/role.h"
 #include "proxy/scope.h"
 #include "proxy/stats.h"
 #include "proxy/store.h"
@@ -91,41 +92,6 @@ static const unsigned request_next[REQ_STATES] = {
 _Static_assert(sizeof(request_state_names) / sizeof(request_state_names[0]) == REQ_STATES,
 	       "request_state_names must name every state");
 
-/*
- * What a request is to idemproxy, decided where the flow learns it and
- * read by the branches that ask. What became of it is its outcome
- * (outcome.h, the access log's and the metrics' names), set from what
- * happened. A duplicate that waited and claims again may become an owner.
- */
-enum request_role {
-	ROLE_UNDECIDED,	 /* its key, actor and fingerprint are being checked */
-	ROLE_PASS,	 /* not subject to idempotency: forwarded as it came */
-	ROLE_OWNER,	 /* holds its scope's claim: forwarded, its outcome recorded */
-	ROLE_UNENFORCED, /* the store could not claim, store_unavailable fail-open:
-			  * forwarded without idempotency */
-	ROLE_DUPLICATE,	 /* another request holds its scope: replayed, refused or waiting */
-	ROLE_REFUSED,	 /* answered with a problem of its own, holding no claim */
-	ROLE_COUNT,
-};
-
-/* Each role's name, and the outcomes it may end with (request_done checks). */
-#define ENDS(o) (1u << (o))
-static const struct {
-	const char *name;
-	unsigned ends;
-} request_roles[ROLE_COUNT] = {
-    [ROLE_UNDECIDED] = {"undecided", 0},
-    [ROLE_PASS] = {"pass", ENDS(OUT_PASS)},
-    [ROLE_OWNER] = {"owner", ENDS(OUT_OWNER) | ENDS(OUT_RELEASED) | ENDS(OUT_UNKNOWN)},
-    [ROLE_UNENFORCED] = {"unenforced", ENDS(OUT_UNENFORCED)},
-    [ROLE_DUPLICATE] = {"duplicate", ENDS(OUT_REPLAY) | ENDS(OUT_CONFLICT) | ENDS(OUT_IN_PROGRESS) |
-					 ENDS(OUT_UNKNOWN) | ENDS(OUT_STORE_DOWN)},
-    [ROLE_REFUSED] = {"refused", ENDS(OUT_REJECTED) | ENDS(OUT_STORE_DOWN)},
-};
-#undef ENDS
-
-_Static_assert(OUT_COUNT <= 32, "an outcome is a bit of request_roles[].ends");
-
 /* What an owner's record becomes, and the outcome that names it. */
 enum request_write {
 	WRITE_NONE,    /* no owner's record decided */
@@ -167,7 +133,7 @@ struct request {
 	const struct route *route;
 	struct http_msg *msg;
 	enum request_state state;
-	enum request_role role;
+	enum role role;             /* what it is to idemproxy (role.h) */
 	enum outcome outcome;       /* what became of it: set from what happened */
 	enum request_write write;   /* an owner's: what its record becomes */
 	struct log_tag tag;         /* what its log lines say about it */
@@ -825,11 +791,11 @@ static void request_bad_move(const struct request *req, enum request_state state
 #endif
 }
 
-/* An outcome request_roles[] does not allow req's role is a bug, like a bad move. */
+/* An outcome req's role may not end with is a bug, like a bad move. */
 static void request_bad_end(const struct request *req)
 {
 	log_error(&req->tag, "bug: a request of role %s ended with outcome %s",
-		  request_roles[req->role].name, outcome_name(req->outcome));
+		  role_name(req->role), outcome_name(req->outcome));
 #ifdef IDEMPROXY_CHECKS
 	abort();
 #endif
@@ -885,7 +851,7 @@ static void request_done(struct request *req)
 {
 	int64_t duration_us = clock_now_us() - req->started_us;
 
-	if (!(request_roles[req->role].ends & (1u << req->outcome)))
+	if (!role_may_end(req->role, req->outcome))
 		request_bad_end(req);
 	if (req->write == WRITE_FINISH)
 		pace_owner_done(req->ctx->pace, req->route->stats_id, duration_us / 1000);

@@ -101,10 +101,8 @@ enum request_write {
 };
 
 static const enum outcome request_write_outcomes[] = {
-    [WRITE_NONE] = OUT_NONE,
-    [WRITE_FINISH] = OUT_OWNER,
-    [WRITE_RELEASE] = OUT_RELEASED,
-    [WRITE_UNKNOWN] = OUT_UNKNOWN,
+	[WRITE_NONE] = OUT_NONE,	  [WRITE_FINISH] = OUT_OWNER,
+	[WRITE_RELEASE] = OUT_RELEASED, [WRITE_UNKNOWN] = OUT_UNKNOWN,
 };
 
 struct request_ctx {
@@ -163,7 +161,6 @@ struct request {
 	struct http_msg *resp;      /* the upstream's response (the relay's) */
 	struct event *retry_timer;
 	int64_t retry_ms;           /* current backoff of the outcome write */
-	int64_t finish_sent_us;     /* when the finish was last sent */
 };
 
 static void request_intercept(struct request *req);
@@ -178,12 +175,50 @@ static void request_relay_done(void *arg, enum upstream_result res, struct http_
 static void request_owner_result(struct request *req, enum upstream_result res);
 static void request_record(struct request *req);
 static void record_done_cb(void *arg, enum store_result res);
-static void request_reject(struct request *req, enum problem_kind kind, const char *detail);
-static void request_answer_problem(struct request *req, enum problem_kind kind,
-				   const char *detail);
-static void request_answer_upstream(struct request *req);
 static void request_set_state(struct request *req, enum request_state state);
 static void request_done(struct request *req);
+
+/* ---- answers ---- */
+
+/* The client's one answer, if it is still there: a problem; outcome is what it tells. */
+static void request_answer_problem(struct request *req, enum outcome outcome,
+				   enum problem_kind kind, const char *detail)
+{
+	req->outcome = outcome;
+	req->status = respond_problem(req->conn, req->conf, req->route, kind, detail, req->retry_after_ms,
+				      respond_flags(req->msg));
+	req->conn = NULL;
+}
+
+/* Answer with a problem before anything was claimed, and finish. */
+static void request_reject(struct request *req, enum problem_kind kind, const char *detail)
+{
+	req->role = ROLE_REFUSED;
+	request_answer_problem(req, OUT_REJECTED, kind, detail);
+	request_done(req);
+}
+
+/*
+ * The client's one answer after the upstream: its response, or what became
+ * of the request. A response the relay streamed is already there: an
+ * owner's last bytes go out now, after the record.
+ */
+static void request_answer_upstream(struct request *req)
+{
+	int flags = respond_flags(req->msg);
+
+	if (req->streamed) {
+		if (req->up_result == UPSTREAM_OK)
+			relay_release(req->relay);
+		req->status = req->resp ? req->resp->status : 0;
+	} else if (req->resp && req->up_result == UPSTREAM_OK)
+		req->status = respond_relay(req->conn, req->resp, flags,
+					    req->role == ROLE_UNENFORCED, req->key_expires_ms);
+	else
+		req->status = respond_upstream_failure(req->conn, req->conf, req->route, req->up_result,
+						       flags);
+	req->conn = NULL;
+}
 
 /* ---- from the client's request to the claim ---- */
 
@@ -288,7 +323,8 @@ static void request_intercept(struct request *req)
 	if (res == ACTOR_NOMEM)
 		goto fail;
 	if (res != ACTOR_OK) {
-		request_reject(req, res == ACTOR_ABSENT ? PROBLEM_ACTOR_MISSING : PROBLEM_ACTOR_INVALID,
+		request_reject(req,
+			       res == ACTOR_ABSENT ? PROBLEM_ACTOR_MISSING : PROBLEM_ACTOR_INVALID,
 			       actor_refusal(r, res, why, detail, sizeof(detail)));
 		return;
 	}
@@ -298,18 +334,14 @@ static void request_intercept(struct request *req)
 				   req->fp) < 0)
 		goto fail;
 
-	req->scope.actor = req->actor;
-	req->scope.operation = r->operation;
-	req->scope.key = req->key;
-
+	req->scope = (struct scope){req->actor, r->operation, req->key};
 	/* Completed records never change until they expire: a cached one
 	 * answers a retry, or a conflicting one, with no round trip. */
 	cached = cache_get(req->ctx->cache, &req->scope, clock_now_us());
-	if (cached) {
+	if (cached)
 		request_existing(req, cached, 1);
-		return;
-	}
-	request_claim(req);
+	else
+		request_claim(req);
 	return;
 fail:
 	log_error(&req->tag, "out of memory");
@@ -350,12 +382,10 @@ static void claim_done_cb(void *arg, enum store_result res, int64_t generation,
 	case STORE_OK:
 		req->role = ROLE_OWNER;
 		req->generation = generation;
-		if (req->ctx->past_deadline) {
-			/* Shutting down: nothing more goes upstream. */
+		if (req->ctx->past_deadline) /* shutting down: nothing more goes upstream */
 			request_owner_result(req, UPSTREAM_NOT_SENT);
-			return;
-		}
-		request_forward(req, 0);
+		else
+			request_forward(req, 0);
 		return;
 	case STORE_EXISTS:
 		request_existing(req, rec, 0);
@@ -370,8 +400,7 @@ static void claim_done_cb(void *arg, enum store_result res, int64_t generation,
 			return;
 		}
 		req->role = ROLE_REFUSED;
-		req->outcome = OUT_STORE_DOWN;
-		request_answer_problem(req, PROBLEM_STORE_UNAVAILABLE,
+		request_answer_problem(req, OUT_STORE_DOWN, PROBLEM_STORE_UNAVAILABLE,
 				       "the idempotency store is unavailable");
 		break;
 	case STORE_LOST:
@@ -379,8 +408,7 @@ static void claim_done_cb(void *arg, enum store_result res, int64_t generation,
 		 * could run the request while a retry finds it in progress. The
 		 * store removes the claim; the client retries. */
 		req->role = ROLE_REFUSED;
-		req->outcome = OUT_STORE_DOWN;
-		request_answer_problem(req, PROBLEM_STORE_UNAVAILABLE,
+		request_answer_problem(req, OUT_STORE_DOWN, PROBLEM_STORE_UNAVAILABLE,
 				       "the idempotency store did not confirm the claim; retry");
 		break;
 	}
@@ -410,15 +438,13 @@ static enum record_read request_read_stored(struct request *req, const struct re
 
 	if (r == RECORD_READ_LATER) {
 		log_warn(&req->tag, "%s", why);
-		req->outcome = OUT_STORE_DOWN;
-		request_answer_problem(req, PROBLEM_KEY_UNAVAILABLE,
+		request_answer_problem(req, OUT_STORE_DOWN, PROBLEM_KEY_UNAVAILABLE,
 				       "the stored outcome of the first request with this key is "
 				       "sealed with a key this instance does not have yet; retry");
 	} else if (r == RECORD_READ_REFUSED) {
 		/* Never replayed, never run again: an operator decides. */
 		log_error(&req->tag, "%s", why);
-		req->outcome = OUT_UNKNOWN;
-		request_answer_problem(req, PROBLEM_OUTCOME_UNKNOWN,
+		request_answer_problem(req, OUT_UNKNOWN, PROBLEM_OUTCOME_UNKNOWN,
 				       "the stored outcome of the first request with this key "
 				       "cannot be read");
 	}
@@ -447,9 +473,8 @@ static void request_existing(struct request *req, const struct record *rec, int 
 		rec = &plain;
 	}
 	if (memcmp(rec->fingerprint, req->fp, FINGERPRINT_LEN) != 0) {
-		req->outcome = OUT_CONFLICT;
 		STATS_ADD(req->ctx->stats->conflicts, 1);
-		request_answer_problem(req, PROBLEM_CONFLICT,
+		request_answer_problem(req, OUT_CONFLICT, PROBLEM_CONFLICT,
 				       "this Idempotency-Key was used with a different request");
 	} else if (rec->state == RECORD_COMPLETED) {
 		if (!cached)
@@ -459,19 +484,17 @@ static void request_existing(struct request *req, const struct record *rec, int 
 		req->status = replay_send(req->conn, rec, respond_flags(req->msg));
 		req->conn = NULL;
 	} else if (rec->state == RECORD_UNKNOWN || rec->lease_expired) {
-		req->outcome = OUT_UNKNOWN;
-		request_answer_problem(req, PROBLEM_OUTCOME_UNKNOWN,
+		request_answer_problem(req, OUT_UNKNOWN, PROBLEM_OUTCOME_UNKNOWN,
 				       "the outcome of the first request with this key is unknown");
 	} else if (req->route->in_progress == IN_PROGRESS_WAIT && request_wait(req)) {
 		return;
 	} else {
-		req->outcome = OUT_IN_PROGRESS;
 		/* When its owner should be done, from how long this route's
 		 * owners take and how long this one has run. */
 		req->retry_after_ms = pace_retry_ms(req->ctx->pace, req->route->stats_id,
 					      req->conf->lease_ms - rec->lease_remaining_ms,
 					      rec->lease_remaining_ms);
-		request_answer_problem(req, PROBLEM_IN_PROGRESS,
+		request_answer_problem(req, OUT_IN_PROGRESS, PROBLEM_IN_PROGRESS,
 				       "a request with this Idempotency-Key is still being processed");
 	}
 	free(mem); /* the replay and the cache copied what they keep */
@@ -543,37 +566,33 @@ static void request_forward(struct request *req, int streamed)
 	}
 	request_set_state(req, REQ_FORWARDING);
 	req->upstream_us = clock_now_us();
+	req->forwarding = 1;
+	req->ctx->nforwarding++;
 	req->relay = relay_start(req->ctx->base, req->ctx->pool, req->conn, req->msg, streamed, &p,
 				 request_relay_done, req);
-	if (req->relay) {
-		req->forwarding = 1;
-		req->ctx->nforwarding++;
-		return;
-	}
-	/* Nothing left this process: out of memory before sending. */
-	if (owner) {
-		request_owner_result(req, UPSTREAM_NOT_SENT);
-		return;
-	}
-	req->up_result = UPSTREAM_NOT_SENT;
-	request_answer_upstream(req);
-	request_done(req);
+	if (!req->relay) /* nothing left this process: out of memory before sending */
+		request_relay_done(req, UPSTREAM_NOT_SENT, NULL, 0);
 }
 
-/* The exchange with the upstream is over (by its end, or cut off). */
+/* The exchange with the upstream is over (ended or cut off): upstream_us becomes its duration. */
 static void request_forwarded(struct request *req)
 {
-	if (req->forwarding) {
-		req->forwarding = 0;
-		req->ctx->nforwarding--;
-	}
-}
-
-/* The upstream's part is over: upstream_us becomes its duration. */
-static void request_upstream_over(struct request *req)
-{
+	if (!req->forwarding)
+		return;
+	req->forwarding = 0;
+	req->ctx->nforwarding--;
 	req->upstream_us = clock_now_us() - req->upstream_us;
 	stats_observe(&req->ctx->stats->hist[STATS_UPSTREAM_SECONDS], req->upstream_us);
+}
+
+/* The exchange ends before the relay's own end: what it answered stays known, the relay goes. */
+static void request_cut_off(struct request *req)
+{
+	req->streamed = relay_answered(req->relay);
+	req->status = relay_status(req->relay);
+	relay_free(req->relay);
+	req->relay = NULL;
+	request_forwarded(req);
 }
 
 static void request_relay_done(void *arg, enum upstream_result res, struct http_msg *resp,
@@ -584,7 +603,6 @@ static void request_relay_done(void *arg, enum upstream_result res, struct http_
 	request_forwarded(req);
 	req->resp = resp;
 	req->streamed = answered;
-	request_upstream_over(req);
 	if (req->role == ROLE_OWNER) {
 		request_owner_result(req, res);
 		return;
@@ -648,7 +666,6 @@ static void request_record(struct request *req)
 	req->store_sent_us = clock_now_us();
 	switch (req->write) {
 	case WRITE_FINISH:
-		req->finish_sent_us = req->store_sent_us;
 		store_finish(st, &req->scope, req->generation, req->status, s->headers,
 			     s->headers_len, s->body, s->body_len, s->plain.body_omitted, s->key_id,
 			     req->route->retention_ms, flags, record_done_cb, req);
@@ -656,8 +673,7 @@ static void request_record(struct request *req)
 	case WRITE_RELEASE:
 		store_release(st, &req->scope, req->generation, flags, record_done_cb, req);
 		break;
-	case WRITE_NONE:
-	case WRITE_UNKNOWN:
+	default: /* WRITE_UNKNOWN */
 		store_mark_unknown(st, &req->scope, req->generation, flags, record_done_cb, req);
 		break;
 	}
@@ -705,7 +721,7 @@ static void record_done_cb(void *arg, enum store_result res)
 			 * cached copy, whose expiry counts from when the finish was
 			 * sent: no later than the database's completed_at. */
 			req->key_expires_ms = req->route->retention_ms -
-					      (clock_now_us() - req->finish_sent_us) / 1000;
+					      (clock_now_us() - req->store_sent_us) / 1000;
 			if (req->key_expires_ms > 0)
 				request_cache_put(req, &req->stored.plain, req->key_expires_ms);
 		}
@@ -735,48 +751,6 @@ static void record_done_cb(void *arg, enum store_result res)
 	if (req->state == REQ_RECORDING)
 		request_answer_upstream(req);
 	request_done(req);
-}
-
-/* ---- answers ---- */
-
-/* Answer with a problem before anything was claimed, and finish. */
-static void request_reject(struct request *req, enum problem_kind kind, const char *detail)
-{
-	req->role = ROLE_REFUSED;
-	req->outcome = OUT_REJECTED;
-	request_answer_problem(req, kind, detail);
-	request_done(req);
-}
-
-/* The client's one answer, if it is still there: a problem. */
-static void request_answer_problem(struct request *req, enum problem_kind kind,
-				   const char *detail)
-{
-	req->status = respond_problem(req->conn, req->conf, req->route, kind, detail, req->retry_after_ms,
-				      respond_flags(req->msg));
-	req->conn = NULL;
-}
-
-/*
- * The client's one answer after the upstream: its response, or what became
- * of the request. A response the relay streamed is already there: an
- * owner's last bytes go out now, after the record.
- */
-static void request_answer_upstream(struct request *req)
-{
-	int flags = respond_flags(req->msg);
-
-	if (req->streamed) {
-		if (req->up_result == UPSTREAM_OK)
-			relay_release(req->relay);
-		req->status = req->resp ? req->resp->status : 0;
-	} else if (req->resp && req->up_result == UPSTREAM_OK)
-		req->status = respond_relay(req->conn, req->resp, flags,
-					    req->role == ROLE_UNENFORCED, req->key_expires_ms);
-	else
-		req->status = respond_upstream_failure(req->conn, req->conf, req->route, req->up_result,
-						       flags);
-	req->conn = NULL;
 }
 
 /* ---- states and the end ---- */
@@ -834,7 +808,6 @@ static void request_free(struct request *req)
 	evalloc_free(req);
 }
 
-/* The end of every request: counted, logged, freed. */
 /* A finished request in the counters and the access log: every answer goes through here. */
 static void request_account(struct request_ctx *ctx, const struct log_tag *tag, int route_id,
 			    enum outcome outcome, struct log_access *a)
@@ -847,6 +820,7 @@ static void request_account(struct request_ctx *ctx, const struct log_tag *tag, 
 	log_access(tag, a);
 }
 
+/* The end of every request: counted, logged, freed. */
 static void request_done(struct request *req)
 {
 	int64_t duration_us = clock_now_us() - req->started_us;
@@ -899,13 +873,9 @@ void request_conn_gone(struct request *req)
 	req->conn = NULL;
 	if (req->forwarding && relay_conn_gone(req->relay)) {
 		/* A pass-through exchange or a tunnel ends with its client. */
-		request_forwarded(req);
-		request_upstream_over(req);
-		req->status = relay_status(req->relay);
+		request_cut_off(req);
 		request_done(req);
-		return;
-	}
-	if (req->state == REQ_WAITING) {
+	} else if (req->state == REQ_WAITING) {
 		req->outcome = OUT_IN_PROGRESS;
 		request_done(req);
 	}
@@ -928,8 +898,8 @@ void request_deadline_all(struct request_ctx *ctx)
 	for (; req; req = next) {
 		next = LIST_NEXT(req, link);
 		if (req->state == REQ_WAITING) {
-			req->outcome = OUT_IN_PROGRESS;
-			request_answer_problem(req, PROBLEM_IN_PROGRESS, "idemproxy is shutting down");
+			request_answer_problem(req, OUT_IN_PROGRESS, PROBLEM_IN_PROGRESS,
+					       "idemproxy is shutting down");
 			request_done(req);
 		} else if (req->state == REQ_FORWARDING && req->role == ROLE_OWNER) {
 			unsent = relay_unsent(req->relay);
@@ -938,11 +908,7 @@ void request_deadline_all(struct request_ctx *ctx)
 				 unsent ? "nothing was sent, releasing its record"
 					: "recording its outcome as unknown");
 			/* A response under way is cut short. */
-			req->streamed = relay_answered(req->relay);
-			relay_free(req->relay);
-			req->relay = NULL;
-			request_forwarded(req);
-			request_upstream_over(req);
+			request_cut_off(req);
 			request_owner_result(req, unsent ? UPSTREAM_NOT_SENT : UPSTREAM_CUT_OFF);
 		}
 	}
@@ -957,14 +923,9 @@ struct request_ctx *request_ctx_new(struct event_base *base, struct conf_gens *g
 
 	if (!ctx)
 		return NULL;
-	ctx->base = base;
-	ctx->gens = gens;
-	ctx->store = st;
-	ctx->pool = pool;
-	ctx->cache = cache;
-	ctx->stats = stats;
-	ctx->next_id = first_id;
-	ctx->pace = pace;
+	*ctx = (struct request_ctx){.base = base, .gens = gens, .store = st, .pool = pool,
+				    .cache = cache, .pace = pace, .stats = stats,
+				    .next_id = first_id};
 	LIST_INIT(&ctx->requests);
 	ctx->actor = actor_ctx_new();
 	ctx->waiters = waiters_new(base, request_claim_again);
@@ -1004,37 +965,24 @@ int request_forwarding(const struct request_ctx *ctx)
 
 void request_input(struct request *req, enum request_input what)
 {
+	int bad = what == REQUEST_BODY_BAD;
+
 	if (!req->forwarding)
 		return;
-	switch (what) {
-	case REQUEST_BODY_MORE:
-	case REQUEST_TUNNEL_MORE:
-		relay_input(req->relay, 0);
+	if (!bad && what != REQUEST_BODY_TIMEOUT) {
+		relay_input(req->relay, what == REQUEST_BODY_END);
 		return;
-	case REQUEST_BODY_END:
-		relay_input(req->relay, 1);
-		return;
-	case REQUEST_BODY_BAD:
-	case REQUEST_BODY_TIMEOUT:
-		break;
 	}
 	/* The client broke off its streamed body: the upstream never gets the
 	 * rest; the client's connection closes. */
 	log_warn(&req->tag, "the client's streamed body %s; exchange abandoned",
-		 what == REQUEST_BODY_BAD ? "was malformed" : "stalled for client_timeout");
-	req->streamed = relay_answered(req->relay);
-	req->status = relay_status(req->relay);
-	relay_free(req->relay);
-	req->relay = NULL;
-	request_forwarded(req);
-	request_upstream_over(req);
+		 bad ? "was malformed" : "stalled for client_timeout");
+	request_cut_off(req);
 	if (!req->streamed && req->conn)
 		req->status = respond_problem(req->conn, req->conf, req->route,
-					      what == REQUEST_BODY_BAD ? PROBLEM_BAD_REQUEST
-								       : PROBLEM_REQUEST_TIMEOUT,
-					      what == REQUEST_BODY_BAD
-						      ? "the request body is malformed"
-						      : "the request body stalled for client_timeout",
+					      bad ? PROBLEM_BAD_REQUEST : PROBLEM_REQUEST_TIMEOUT,
+					      bad ? "the request body is malformed"
+						  : "the request body stalled for client_timeout",
 					      0, respond_flags(req->msg) | RESPOND_CLOSE);
 	req->conn = NULL;
 	request_done(req);

@@ -5,12 +5,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "conf/conf.h"
+#include "proxy/conf_gen.h"
 #include "proxy/digest.h"
 #include "proxy/http.h"
 #include "proxy/jwt.h"
+#include "proxy/secrets.h"
 #include "proxy/utf8.h"
+
+/* Verified tokens a worker remembers (actor jwt). */
+#define ACTOR_JWT_CACHE 4096
 
 /* Each source's actors have their own prefix: two sources never share a slot. */
 #define ACTOR_HEADER_PREFIX	   "h:"
@@ -21,6 +27,29 @@
 /* What follows a JWT actor's issuer: its claim is a string, or an integer. */
 #define ACTOR_JWT_STRING  ':'
 #define ACTOR_JWT_INTEGER '#'
+
+struct actor_ctx {
+	struct jwt_cache *jwt; /* the worker's verified tokens */
+};
+
+struct actor_ctx *actor_ctx_new(void)
+{
+	struct actor_ctx *ax = calloc(1, sizeof(*ax));
+
+	if (ax && !(ax->jwt = jwt_cache_new(ACTOR_JWT_CACHE))) {
+		free(ax);
+		ax = NULL;
+	}
+	return ax;
+}
+
+void actor_ctx_free(struct actor_ctx *ax)
+{
+	if (!ax)
+		return;
+	jwt_cache_free(ax->jwt);
+	free(ax);
+}
 
 int actor_value_ok(const char *s, size_t n)
 {
@@ -148,9 +177,14 @@ static const char *actor_token(const struct route *r, const struct http_msg *m, 
 	return *len ? v : NULL;
 }
 
-/* "j:" LEN ":" ISSUER ":" CLAIM, or "#" INTEGER for an integer claim, from a verified token. */
-static enum actor_result actor_jwt(const struct route *r, const struct actor_ctx *ax,
-				   const struct http_msg *m, char **actor, const char **why)
+/*
+ * "j:" LEN ":" ISSUER ":" CLAIM, or "#" INTEGER for an integer claim, from
+ * a token verified against keys (through ax's cache) at the wall clock's
+ * time, for exp / nbf / iat.
+ */
+static enum actor_result actor_jwt(const struct route *r, struct actor_ctx *ax,
+				   const struct jwks *keys, const struct http_msg *m, char **actor,
+				   const char **why)
 {
 	struct jwt_rules rules = {
 	    .issuer = r->jwt_issuer,
@@ -172,7 +206,7 @@ static enum actor_result actor_jwt(const struct route *r, const struct actor_ctx
 	}
 	if (!token)
 		return ACTOR_ABSENT;
-	res = jwt_cache_verify(ax->cache, ax->keys, &rules, token, len, ax->now_s, &claims);
+	res = jwt_cache_verify(ax->jwt, keys, &rules, token, len, (int64_t)time(NULL), &claims);
 	if (res == JWT_NOMEM)
 		return ACTOR_NOMEM;
 	if (res != JWT_OK) {
@@ -194,8 +228,9 @@ static enum actor_result actor_jwt(const struct route *r, const struct actor_ctx
 	return ACTOR_OK;
 }
 
-enum actor_result actor_from_request(const struct route *r, const struct actor_ctx *ax,
-				     const struct http_msg *m, char **actor, const char **why)
+enum actor_result actor_from_request(struct actor_ctx *ax, const struct conf_gen *gen,
+				     const struct route *r, const struct http_msg *m, char **actor,
+				     const char **why)
 {
 	const char *value, *unused;
 	size_t len;
@@ -210,7 +245,8 @@ enum actor_result actor_from_request(const struct route *r, const struct actor_c
 	case ACTOR_AUTHORIZATION:
 		return actor_authorization(m, actor, why);
 	case ACTOR_JWT:
-		return actor_jwt(r, ax, m, actor, why);
+		return actor_jwt(r, ax, gen->secrets->route_keys[r - gen->conf->routes], m, actor,
+				 why);
 	case ACTOR_HEADER:
 	case ACTOR_UNSET:
 		break;
@@ -226,6 +262,22 @@ enum actor_result actor_from_request(const struct route *r, const struct actor_c
 		return ACTOR_NOMEM;
 	snprintf(*actor, len, ACTOR_HEADER_PREFIX "%s", value);
 	return ACTOR_OK;
+}
+
+const char *actor_refusal(const struct route *r, enum actor_result res, const char *why, char *buf,
+			  size_t len)
+{
+	int credential = r->actor == ACTOR_JWT || r->actor == ACTOR_AUTHORIZATION;
+
+	if (res == ACTOR_ABSENT)
+		return credential ? "the request carries no credential"
+				  : "the request names no actor";
+	if (!credential)
+		return "an actor is one value of 1 to 256 bytes of UTF-8 without control "
+		       "characters";
+	snprintf(buf, len, "the %s is not valid: %s",
+		 r->actor == ACTOR_JWT ? "bearer token" : "credential", why);
+	return buf;
 }
 
 int actor_stored_form(const char *s)

@@ -4,9 +4,8 @@
 
 #include <stddef.h>
 
+struct conf_gen;
 struct http_msg;
-struct jwks;
-struct jwt_cache;
 struct route;
 
 #define ACTOR_MAX 256 /* bytes of an actor value */
@@ -28,15 +27,18 @@ enum actor_result {
  */
 int actor_value_ok(const char *s, size_t n);
 
-/* What actor sources need besides the request: a worker's verified tokens. */
-struct actor_ctx {
-	const struct jwks *keys;  /* actor jwt: the route's key set */
-	struct jwt_cache *cache;  /* actor jwt: this thread's verified tokens */
-	long long now_s;	  /* the wall clock, for exp / nbf / iat */
-};
+/*
+ * What actor sources keep from one request to the next: a worker's
+ * verified tokens (actor jwt), so that a token seen again is not verified
+ * again. One per worker thread (not thread-safe); NULL when out of memory.
+ */
+struct actor_ctx;
+struct actor_ctx *actor_ctx_new(void);
+void actor_ctx_free(struct actor_ctx *ax); /* NULL accepted */
 
 /*
- * The actor of request m on route r as the scope stores it:
+ * The actor of request m on route r of the configuration generation gen
+ * (which holds the route's key set, for actor jwt) as the scope stores it:
  *   actor header     "h:" and the header's value
  *   actor jwt        "j:" LEN ":" ISSUER ":" CLAIM for a string claim,
  *                    "j:" LEN ":" ISSUER "#" DIGITS for an integer one (LEN
@@ -50,9 +52,17 @@ struct actor_ctx {
  * *why (when why is not NULL) says what was wrong, for the log: never the
  * credential itself.
  */
-enum actor_result actor_from_request(const struct route *r, const struct actor_ctx *ax,
-				     const struct http_msg *m, char **actor, const char **why)
-	__attribute__((warn_unused_result));
+enum actor_result actor_from_request(struct actor_ctx *ax, const struct conf_gen *gen,
+				     const struct route *r, const struct http_msg *m, char **actor,
+				     const char **why) __attribute__((warn_unused_result));
+
+/*
+ * The problem detail of a request refused because its actor on route r was
+ * res (ACTOR_ABSENT or ACTOR_INVALID; why as actor_from_request set it):
+ * static text, or buf (len bytes) when it says why.
+ */
+const char *actor_refusal(const struct route *r, enum actor_result res, const char *why, char *buf,
+			  size_t len);
 
 /* 1 when s has the form of a stored actor (one of the forms above). */
 int actor_stored_form(const char *s);

@@ -50,11 +50,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <openssl/evp.h>
 #include <yajl/yajl_parse.h>
 
 #include "proxy/digest.h"
+#include "proxy/http.h"
 
 #define FP_MAX_DEPTH	     256	/* deeper nesting is treated as invalid JSON */
 #define FP_MAX_EXP_DIGITS    15		/* longer exponents are treated as invalid JSON */
@@ -1376,4 +1378,26 @@ int fingerprint_with_headers(unsigned char fp[FINGERPRINT_LEN], const struct fp_
 out:
 	EVP_MD_CTX_free(md);
 	return rc;
+}
+
+int fingerprint_of_request(const struct route *r, const struct http_msg *m,
+			   const unsigned char *body, size_t body_len,
+			   unsigned char out[FINGERPRINT_LEN])
+{
+	struct fp_header h[HTTP_MAX_HEADERS];
+	int n = 0;
+
+	if (fingerprint_request(m->method, m->path, m->path_len, m->query, m->query_len, body,
+				body_len, r->fingerprint, r->fields, r->nfields, out) < 0)
+		return -1;
+	if (!r->nfp_headers)
+		return 0;
+	for (int w = 0; w < r->nfp_headers; w++) {
+		for (int i = 0; i < m->nheaders && n < HTTP_MAX_HEADERS; i++) {
+			if (strcasecmp(m->headers[i].name, r->fp_headers[w]) == 0)
+				h[n++] = (struct fp_header){w, m->headers[i].value,
+							    strlen(m->headers[i].value)};
+		}
+	}
+	return fingerprint_with_headers(out, h, n);
 }

@@ -57,4 +57,16 @@ struct fp_header {
 int fingerprint_with_headers(unsigned char fp[FINGERPRINT_LEN], const struct fp_header *h, int n)
 	__attribute__((warn_unused_result));
 
+struct http_msg;
+
+/*
+ * The fingerprint of request m on route r, its body the body_len bytes at
+ * body (NULL when it has none): fingerprint_request by the route's
+ * fingerprint mode and fields, then the values of its fingerprint_headers
+ * (fingerprint_with_headers). 0, or -1 on an internal failure.
+ */
+int fingerprint_of_request(const struct route *r, const struct http_msg *m,
+			   const unsigned char *body, size_t body_len,
+			   unsigned char out[FINGERPRINT_LEN]) __attribute__((warn_unused_result));
+
 #endif

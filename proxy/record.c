@@ -1,16 +1,20 @@
 /* What a record keeps of a response. */
 #include "proxy/record.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include <event2/buffer.h>
 
+#include "conf/conf.h"
+#include "proxy/clock.h"
 #include "proxy/http.h"
 #include "proxy/marker.h"
 #include "proxy/scope.h"
 #include "proxy/seal.h"
+#include "proxy/secrets.h"
 
 /* Response headers a record keeps (plus the route's store_headers). */
 static const char *const record_kept_names[] = {
@@ -328,4 +332,82 @@ enum record_read record_read(const struct record_reader *rd, const struct scope 
 		r = RECORD_READ_REFUSED;
 	}
 	return r;
+}
+
+/* out's blobs for the store: plain's bytes, or sealed under sec's current key. */
+static enum record_store record_seal_stored(const struct secrets *sec, const struct scope *sc,
+					    struct record_stored *out)
+{
+	const struct record *p = &out->plain;
+
+	out->headers = p->headers;
+	out->headers_len = p->headers_len;
+	out->body = p->body_omitted ? NULL : p->body;
+	out->body_len = out->body ? p->body_len : 0;
+	if (!sec->seal)
+		return RECORD_STORE_OK;
+	if (record_seal(sec->seal, sc, p->status, p->generation, p->headers, p->headers_len,
+			out->body, out->body_len, &out->sealed) < 0)
+		return RECORD_STORE_UNSEALED;
+	out->headers = (const char *)out->sealed.headers;
+	out->headers_len = out->sealed.headers_len;
+	out->body = out->sealed.body;
+	out->body_len = out->sealed.body_len;
+	out->key_id = seal_keys_current(sec->seal);
+	return RECORD_STORE_OK;
+}
+
+enum record_store record_to_store(const struct secrets *sec, const struct route *r,
+				  const struct scope *sc, int64_t generation,
+				  const unsigned char *fp, const struct http_msg *resp, int omitted,
+				  struct record_stored *out)
+{
+	struct record *p = &out->plain;
+
+	memset(out, 0, sizeof(*out));
+	p->headers = record_headers(resp, r->store_headers, r->nstore_headers, &p->headers_len);
+	if (!p->headers)
+		return RECORD_STORE_NOMEM;
+	p->state = RECORD_COMPLETED;
+	p->generation = generation;
+	p->status = resp->status;
+	p->body_omitted = omitted;
+	memcpy(p->fingerprint, fp, RECORD_FINGERPRINT_LEN);
+	if (!omitted) {
+		/* A body kept empty is "": only an omitted one is NULL. */
+		p->body_len = evbuffer_get_length(resp->body);
+		p->body = p->body_len ? evbuffer_pullup(resp->body, -1) : (const unsigned char *)"";
+	}
+	return record_seal_stored(sec, sc, out);
+}
+
+void record_stored_free(struct record_stored *s)
+{
+	free((char *)s->plain.headers);
+	record_sealed_free(&s->sealed);
+	memset(s, 0, sizeof(*s));
+}
+
+enum record_read record_to_replay(const struct secrets *sec, const struct route *r,
+				  const struct scope *sc, const struct record *in,
+				  struct record *out, void **mem, char *why, size_t len)
+{
+	int64_t now = clock_now_us();
+	struct record_reader rd = {
+	    .seal = sec->seal,
+	    .keys_ms = (now - sec->keys_since_us) / 1000,
+	    .sealing_ms = (now - sec->sealing_since_us) / 1000,
+	    .retention_ms = r->retention_ms,
+	    .extra = r->store_headers,
+	    .nextra = r->nstore_headers,
+	};
+	const char *reason = "";
+	enum record_read res = record_read(&rd, sc, in, out, mem, &reason);
+
+	if (res != RECORD_READ_OK && in->sealed)
+		snprintf(why, len, "stored record sealed with key \"%s\" cannot be read%s: %s",
+			 in->sealed, res == RECORD_READ_LATER ? " yet" : "", reason);
+	else if (res != RECORD_READ_OK)
+		snprintf(why, len, "stored record is not replayed: %s", reason);
+	return res;
 }

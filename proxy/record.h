@@ -130,4 +130,62 @@ enum record_read record_read(const struct record_reader *rd, const struct scope 
 			     const struct record *in, struct record *out, void **mem,
 			     const char **why) __attribute__((warn_unused_result));
 
+struct route;
+struct secrets;
+
+/*
+ * An owner's record: plain, as the replay cache keeps it, and what the
+ * store writes of it (store_finish's headers, body and key id): plain's
+ * own bytes, or blobs sealed under the current key of body_encryption.
+ */
+struct record_stored {
+	struct record plain; /* completed: its headers owned, its body borrowed */
+	const char *headers; /* plain's, or sealed.headers */
+	size_t headers_len;
+	const unsigned char *body; /* NULL: the body is omitted */
+	size_t body_len;
+	const char *key_id;	     /* the sealing key's id (valid as long as the secrets);
+				      * NULL: plaintext */
+	struct record_sealed sealed; /* owned: the blobs, when sealed */
+};
+
+/* What record_to_store made of a response. */
+enum record_store {
+	RECORD_STORE_OK,
+	RECORD_STORE_NOMEM,    /* out of memory: nothing to store */
+	RECORD_STORE_UNSEALED, /* sealing failed (out of memory, OpenSSL): never
+				* stored in the clear */
+};
+
+/*
+ * The record to store of resp, the response the owner of scope sc (fp its
+ * request's fingerprint, generation its claim's) got on route r: the
+ * headers a record keeps (record_headers, with the route's store_headers)
+ * and its body unless omitted (borrowed: resp must outlive *out), sealed
+ * (record_seal) when sec has body_encryption keys. Made once per owner, so
+ * a retried write sends the same blobs. record_stored_free releases *out,
+ * whatever the result.
+ */
+enum record_store record_to_store(const struct secrets *sec, const struct route *r,
+				  const struct scope *sc, int64_t generation,
+				  const unsigned char *fp, const struct http_msg *resp, int omitted,
+				  struct record_stored *out) __attribute__((warn_unused_result));
+void record_stored_free(struct record_stored *s);
+
+/* Room for what record_to_replay says of a record it does not replay. */
+#define RECORD_WHY_MAX 512
+
+/*
+ * The record to replay of in, a completed record of scope sc on route r
+ * just read from the store: record_read by sec's body_encryption keys and
+ * since when this instance has had them and has sealed, and by the route's
+ * retention and store_headers. As record_read, but for *why: unless the
+ * result is RECORD_READ_OK, why (len bytes) says what became of the
+ * record and why, for the log ("stored record sealed with key ...").
+ */
+enum record_read record_to_replay(const struct secrets *sec, const struct route *r,
+				  const struct scope *sc, const struct record *in,
+				  struct record *out, void **mem, char *why, size_t len)
+	__attribute__((warn_unused_result));
+
 #endif

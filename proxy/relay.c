@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conf/conf.h"
 #include "proxy/budget.h"
 #include "proxy/clock.h"
 #include "proxy/conn.h"
@@ -126,6 +127,35 @@ static const struct upstream_events relay_upstream_events = {
 	.drained = relay_drained,
 	.caught_up = relay_caught_up,
 };
+
+void relay_params_init(struct relay_params *p, const struct conf *conf,
+		       const struct client_conn *c, const struct http_msg *m, int owner,
+		       int unenforced)
+{
+	*p = (struct relay_params){
+	    .buffer = conf->relay_buffer,
+	    .hold = owner ? conf->max_stored_body : 0,
+	    .owner = owner,
+	    .unenforced = unenforced,
+	    .retry_safe = !owner && http_method_is_safe(m->method),
+	    .upgrade = !owner && !unenforced
+			   ? upgrade_wanted(m, conf->tunnel_upgrades, conf->ntunnel_upgrades)
+			   : NULL,
+	    .idle_timeout = !owner,
+	    .upstream_timeout_ms = conf->upstream_timeout_ms,
+	    .client_timeout_ms = conf->client_timeout_ms,
+	    .tunnel_timeout_ms = conf->tunnel_timeout_ms,
+	    .view =
+		{
+		    .peer = c ? c->peer : "unknown",
+		    .trusted =
+			c && conf_trusted_proxy(conf, (const struct sockaddr *)&c->peer_addr),
+		    .proto = c && c->tls ? "https" : "http",
+		    .default_host = conf->upstream_hostport,
+		    .underscores = conf->underscores_in_headers,
+		},
+	};
+}
 
 struct relay *relay_start(struct event_base *base, struct upstream_pool *pool,
 			  struct client_conn *c, struct http_msg *req, int streamed,

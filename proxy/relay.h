@@ -45,6 +45,21 @@ struct relay_params {
 	struct forward_view view;   /* the forwarding headers: what idemproxy saw */
 };
 
+struct conf;
+
+/*
+ * *p for an exchange under conf for request m of client c (NULL once it
+ * went away). An owner's response is read whole up to max_stored_body and
+ * waits for its record, and upstream_timeout bounds the whole exchange
+ * (it must end within the lease); everything else streams, upstream_timeout
+ * bounding the upstream's silence, and a pass-through (neither owner nor
+ * unenforced) may become a tunnel (tunnel_upgrades). The strings are
+ * conf's, c's and m's.
+ */
+void relay_params_init(struct relay_params *p, const struct conf *conf,
+		       const struct client_conn *c, const struct http_msg *m, int owner,
+		       int unenforced);
+
 /*
  * How the exchange ended, once. res is the upstream's result. answered
  * says whether the relay has written (part of) a response to the client:

@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
-#include <time.h>
 
 #include "conf/conf.h"
 #include "proxy/actor.h"
@@ -38,7 +37,6 @@
 #include "proxy/forward.h"
 #include "proxy/http.h"
 #include "proxy/idemkey.h"
-#include "proxy/jwt.h"
 #include "proxy/log.h"
 #include "proxy/keysource.h"
 #include "proxy/outcome.h"
@@ -47,26 +45,17 @@
 #include "proxy/relay.h"
 #include "proxy/replay.h"
 #include "proxy/respond.h"
+#include "proxy/role.h"
 #include "proxy/scope.h"
-#include "proxy/seal.h"
-#include "proxy/secrets.h"
 #include "proxy/stats.h"
 #include "proxy/store.h"
-#include "proxy/upgrade.h"
 #include "proxy/upstream.h"
+#include "proxy/waiters.h"
 
 #define RECORD_RETRY_MIN_MS 100
 #define RECORD_RETRY_MAX_MS 2000
-/* Recent wake-ups a context remembers, for claims answered after one (a power of two). */
-#define WAKE_RING_SIZE 256
-/* Verified tokens a worker remembers (actor jwt). */
-#define REQUEST_JWT_CACHE 4096
-/* Buckets of the waiters' table, by scope token (a power of two). */
-#define WAIT_BUCKETS 1024
 
 _Static_assert(RECORD_FINGERPRINT_LEN == FINGERPRINT_LEN, "record and fingerprint sizes differ");
-_Static_assert((WAKE_RING_SIZE & (WAKE_RING_SIZE - 1)) == 0, "WAKE_RING_SIZE: a power of two");
-_Static_assert((WAIT_BUCKETS & (WAIT_BUCKETS - 1)) == 0, "WAIT_BUCKETS: a power of two");
 
 enum request_state {
 	REQ_NEW,
@@ -103,30 +92,38 @@ static const unsigned request_next[REQ_STATES] = {
 _Static_assert(sizeof(request_state_names) / sizeof(request_state_names[0]) == REQ_STATES,
 	       "request_state_names must name every state");
 
+/* What an owner's record becomes, and the outcome that names it. */
+enum request_write {
+	WRITE_NONE,    /* no owner's record decided */
+	WRITE_FINISH,  /* the response stored: retries replay it */
+	WRITE_RELEASE, /* the claim released: a retry runs again */
+	WRITE_UNKNOWN, /* the outcome recorded unknown */
+};
+
+static const enum outcome request_write_outcomes[] = {
+	[WRITE_NONE] = OUT_NONE,	  [WRITE_FINISH] = OUT_OWNER,
+	[WRITE_RELEASE] = OUT_RELEASED, [WRITE_UNKNOWN] = OUT_UNKNOWN,
+};
+
 struct request_ctx {
 	struct event_base *base;
 	struct conf_gens *gens;
 	struct store *store;
 	struct upstream_pool *pool;
 	struct cache *cache;
-	struct jwt_cache *jwt_cache;   /* verified tokens of actor jwt routes */
+	struct actor_ctx *actor;       /* what actor sources keep: verified tokens */
 	struct pace *pace;	       /* owner durations, all workers': Retry-After */
 	struct stats *stats;
 	uint64_t next_id;
 	int past_deadline;	       /* shutdown_timeout passed: last writes only */
 	LIST_HEAD(, request) requests;
-	/* REQ_WAITING, by their scope token's bucket; kept by request_set_state */
-	LIST_HEAD(, request) waiters[WAIT_BUCKETS];
-	int nwaiters;
+	struct waiters *waiters;       /* REQ_WAITING's; kept by request_set_state */
 	int nrequests, nforwarding;
-	char wake_ring[WAKE_RING_SIZE][SCOPE_TOKEN_SIZE]; /* "" for a wake-all */
-	uint64_t wakes;		       /* wake-ups so far; the ring holds the last ones */
 };
 
 /* One request from the moment its message is complete to its last write. */
 struct request {
 	LIST_ENTRY(request) link;
-	LIST_ENTRY(request) wait_link;
 	struct request_ctx *ctx;
 	struct client_conn *conn;   /* NULL once answered or the client went away */
 	const struct conf *conf;
@@ -134,7 +131,9 @@ struct request {
 	const struct route *route;
 	struct http_msg *msg;
 	enum request_state state;
-	enum outcome outcome;
+	enum role role;             /* what it is to idemproxy (role.h) */
+	enum outcome outcome;       /* what became of it: set from what happened */
+	enum request_write write;   /* an owner's: what its record becomes */
 	struct log_tag tag;         /* what its log lines say about it */
 	int status;                 /* status sent to the client, for the log */
 	int64_t started_us;
@@ -147,15 +146,12 @@ struct request {
 	char key[IDEMKEY_MAX + 1];
 	size_t key_len;
 	char *actor;
-	struct record_sealed sealed; /* the owner's record as body_encryption stores it */
+	struct record_stored stored; /* the owner's record as the store writes it */
 	struct scope scope;
 	unsigned char fp[FINGERPRINT_LEN];
 	int64_t generation;
 	int64_t lease_deadline_us;  /* local monotonic end of our lease */
-	struct event *wait_timer;
-	int64_t wait_deadline_us;   /* in_progress wait: when to stop waiting */
-	char token[SCOPE_TOKEN_SIZE]; /* the scope in store notifications */
-	uint64_t wakes_seen;        /* ctx->wakes when the last claim was sent */
+	struct waiter wait;         /* in_progress wait: its scope's token, its deadline */
 
 	const char *upgrade;        /* the protocol it may switch to (its msg's), or NULL */
 	struct relay *relay;        /* the exchange with the upstream, once forwarded */
@@ -163,12 +159,8 @@ struct request {
 	int streamed;               /* the relay wrote the response (its body is not kept) */
 	enum upstream_result up_result;
 	struct http_msg *resp;      /* the upstream's response (the relay's) */
-	char *stored_headers;       /* "Name: value\r\n" lines to record */
-	size_t stored_headers_len;
-	int body_omitted;
 	struct event *retry_timer;
 	int64_t retry_ms;           /* current backoff of the outcome write */
-	int64_t finish_sent_us;     /* when the finish was last sent */
 };
 
 static void request_intercept(struct request *req);
@@ -183,12 +175,50 @@ static void request_relay_done(void *arg, enum upstream_result res, struct http_
 static void request_owner_result(struct request *req, enum upstream_result res);
 static void request_record(struct request *req);
 static void record_done_cb(void *arg, enum store_result res);
-static void request_reject(struct request *req, enum problem_kind kind, const char *detail);
-static void request_answer_problem(struct request *req, enum problem_kind kind,
-				   const char *detail);
-static void request_answer_upstream(struct request *req);
 static void request_set_state(struct request *req, enum request_state state);
 static void request_done(struct request *req);
+
+/* ---- answers ---- */
+
+/* The client's one answer, if it is still there: a problem; outcome is what it tells. */
+static void request_answer_problem(struct request *req, enum outcome outcome,
+				   enum problem_kind kind, const char *detail)
+{
+	req->outcome = outcome;
+	req->status = respond_problem(req->conn, req->conf, req->route, kind, detail, req->retry_after_ms,
+				      respond_flags(req->msg));
+	req->conn = NULL;
+}
+
+/* Answer with a problem before anything was claimed, and finish. */
+static void request_reject(struct request *req, enum problem_kind kind, const char *detail)
+{
+	req->role = ROLE_REFUSED;
+	request_answer_problem(req, OUT_REJECTED, kind, detail);
+	request_done(req);
+}
+
+/*
+ * The client's one answer after the upstream: its response, or what became
+ * of the request. A response the relay streamed is already there: an
+ * owner's last bytes go out now, after the record.
+ */
+static void request_answer_upstream(struct request *req)
+{
+	int flags = respond_flags(req->msg);
+
+	if (req->streamed) {
+		if (req->up_result == UPSTREAM_OK)
+			relay_release(req->relay);
+		req->status = req->resp ? req->resp->status : 0;
+	} else if (req->resp && req->up_result == UPSTREAM_OK)
+		req->status = respond_relay(req->conn, req->resp, flags,
+					    req->role == ROLE_UNENFORCED, req->key_expires_ms);
+	else
+		req->status = respond_upstream_failure(req->conn, req->conf, req->route, req->up_result,
+						       flags);
+	req->conn = NULL;
+}
 
 /* ---- from the client's request to the claim ---- */
 
@@ -220,6 +250,7 @@ void request_start(struct request_ctx *ctx, struct client_conn *c, struct http_m
 	req->tag.request_id = ++ctx->next_id;
 	req->started_us = c->started_us;
 	req->state = REQ_NEW;
+	req->wait.arg = req;
 	conn_attach(c, req);
 	LIST_INSERT_HEAD(&ctx->requests, req, link);
 	ctx->nrequests++;
@@ -230,42 +261,11 @@ void request_start(struct request_ctx *ctx, struct client_conn *c, struct http_m
 	if (req->route)
 		req->tag.route = req->route->operation;
 	if (!req->route || streamed) {
-		req->outcome = OUT_PASS;
+		req->role = ROLE_PASS;
 		request_forward(req, streamed);
 		return;
 	}
 	request_intercept(req);
-}
-
-/* The actor of req from its route's source, into req->actor; *why as actor_from_request's. */
-static enum actor_result request_actor(struct request *req, const char **why)
-{
-	const struct secrets *sec = req->gen->secrets;
-	struct actor_ctx ax = {
-	    .keys = sec->route_keys[req->route - req->conf->routes],
-	    .cache = req->ctx->jwt_cache,
-	    .now_s = (long long)time(NULL),
-	};
-
-	return actor_from_request(req->route, &ax, req->msg, &req->actor, why);
-}
-
-/* fingerprint_headers: the route's headers' values join the fingerprint. */
-static int request_fp_headers(struct request *req)
-{
-	const struct route *r = req->route;
-	const struct http_msg *m = req->msg;
-	struct fp_header h[HTTP_MAX_HEADERS];
-	int n = 0;
-
-	for (int w = 0; w < r->nfp_headers; w++) {
-		for (int i = 0; i < m->nheaders && n < HTTP_MAX_HEADERS; i++) {
-			if (strcasecmp(m->headers[i].name, r->fp_headers[w]) == 0)
-				h[n++] = (struct fp_header){w, m->headers[i].value,
-							    strlen(m->headers[i].value)};
-		}
-	}
-	return fingerprint_with_headers(req->fp, h, n);
 }
 
 /*
@@ -280,7 +280,7 @@ static enum keysource_result request_key(struct request *req)
 	char detail[256];
 
 	if (res == KEYSOURCE_ABSENT && r->key == KEY_OPTIONAL) {
-		req->outcome = OUT_PASS;
+		req->role = ROLE_PASS;
 		request_forward(req, 0);
 	} else if (res == KEYSOURCE_ABSENT) {
 		snprintf(detail, sizeof(detail),
@@ -302,6 +302,7 @@ static void request_intercept(struct request *req)
 	const struct route *r = req->route;
 	struct http_msg *m = req->msg;
 	const struct record *cached;
+	enum actor_result res;
 	const char *why = NULL;
 	char detail[128];
 	size_t len;
@@ -317,49 +318,29 @@ static void request_intercept(struct request *req)
 	req->tag.key = req->key;
 	req->tag.key_len = req->key_len;
 
-	switch (request_actor(req, &why)) {
-	case ACTOR_OK:
-		break;
-	case ACTOR_ABSENT:
-		request_reject(req, PROBLEM_ACTOR_MISSING,
-			       r->actor == ACTOR_JWT || r->actor == ACTOR_AUTHORIZATION
-				   ? "the request carries no credential"
-				   : "the request names no actor");
-		return;
-	case ACTOR_INVALID:
-		if (r->actor == ACTOR_JWT || r->actor == ACTOR_AUTHORIZATION) {
-			snprintf(detail, sizeof(detail), "the %s is not valid: %s",
-				 r->actor == ACTOR_JWT ? "bearer token" : "credential", why);
-			request_reject(req, PROBLEM_ACTOR_INVALID, detail);
-		} else {
-			request_reject(req, PROBLEM_ACTOR_INVALID,
-				       "an actor is one value of 1 to 256 bytes of UTF-8 without "
-				       "control characters");
-		}
-		return;
-	case ACTOR_NOMEM:
+	res = actor_from_request(req->ctx->actor, req->gen, r, m, &req->actor, &why);
+	if (res == ACTOR_NOMEM)
 		goto fail;
+	if (res != ACTOR_OK) {
+		request_reject(req,
+			       res == ACTOR_ABSENT ? PROBLEM_ACTOR_MISSING : PROBLEM_ACTOR_INVALID,
+			       actor_refusal(r, res, why, detail, sizeof(detail)));
+		return;
 	}
 
 	len = evbuffer_get_length(m->body);
-	if (fingerprint_request(m->method, m->path, m->path_len, m->query, m->query_len,
-				len ? evbuffer_pullup(m->body, -1) : NULL, len, r->fingerprint,
-				r->fields, r->nfields, req->fp) < 0 ||
-	    (r->nfp_headers && request_fp_headers(req) < 0))
+	if (fingerprint_of_request(r, m, len ? evbuffer_pullup(m->body, -1) : NULL, len,
+				   req->fp) < 0)
 		goto fail;
 
-	req->scope.actor = req->actor;
-	req->scope.operation = r->operation;
-	req->scope.key = req->key;
-
+	req->scope = (struct scope){req->actor, r->operation, req->key};
 	/* Completed records never change until they expire: a cached one
 	 * answers a retry, or a conflicting one, with no round trip. */
 	cached = cache_get(req->ctx->cache, &req->scope, clock_now_us());
-	if (cached) {
+	if (cached)
 		request_existing(req, cached, 1);
-		return;
-	}
-	request_claim(req);
+	else
+		request_claim(req);
 	return;
 fail:
 	log_error(&req->tag, "out of memory");
@@ -372,7 +353,7 @@ static void request_claim(struct request *req)
 	int flags = req->route->recovery == RECOVERY_FORWARD ? STORE_RECOVER : 0;
 
 	request_set_state(req, REQ_CLAIMING);
-	req->wakes_seen = req->ctx->wakes;
+	waiters_claiming(req->ctx->waiters, &req->wait);
 	/* The lease runs from the moment the claim was sent, not answered. */
 	req->store_sent_us = clock_now_us();
 	req->lease_deadline_us = req->store_sent_us + req->conf->lease_ms * 1000;
@@ -398,14 +379,12 @@ static void claim_done_cb(void *arg, enum store_result res, int64_t generation,
 	request_store_answered(req);
 	switch (res) {
 	case STORE_OK:
-		req->outcome = OUT_OWNER;
+		req->role = ROLE_OWNER;
 		req->generation = generation;
-		if (req->ctx->past_deadline) {
-			/* Shutting down: nothing more goes upstream. */
+		if (req->ctx->past_deadline) /* shutting down: nothing more goes upstream */
 			request_owner_result(req, UPSTREAM_NOT_SENT);
-			return;
-		}
-		request_forward(req, 0);
+		else
+			request_forward(req, 0);
 		return;
 	case STORE_EXISTS:
 		request_existing(req, rec, 0);
@@ -415,20 +394,20 @@ static void claim_done_cb(void *arg, enum store_result res, int64_t generation,
 		/* Fail-open forwards, but nothing new goes upstream after the
 		 * shutdown deadline. */
 		if (req->conf->store_unavailable == STORE_FAIL_OPEN && !req->ctx->past_deadline) {
-			req->outcome = OUT_UNENFORCED;
+			req->role = ROLE_UNENFORCED;
 			request_forward(req, 0);
 			return;
 		}
-		req->outcome = OUT_STORE_DOWN;
-		request_answer_problem(req, PROBLEM_STORE_UNAVAILABLE,
+		req->role = ROLE_REFUSED;
+		request_answer_problem(req, OUT_STORE_DOWN, PROBLEM_STORE_UNAVAILABLE,
 				       "the idempotency store is unavailable");
 		break;
 	case STORE_LOST:
 		/* The claim may have committed: forwarding now, even fail-open,
 		 * could run the request while a retry finds it in progress. The
 		 * store removes the claim; the client retries. */
-		req->outcome = OUT_STORE_DOWN;
-		request_answer_problem(req, PROBLEM_STORE_UNAVAILABLE,
+		req->role = ROLE_REFUSED;
+		request_answer_problem(req, OUT_STORE_DOWN, PROBLEM_STORE_UNAVAILABLE,
 				       "the idempotency store did not confirm the claim; retry");
 		break;
 	}
@@ -452,36 +431,19 @@ static void request_cache_put(struct request *req, const struct record *rec, int
 static enum record_read request_read_stored(struct request *req, const struct record *rec,
 					    struct record *plain, void **mem)
 {
-	const struct secrets *sec = req->gen->secrets;
-	int64_t now = clock_now_us();
-	struct record_reader rd = {
-	    .seal = sec->seal,
-	    .keys_ms = (now - sec->keys_since_us) / 1000,
-	    .sealing_ms = (now - sec->sealing_since_us) / 1000,
-	    .retention_ms = req->route->retention_ms,
-	    .extra = req->route->store_headers,
-	    .nextra = req->route->nstore_headers,
-	};
-	const char *why = "";
-	enum record_read r = record_read(&rd, &req->scope, rec, plain, mem, &why);
+	char why[RECORD_WHY_MAX];
+	enum record_read r = record_to_replay(req->gen->secrets, req->route, &req->scope, rec,
+					      plain, mem, why, sizeof(why));
 
 	if (r == RECORD_READ_LATER) {
-		log_warn(&req->tag, "stored record sealed with key \"%s\" cannot be read yet: %s",
-			 rec->sealed, why);
-		req->outcome = OUT_STORE_DOWN;
-		request_answer_problem(req, PROBLEM_KEY_UNAVAILABLE,
+		log_warn(&req->tag, "%s", why);
+		request_answer_problem(req, OUT_STORE_DOWN, PROBLEM_KEY_UNAVAILABLE,
 				       "the stored outcome of the first request with this key is "
 				       "sealed with a key this instance does not have yet; retry");
 	} else if (r == RECORD_READ_REFUSED) {
 		/* Never replayed, never run again: an operator decides. */
-		if (rec->sealed)
-			log_error(&req->tag,
-				  "stored record sealed with key \"%s\" cannot be read: %s",
-				  rec->sealed, why);
-		else
-			log_error(&req->tag, "stored record is not replayed: %s", why);
-		req->outcome = OUT_UNKNOWN;
-		request_answer_problem(req, PROBLEM_OUTCOME_UNKNOWN,
+		log_error(&req->tag, "%s", why);
+		request_answer_problem(req, OUT_UNKNOWN, PROBLEM_OUTCOME_UNKNOWN,
 				       "the stored outcome of the first request with this key "
 				       "cannot be read");
 	}
@@ -500,6 +462,7 @@ static void request_existing(struct request *req, const struct record *rec, int 
 	struct record plain;
 	void *mem = NULL;
 
+	req->role = ROLE_DUPLICATE;
 	if (!cached && rec->state == RECORD_COMPLETED &&
 	    memcmp(rec->fingerprint, req->fp, FINGERPRINT_LEN) == 0) {
 		if (request_read_stored(req, rec, &plain, &mem) != RECORD_READ_OK) {
@@ -509,9 +472,8 @@ static void request_existing(struct request *req, const struct record *rec, int 
 		rec = &plain;
 	}
 	if (memcmp(rec->fingerprint, req->fp, FINGERPRINT_LEN) != 0) {
-		req->outcome = OUT_CONFLICT;
 		STATS_ADD(req->ctx->stats->conflicts, 1);
-		request_answer_problem(req, PROBLEM_CONFLICT,
+		request_answer_problem(req, OUT_CONFLICT, PROBLEM_CONFLICT,
 				       "this Idempotency-Key was used with a different request");
 	} else if (rec->state == RECORD_COMPLETED) {
 		if (!cached)
@@ -521,19 +483,17 @@ static void request_existing(struct request *req, const struct record *rec, int 
 		req->status = replay_send(req->conn, rec, respond_flags(req->msg));
 		req->conn = NULL;
 	} else if (rec->state == RECORD_UNKNOWN || rec->lease_expired) {
-		req->outcome = OUT_UNKNOWN;
-		request_answer_problem(req, PROBLEM_OUTCOME_UNKNOWN,
+		request_answer_problem(req, OUT_UNKNOWN, PROBLEM_OUTCOME_UNKNOWN,
 				       "the outcome of the first request with this key is unknown");
 	} else if (req->route->in_progress == IN_PROGRESS_WAIT && request_wait(req)) {
 		return;
 	} else {
-		req->outcome = OUT_IN_PROGRESS;
 		/* When its owner should be done, from how long this route's
 		 * owners take and how long this one has run. */
 		req->retry_after_ms = pace_retry_ms(req->ctx->pace, req->route->stats_id,
 					      req->conf->lease_ms - rec->lease_remaining_ms,
 					      rec->lease_remaining_ms);
-		request_answer_problem(req, PROBLEM_IN_PROGRESS,
+		request_answer_problem(req, OUT_IN_PROGRESS, PROBLEM_IN_PROGRESS,
 				       "a request with this Idempotency-Key is still being processed");
 	}
 	free(mem); /* the replay and the cache copied what they keep */
@@ -542,150 +502,59 @@ static void request_existing(struct request *req, const struct record *rec, int 
 
 /* ---- duplicates waiting for their owner (in_progress wait) ---- */
 
-static void wait_timer_cb(evutil_socket_t fd, short what, void *arg)
-{
-	request_claim(arg);
-}
-
-/*
- * 1 when a wake-up for req's scope (or for every scope) came after its
- * claim was sent: the owner's notification can arrive in the same read as
- * the claim's answer, which still saw the owner running.
- */
-static int request_woken_since_claim(const struct request *req)
-{
-	const struct request_ctx *ctx = req->ctx;
-	uint64_t i = req->wakes_seen;
-	const char *token;
-
-	if (ctx->wakes - i > WAKE_RING_SIZE)
-		return 1; /* too many to tell: look again */
-	for (; i < ctx->wakes; i++) {
-		token = ctx->wake_ring[i & (WAKE_RING_SIZE - 1)];
-		if (!*token || strcmp(token, req->token) == 0)
-			return 1;
-	}
-	return 0;
-}
-
-/*
- * The duplicates one worker holds waiting: half its share of
- * max_connections, so waiting clients cannot take every connection.
- * Beyond it a duplicate gets the 409 at once.
- */
-static int request_max_waiters(const struct conf *conf)
-{
-	int n = conf->max_connections / (2 * conf->workers);
-
-	return n > 0 ? n : 1;
-}
-
 /*
  * A duplicate found the owner still running and its route lets it wait:
  * hold it (REQ_WAITING) until the owner's write wakes it (request_wake)
  * or its wait ends, then claim again (at once, when the wake-up came while
  * the claim was out). Returns 0 when the wait is over, nobody is left to
- * answer or the worker is past its shutdown deadline: the caller answers
- * in-progress.
+ * answer, the worker holds enough waiters or is past its shutdown
+ * deadline: the caller answers in-progress.
  */
 static int request_wait(struct request *req)
 {
-	int64_t now = clock_now_us(), left;
-	struct timeval tv;
+	enum waiters_hold hold;
 
-	if (!req->wait_deadline_us) {
-		req->wait_deadline_us = now + req->route->in_progress_wait_ms * 1000;
-		scope_token(&req->scope, req->token);
+	if (!req->wait.deadline_us) {
+		req->wait.deadline_us = clock_now_us() + req->route->in_progress_wait_ms * 1000;
+		scope_token(&req->scope, req->wait.token);
 		STATS_ADD(req->ctx->stats->waits, 1);
 	}
-	left = req->wait_deadline_us - now;
-	if (left <= 0 || !req->conn || req->ctx->past_deadline ||
-	    req->ctx->nwaiters >= request_max_waiters(req->conf))
+	if (!req->conn || req->ctx->past_deadline)
 		return 0;
-	if (request_woken_since_claim(req)) {
+	hold = waiters_hold(req->ctx->waiters, &req->wait, req->conf->max_connections,
+			    req->conf->workers);
+	if (hold == WAITERS_HELD)
+		request_set_state(req, REQ_WAITING);
+	else if (hold == WAITERS_WOKEN)
 		request_claim(req);
-		return 1;
-	}
-	if (!req->wait_timer)
-		req->wait_timer = evtimer_new(req->ctx->base, wait_timer_cb, req);
-	if (!req->wait_timer)
-		return 0;
-	tv = clock_tv_us(left);
-	evtimer_add(req->wait_timer, &tv);
-	request_set_state(req, REQ_WAITING);
-	return 1;
+	return hold != WAITERS_OVER;
 }
 
-/* The waiters' bucket of a scope token: its first hex digits (an MD5's are as good as any). */
-static unsigned wait_bucket(const char *token)
+static void request_claim_again(void *arg)
 {
-	unsigned h = 0;
-
-	for (int i = 0; i < 8 && token[i]; i++)
-		h = h << 4 | (unsigned)(token[i] <= '9' ? token[i] - '0' : token[i] - 'a' + 10);
-	return h & (WAIT_BUCKETS - 1);
-}
-
-/* Claims again every waiter of the bucket whose scope is token (NULL: all of them). */
-static void wait_wake_bucket(struct request_ctx *ctx, unsigned bucket, const char *token)
-{
-	struct request *req = LIST_FIRST(&ctx->waiters[bucket]), *next;
-
-	for (; req; req = next) {
-		next = LIST_NEXT(req, wait_link);
-		if (!token || strcmp(token, req->token) == 0)
-			request_claim(req);
-	}
+	request_claim(arg);
 }
 
 void request_wake(struct request_ctx *ctx, const char *token)
 {
-	snprintf(ctx->wake_ring[ctx->wakes++ & (WAKE_RING_SIZE - 1)], SCOPE_TOKEN_SIZE, "%s",
-		 token ? token : "");
-	if (token) {
-		wait_wake_bucket(ctx, wait_bucket(token), token);
-		return;
-	}
-	for (unsigned i = 0; i < WAIT_BUCKETS && ctx->nwaiters > 0; i++)
-		wait_wake_bucket(ctx, i, NULL);
+	waiters_wake(ctx->waiters, token);
 }
 
 /* ---- the upstream ---- */
 
-/*
- * Hand the request to a relay. An owner's response is read whole up to
- * max_stored_body and waits for its record; everything else streams, and
- * upstream_timeout bounds the upstream's silence rather than the whole
- * exchange (an owner's must end within its lease).
- */
+/* Hand the request to a relay, with the parameters of what it is (relay_params_init). */
 static void request_forward(struct request *req, int streamed)
 {
-	const struct conf *conf = req->conf;
-	int owner = req->outcome == OUT_OWNER;
-	struct relay_params p = {
-		.buffer = conf->relay_buffer,
-		.hold = owner ? conf->max_stored_body : 0,
-		.owner = owner,
-		.unenforced = req->outcome == OUT_UNENFORCED,
-		.retry_safe = !owner && http_method_is_safe(req->msg->method),
-		.upgrade = req->outcome == OUT_PASS ? upgrade_wanted(req->msg, conf->tunnel_upgrades,
-								     conf->ntunnel_upgrades)
-						    : NULL,
-		.idle_timeout = !owner,
-		.upstream_timeout_ms = conf->upstream_timeout_ms,
-		.client_timeout_ms = conf->client_timeout_ms,
-		.tunnel_timeout_ms = conf->tunnel_timeout_ms,
-		.view =
-		    {
-			.peer = req->conn ? req->conn->peer : "unknown",
-			.trusted = req->conn && conf_trusted_proxy(conf, (const struct sockaddr *)&req->conn->peer_addr),
-			.proto = req->conn && req->conn->tls ? "https" : "http",
-			.default_host = conf->upstream_hostport,
-			.underscores = conf->underscores_in_headers,
-		    },
-	};
-	int dropped = forward_dropped_names(req->msg, &p.view);
+	int owner = req->role == ROLE_OWNER;
+	struct relay_params p;
+	int dropped;
 
+	relay_params_init(&p, req->conf, req->conn, req->msg, owner, req->role == ROLE_UNENFORCED);
+	dropped = forward_dropped_names(req->msg, &p.view);
+
+	/* Forwarded without a claim: the outcome says so, whatever the upstream does. */
+	if (!owner)
+		req->outcome = req->role == ROLE_PASS ? OUT_PASS : OUT_UNENFORCED;
 	req->upgrade = p.upgrade;
 	if (dropped) {
 		STATS_ADD(req->ctx->stats->dropped_underscore, dropped);
@@ -696,37 +565,33 @@ static void request_forward(struct request *req, int streamed)
 	}
 	request_set_state(req, REQ_FORWARDING);
 	req->upstream_us = clock_now_us();
+	req->forwarding = 1;
+	req->ctx->nforwarding++;
 	req->relay = relay_start(req->ctx->base, req->ctx->pool, req->conn, req->msg, streamed, &p,
 				 request_relay_done, req);
-	if (req->relay) {
-		req->forwarding = 1;
-		req->ctx->nforwarding++;
-		return;
-	}
-	/* Nothing left this process: out of memory before sending. */
-	if (owner) {
-		request_owner_result(req, UPSTREAM_NOT_SENT);
-		return;
-	}
-	req->up_result = UPSTREAM_NOT_SENT;
-	request_answer_upstream(req);
-	request_done(req);
+	if (!req->relay) /* nothing left this process: out of memory before sending */
+		request_relay_done(req, UPSTREAM_NOT_SENT, NULL, 0);
 }
 
-/* The exchange with the upstream is over (by its end, or cut off). */
+/* The exchange with the upstream is over (ended or cut off): upstream_us becomes its duration. */
 static void request_forwarded(struct request *req)
 {
-	if (req->forwarding) {
-		req->forwarding = 0;
-		req->ctx->nforwarding--;
-	}
-}
-
-/* The upstream's part is over: upstream_us becomes its duration. */
-static void request_upstream_over(struct request *req)
-{
+	if (!req->forwarding)
+		return;
+	req->forwarding = 0;
+	req->ctx->nforwarding--;
 	req->upstream_us = clock_now_us() - req->upstream_us;
 	stats_observe(&req->ctx->stats->hist[STATS_UPSTREAM_SECONDS], req->upstream_us);
+}
+
+/* The exchange ends before the relay's own end: what it answered stays known, the relay goes. */
+static void request_cut_off(struct request *req)
+{
+	req->streamed = relay_answered(req->relay);
+	req->status = relay_status(req->relay);
+	relay_free(req->relay);
+	req->relay = NULL;
+	request_forwarded(req);
 }
 
 static void request_relay_done(void *arg, enum upstream_result res, struct http_msg *resp,
@@ -737,8 +602,7 @@ static void request_relay_done(void *arg, enum upstream_result res, struct http_
 	request_forwarded(req);
 	req->resp = resp;
 	req->streamed = answered;
-	request_upstream_over(req);
-	if (req->outcome == OUT_OWNER) {
+	if (req->role == ROLE_OWNER) {
 		request_owner_result(req, res);
 		return;
 	}
@@ -750,36 +614,37 @@ static void request_relay_done(void *arg, enum upstream_result res, struct http_
 /* ---- the owner's record ---- */
 
 /*
- * What the upstream did decides what the owner's record becomes: the
- * response stored (outcome stays OUT_OWNER), the claim released (a
- * release_on status, or nothing sent), or the outcome unknown (an
- * unknown_on status, or a failure after sending). Then it is written.
+ * What the upstream did decides what the owner's record becomes, and so
+ * its outcome: the response stored (record_to_store), the claim released
+ * (a release_on status, or nothing sent), or the outcome unknown (an
+ * unknown_on status, a failure after sending, or a response that cannot be
+ * stored). Then it is written.
  */
 static void request_owner_result(struct request *req, enum upstream_result res)
 {
 	const struct route *r = req->route;
+	enum record_store kept;
+	int omitted;
 
 	req->up_result = res;
-	if (res == UPSTREAM_OK) {
-		req->status = req->resp->status;
-		if (status_set_has(&r->release_on, req->resp->status)) {
-			req->outcome = OUT_RELEASED;
-		} else if (status_set_has(&r->unknown_on, req->resp->status)) {
-			req->outcome = OUT_UNKNOWN;
-		} else {
-			/* A streamed body was not kept: over max_stored_body. */
-			req->body_omitted =
-				req->streamed ||
-				evbuffer_get_length(req->resp->body) > req->conf->max_stored_body;
-			req->stored_headers = record_headers(req->resp, r->store_headers,
-							     r->nstore_headers, &req->stored_headers_len);
-			if (!req->stored_headers)
-				req->outcome = OUT_UNKNOWN; /* out of memory: nothing to store */
-		}
+	req->status = res == UPSTREAM_OK ? req->resp->status : respond_upstream_status(res);
+	if (res != UPSTREAM_OK) {
+		req->write = res == UPSTREAM_NOT_SENT ? WRITE_RELEASE : WRITE_UNKNOWN;
+	} else if (status_set_has(&r->release_on, req->status)) {
+		req->write = WRITE_RELEASE;
+	} else if (status_set_has(&r->unknown_on, req->status)) {
+		req->write = WRITE_UNKNOWN;
 	} else {
-		req->outcome = res == UPSTREAM_NOT_SENT ? OUT_RELEASED : OUT_UNKNOWN;
-		req->status = respond_upstream_status(res);
+		/* A streamed body was not kept: over max_stored_body. */
+		omitted = req->streamed ||
+			  evbuffer_get_length(req->resp->body) > req->conf->max_stored_body;
+		kept = record_to_store(req->gen->secrets, r, &req->scope, req->generation, req->fp,
+				       req->resp, omitted, &req->stored);
+		if (kept == RECORD_STORE_UNSEALED) /* never stored in the clear */
+			log_error(&req->tag, "record sealing failed: the record is marked unknown");
+		req->write = kept == RECORD_STORE_OK ? WRITE_FINISH : WRITE_UNKNOWN;
 	}
+	req->outcome = request_write_outcomes[req->write];
 	request_set_state(req, REQ_RECORDING);
 	request_record(req);
 }
@@ -790,86 +655,27 @@ static int request_write_flags(const struct request *req)
 	return req->route->in_progress == IN_PROGRESS_WAIT ? STORE_NOTIFY : 0;
 }
 
-/*
- * The owner's outcome as the store keeps it: headers and body sealed under
- * body_encryption's current key (once, so a retried write sends the same
- * blobs), else as they are.
- */
-static void request_finish(struct request *req, int flags)
-{
-	const struct seal_keys *keys = req->gen->secrets->seal;
-	const char *headers = req->stored_headers;
-	size_t headers_len = req->stored_headers_len, body_len = 0;
-	const unsigned char *body = NULL;
-
-	if (!req->body_omitted) {
-		body_len = evbuffer_get_length(req->resp->body);
-		body = body_len ? evbuffer_pullup(req->resp->body, -1) : (const unsigned char *)"";
-	}
-	if (keys) {
-		if (!req->sealed.headers &&
-		    record_seal(keys, &req->scope, req->resp->status, req->generation, headers,
-				headers_len, body, body_len, &req->sealed) < 0) {
-			/* Never stored in the clear: the outcome is kept as unknown. */
-			log_error(&req->tag, "record sealing failed: the record is marked unknown");
-			store_mark_unknown(req->ctx->store, &req->scope, req->generation, flags,
-					   record_done_cb, req);
-			return;
-		}
-		headers = (const char *)req->sealed.headers;
-		headers_len = req->sealed.headers_len;
-		body = req->sealed.body;
-		body_len = req->sealed.body_len;
-	}
-	store_finish(req->ctx->store, &req->scope, req->generation, req->resp->status, headers,
-		     headers_len, body, body_len, req->body_omitted,
-		     keys ? seal_keys_current(keys) : NULL, req->route->retention_ms, flags,
-		     record_done_cb, req);
-}
-
-/* Write the owner's outcome: finish, release or unknown. */
+/* Write the owner's record: finish, release or unknown. */
 static void request_record(struct request *req)
 {
 	struct store *st = req->ctx->store;
+	const struct record_stored *s = &req->stored;
 	int flags = request_write_flags(req);
 
 	req->store_sent_us = clock_now_us();
-	switch (req->outcome) {
-	case OUT_OWNER:
-		req->finish_sent_us = req->store_sent_us;
-		request_finish(req, flags);
+	switch (req->write) {
+	case WRITE_FINISH:
+		store_finish(st, &req->scope, req->generation, req->status, s->headers,
+			     s->headers_len, s->body, s->body_len, s->plain.body_omitted, s->key_id,
+			     req->route->retention_ms, flags, record_done_cb, req);
 		break;
-	case OUT_RELEASED:
+	case WRITE_RELEASE:
 		store_release(st, &req->scope, req->generation, flags, record_done_cb, req);
 		break;
-	default:
+	default: /* WRITE_UNKNOWN */
 		store_mark_unknown(st, &req->scope, req->generation, flags, record_done_cb, req);
 		break;
 	}
-}
-
-/*
- * The owner's record is written: cache it. Its expiry counts from when the
- * finish was sent, which is no later than the database's completed_at, so
- * the cache never outlives the record's retention.
- */
-static void request_cache_finished(struct request *req, int64_t ttl_ms)
-{
-	struct record rec = {
-		.state = RECORD_COMPLETED,
-		.status = req->resp->status,
-		.headers = req->stored_headers,
-		.headers_len = req->stored_headers_len,
-		.body_omitted = req->body_omitted,
-	};
-
-	memcpy(rec.fingerprint, req->fp, FINGERPRINT_LEN);
-	if (!req->body_omitted) {
-		rec.body_len = evbuffer_get_length(req->resp->body);
-		rec.body = evbuffer_pullup(req->resp->body, -1);
-	}
-	if (ttl_ms > 0)
-		request_cache_put(req, &rec, ttl_ms);
 }
 
 static void record_retry_cb(evutil_socket_t fd, short what, void *arg)
@@ -904,20 +710,24 @@ static int request_record_retry(struct request *req)
 static void record_done_cb(void *arg, enum store_result res)
 {
 	struct request *req = arg;
+	char token[SCOPE_TOKEN_SIZE];
 
 	request_store_answered(req);
 	switch (res) {
 	case STORE_OK:
-		if (req->outcome == OUT_OWNER) {
-			/* The record lives retention from its write. */
+		if (req->write == WRITE_FINISH) {
+			/* The record lives retention from its write; so does its
+			 * cached copy, whose expiry counts from when the finish was
+			 * sent: no later than the database's completed_at. */
 			req->key_expires_ms = req->route->retention_ms -
-					      (clock_now_us() - req->finish_sent_us) / 1000;
-			request_cache_finished(req, req->key_expires_ms);
+					      (clock_now_us() - req->store_sent_us) / 1000;
+			if (req->key_expires_ms > 0)
+				request_cache_put(req, &req->stored.plain, req->key_expires_ms);
 		}
 		/* Local waiters need not wait for the notification's trip. */
 		if (request_write_flags(req)) {
-			scope_token(&req->scope, req->token);
-			request_wake(req->ctx, req->token);
+			scope_token(&req->scope, token);
+			request_wake(req->ctx, token);
 		}
 		break;
 	case STORE_FENCED:
@@ -942,47 +752,6 @@ static void record_done_cb(void *arg, enum store_result res)
 	request_done(req);
 }
 
-/* ---- answers ---- */
-
-/* Answer with a problem before anything was claimed, and finish. */
-static void request_reject(struct request *req, enum problem_kind kind, const char *detail)
-{
-	req->outcome = OUT_REJECTED;
-	request_answer_problem(req, kind, detail);
-	request_done(req);
-}
-
-/* The client's one answer, if it is still there: a problem. */
-static void request_answer_problem(struct request *req, enum problem_kind kind,
-				   const char *detail)
-{
-	req->status = respond_problem(req->conn, req->conf, req->route, kind, detail, req->retry_after_ms,
-				      respond_flags(req->msg));
-	req->conn = NULL;
-}
-
-/*
- * The client's one answer after the upstream: its response, or what became
- * of the request. A response the relay streamed is already there: an
- * owner's last bytes go out now, after the record.
- */
-static void request_answer_upstream(struct request *req)
-{
-	int flags = respond_flags(req->msg);
-
-	if (req->streamed) {
-		if (req->up_result == UPSTREAM_OK)
-			relay_release(req->relay);
-		req->status = req->resp ? req->resp->status : 0;
-	} else if (req->resp && req->up_result == UPSTREAM_OK)
-		req->status = respond_relay(req->conn, req->resp, flags,
-					    req->outcome == OUT_UNENFORCED, req->key_expires_ms);
-	else
-		req->status = respond_upstream_failure(req->conn, req->conf, req->route, req->up_result,
-						       flags);
-	req->conn = NULL;
-}
-
 /* ---- states and the end ---- */
 
 /* A move request_next[] does not allow is a bug: the checked build stops at it. */
@@ -995,6 +764,16 @@ static void request_bad_move(const struct request *req, enum request_state state
 #endif
 }
 
+/* An outcome req's role may not end with is a bug, like a bad move. */
+static void request_bad_end(const struct request *req)
+{
+	log_error(&req->tag, "bug: a request of role %s ended with outcome %s",
+		  role_name(req->role), outcome_name(req->outcome));
+#ifdef IDEMPROXY_CHECKS
+	abort();
+#endif
+}
+
 /* Move req to state; entering and leaving REQ_WAITING keeps the waiter list. */
 static void request_set_state(struct request *req, enum request_state state)
 {
@@ -1002,15 +781,10 @@ static void request_set_state(struct request *req, enum request_state state)
 		request_bad_move(req, state);
 	log_debug(&req->tag, "state %s -> %s", request_state_names[req->state],
 		  request_state_names[state]);
-	if (req->state == REQ_WAITING) {
-		LIST_REMOVE(req, wait_link);
-		req->ctx->nwaiters--;
-		evtimer_del(req->wait_timer);
-	}
-	if (state == REQ_WAITING) {
-		LIST_INSERT_HEAD(&req->ctx->waiters[wait_bucket(req->token)], req, wait_link);
-		req->ctx->nwaiters++;
-	}
+	if (req->state == REQ_WAITING)
+		waiters_remove(req->ctx->waiters, &req->wait);
+	if (state == REQ_WAITING)
+		waiters_add(req->ctx->waiters, &req->wait);
 	req->state = state;
 }
 
@@ -1024,17 +798,15 @@ static void request_free(struct request *req)
 		conn_attach(req->conn, NULL);
 	request_forwarded(req);
 	relay_free(req->relay);
-	record_sealed_free(&req->sealed);
-	evfree_event(&req->wait_timer);
+	record_stored_free(&req->stored);
+	waiters_forget(&req->wait);
 	evfree_event(&req->retry_timer);
 	http_msg_free(req->msg);
 	free(req->actor);
-	free(req->stored_headers);
 	conf_gens_drop(ctx->gens, req->gen);
 	evalloc_free(req);
 }
 
-/* The end of every request: counted, logged, freed. */
 /* A finished request in the counters and the access log: every answer goes through here. */
 static void request_account(struct request_ctx *ctx, const struct log_tag *tag, int route_id,
 			    enum outcome outcome, struct log_access *a)
@@ -1047,11 +819,14 @@ static void request_account(struct request_ctx *ctx, const struct log_tag *tag, 
 	log_access(tag, a);
 }
 
+/* The end of every request: counted, logged, freed. */
 static void request_done(struct request *req)
 {
 	int64_t duration_us = clock_now_us() - req->started_us;
 
-	if (req->outcome == OUT_OWNER)
+	if (!role_may_end(req->role, req->outcome))
+		request_bad_end(req);
+	if (req->write == WRITE_FINISH)
 		pace_owner_done(req->ctx->pace, req->route->stats_id, duration_us / 1000);
 	request_set_state(req, REQ_DONE);
 	request_account(req->ctx, &req->tag, req->route ? req->route->stats_id : STATS_NO_ROUTE,
@@ -1097,13 +872,9 @@ void request_conn_gone(struct request *req)
 	req->conn = NULL;
 	if (req->forwarding && relay_conn_gone(req->relay)) {
 		/* A pass-through exchange or a tunnel ends with its client. */
-		request_forwarded(req);
-		request_upstream_over(req);
-		req->status = relay_status(req->relay);
+		request_cut_off(req);
 		request_done(req);
-		return;
-	}
-	if (req->state == REQ_WAITING) {
+	} else if (req->state == REQ_WAITING) {
 		req->outcome = OUT_IN_PROGRESS;
 		request_done(req);
 	}
@@ -1126,21 +897,17 @@ void request_deadline_all(struct request_ctx *ctx)
 	for (; req; req = next) {
 		next = LIST_NEXT(req, link);
 		if (req->state == REQ_WAITING) {
-			req->outcome = OUT_IN_PROGRESS;
-			request_answer_problem(req, PROBLEM_IN_PROGRESS, "idemproxy is shutting down");
+			request_answer_problem(req, OUT_IN_PROGRESS, PROBLEM_IN_PROGRESS,
+					       "idemproxy is shutting down");
 			request_done(req);
-		} else if (req->state == REQ_FORWARDING && req->outcome == OUT_OWNER) {
+		} else if (req->state == REQ_FORWARDING && req->role == ROLE_OWNER) {
 			unsent = relay_unsent(req->relay);
 			log_warn(&req->tag,
 				 "shutdown_timeout passed with the request at the upstream: %s",
 				 unsent ? "nothing was sent, releasing its record"
 					: "recording its outcome as unknown");
 			/* A response under way is cut short. */
-			req->streamed = relay_answered(req->relay);
-			relay_free(req->relay);
-			req->relay = NULL;
-			request_forwarded(req);
-			request_upstream_over(req);
+			request_cut_off(req);
 			request_owner_result(req, unsent ? UPSTREAM_NOT_SENT : UPSTREAM_CUT_OFF);
 		}
 	}
@@ -1155,22 +922,16 @@ struct request_ctx *request_ctx_new(struct event_base *base, struct conf_gens *g
 
 	if (!ctx)
 		return NULL;
-	ctx->base = base;
-	ctx->gens = gens;
-	ctx->store = st;
-	ctx->pool = pool;
-	ctx->cache = cache;
-	ctx->stats = stats;
-	ctx->next_id = first_id;
-	ctx->jwt_cache = jwt_cache_new(REQUEST_JWT_CACHE);
-	ctx->pace = pace;
-	if (!ctx->jwt_cache) {
-		free(ctx);
+	*ctx = (struct request_ctx){.base = base, .gens = gens, .store = st, .pool = pool,
+				    .cache = cache, .pace = pace, .stats = stats,
+				    .next_id = first_id};
+	LIST_INIT(&ctx->requests);
+	ctx->actor = actor_ctx_new();
+	ctx->waiters = waiters_new(base, request_claim_again);
+	if (!ctx->actor || !ctx->waiters) {
+		request_ctx_free(ctx);
 		return NULL;
 	}
-	LIST_INIT(&ctx->requests);
-	for (int i = 0; i < WAIT_BUCKETS; i++)
-		LIST_INIT(&ctx->waiters[i]);
 	return ctx;
 }
 
@@ -1186,7 +947,8 @@ void request_ctx_free(struct request_ctx *ctx)
 		request_set_state(req, REQ_DONE);
 		request_free(req);
 	}
-	jwt_cache_free(ctx->jwt_cache);
+	actor_ctx_free(ctx->actor);
+	waiters_free(ctx->waiters);
 	free(ctx);
 }
 
@@ -1202,37 +964,24 @@ int request_forwarding(const struct request_ctx *ctx)
 
 void request_input(struct request *req, enum request_input what)
 {
+	int bad = what == REQUEST_BODY_BAD;
+
 	if (!req->forwarding)
 		return;
-	switch (what) {
-	case REQUEST_BODY_MORE:
-	case REQUEST_TUNNEL_MORE:
-		relay_input(req->relay, 0);
+	if (!bad && what != REQUEST_BODY_TIMEOUT) {
+		relay_input(req->relay, what == REQUEST_BODY_END);
 		return;
-	case REQUEST_BODY_END:
-		relay_input(req->relay, 1);
-		return;
-	case REQUEST_BODY_BAD:
-	case REQUEST_BODY_TIMEOUT:
-		break;
 	}
 	/* The client broke off its streamed body: the upstream never gets the
 	 * rest; the client's connection closes. */
 	log_warn(&req->tag, "the client's streamed body %s; exchange abandoned",
-		 what == REQUEST_BODY_BAD ? "was malformed" : "stalled for client_timeout");
-	req->streamed = relay_answered(req->relay);
-	req->status = relay_status(req->relay);
-	relay_free(req->relay);
-	req->relay = NULL;
-	request_forwarded(req);
-	request_upstream_over(req);
+		 bad ? "was malformed" : "stalled for client_timeout");
+	request_cut_off(req);
 	if (!req->streamed && req->conn)
 		req->status = respond_problem(req->conn, req->conf, req->route,
-					      what == REQUEST_BODY_BAD ? PROBLEM_BAD_REQUEST
-								       : PROBLEM_REQUEST_TIMEOUT,
-					      what == REQUEST_BODY_BAD
-						      ? "the request body is malformed"
-						      : "the request body stalled for client_timeout",
+					      bad ? PROBLEM_BAD_REQUEST : PROBLEM_REQUEST_TIMEOUT,
+					      bad ? "the request body is malformed"
+						  : "the request body stalled for client_timeout",
 					      0, respond_flags(req->msg) | RESPOND_CLOSE);
 	req->conn = NULL;
 	request_done(req);

@@ -1,7 +1,9 @@
 /* Unit tests for proxy/fingerprint.c: canonical JSON and request fingerprints. */
 #include "proxy/fingerprint.h"
+#include "proxy/http.h"
 #include "tests/unit/unit.h"
 
+#include <event2/buffer.h>
 #include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -749,6 +751,71 @@ static int bench(void)
 	return failed ? 1 : 0;
 }
 
+#define OF_BODY "{\"a\":1}"
+
+/* The request "POST /orders?b=2&a=1" with the header lines extra and OF_BODY, parsed. */
+static struct http_msg *of_request(const char *extra)
+{
+	struct http_parser *p = http_parser_new(HTTP_REQUEST, 1000);
+	struct evbuffer *in = evbuffer_new();
+	struct http_msg *m = NULL;
+
+	if (p && in &&
+	    evbuffer_add_printf(in,
+				"POST /orders?b=2&a=1 HTTP/1.1\r\nHost: x\r\n%s"
+				"Content-Length: %zu\r\n\r\n" OF_BODY,
+				extra, strlen(OF_BODY)) > 0 &&
+	    http_parser_feed(p, in) == HTTP_DONE)
+		m = http_parser_take(p);
+	evbuffer_free(in);
+	http_parser_free(p);
+	return m;
+}
+
+/* fingerprint_of_request of m on r; 0 or -1. */
+static int of(const struct route *r, const struct http_msg *m, unsigned char out[FINGERPRINT_LEN])
+{
+	size_t len = evbuffer_get_length(m->body);
+
+	return fingerprint_of_request(r, m, len ? evbuffer_pullup(m->body, -1) : NULL, len, out);
+}
+
+static void test_of_request(void)
+{
+	char *names[] = {"X-Tenant", "X-Region"};
+	struct route plain = {.fingerprint = FP_JSON};
+	struct route with = {.fingerprint = FP_JSON, .fp_headers = names, .nfp_headers = 2};
+	struct http_msg *a = of_request("X-Tenant: t1\r\nX-Other: o\r\n");
+	struct http_msg *b = of_request("x-tenant: t1\r\n");
+	struct http_msg *c = of_request("X-Tenant: t2\r\n");
+	struct http_msg *d = of_request("X-Region: t1\r\n");
+	unsigned char fa[FINGERPRINT_LEN], fb[FINGERPRINT_LEN], want[FINGERPRINT_LEN];
+	struct fp_header h = {0, "t1", 2};
+
+	CHECK(a && b && c && d);
+	if (!a || !b || !c || !d)
+		goto out;
+	/* Without fingerprint_headers: the request's own fingerprint. */
+	CHECK(of(&plain, a, fa) == 0);
+	CHECK(fingerprint_request("POST", "/orders", 7, "b=2&a=1", 7,
+				  (const unsigned char *)OF_BODY, strlen(OF_BODY), FP_JSON, NULL, 0,
+				  want) == 0);
+	CHECK(memcmp(fa, want, FINGERPRINT_LEN) == 0);
+	CHECK(of(&plain, c, fb) == 0 && memcmp(fa, fb, FINGERPRINT_LEN) == 0);
+	/* With them: each named header's values join it, names case-insensitive. */
+	CHECK(of(&with, a, fa) == 0);
+	CHECK(fingerprint_with_headers(want, &h, 1) == 0 && memcmp(fa, want, FINGERPRINT_LEN) == 0);
+	CHECK(of(&with, b, fb) == 0 && memcmp(fa, fb, FINGERPRINT_LEN) == 0);
+	CHECK(of(&with, c, fb) == 0 && memcmp(fa, fb, FINGERPRINT_LEN) != 0);
+	/* The same value under the other name is another request. */
+	CHECK(of(&with, d, fb) == 0 && memcmp(fa, fb, FINGERPRINT_LEN) != 0);
+out:
+	http_msg_free(a);
+	http_msg_free(b);
+	http_msg_free(c);
+	http_msg_free(d);
+}
+
 int main(void)
 {
 	if (getenv("IDEMPROXY_FP_BENCH"))
@@ -765,5 +832,6 @@ int main(void)
 	test_nested_paths();
 	test_request();
 	test_known_digest();
+	test_of_request();
 	UNIT_DONE("fingerprint");
 }

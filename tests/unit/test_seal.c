@@ -3,12 +3,17 @@
  * what proxy/record.c binds a stored record's blobs to and checks before a
  * replay.
  */
+#include "conf/conf.h"
 #include "proxy/base64.h"
+#include "proxy/clock.h"
+#include "proxy/http.h"
 #include "proxy/record.h"
 #include "proxy/scope.h"
 #include "proxy/seal.h"
+#include "proxy/secrets.h"
 #include "tests/unit/unit.h"
 
+#include <event2/buffer.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -694,6 +699,138 @@ static void test_record_headers_valid(void)
 	CHECK(strstr(why, "CR, LF, NUL") != NULL);
 }
 
+/* ---- record.c: the record an owner stores, the record a duplicate replays ---- */
+
+#define REC_RESPONSE                                                                               \
+	"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nLocation: /courses/7\r\n"       \
+	"Set-Cookie: s=1\r\nContent-Length: 8\r\n\r\n" REC_BODY
+#define REC_RETENTION_MS 86400000
+#define REC_SINCE_US	 5000000 /* the secrets' keys and sealing: this long ago */
+
+/* The response REC_RESPONSE, parsed; NULL on failure. */
+static struct http_msg *rec_response(void)
+{
+	struct http_parser *p = http_parser_new(HTTP_RESPONSE, 1000);
+	struct evbuffer *in = evbuffer_new();
+	struct http_msg *m = NULL;
+
+	if (p && in && evbuffer_add(in, REC_RESPONSE, strlen(REC_RESPONSE)) == 0 &&
+	    http_parser_feed(p, in) == HTTP_DONE)
+		m = http_parser_take(p);
+	evbuffer_free(in);
+	http_parser_free(p);
+	return m;
+}
+
+/* 1 when s begins with prefix. */
+static int starts(const char *s, const char *prefix)
+{
+	return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* The record st as the store hands it back, completed ms_ago. */
+static struct record rec_as_read(const struct record_stored *st, int64_t ms_ago)
+{
+	return (struct record){
+	    .state = RECORD_COMPLETED,
+	    .status = st->plain.status,
+	    .generation = st->plain.generation,
+	    .headers = st->headers,
+	    .headers_len = st->headers_len,
+	    .body = st->body,
+	    .body_len = st->body_len,
+	    .body_omitted = st->plain.body_omitted,
+	    .sealed = st->key_id,
+	    .completed_ms_ago = ms_ago,
+	};
+}
+
+static void test_record_to_store(void)
+{
+	struct http_msg *resp = rec_response();
+	struct secrets sec = {0};
+	struct route r = {.retention_ms = REC_RETENTION_MS};
+	unsigned char fp[RECORD_FINGERPRINT_LEN];
+	struct record_stored st;
+
+	CHECK(resp != NULL);
+	if (!resp)
+		return;
+	memset(fp, 7, sizeof(fp));
+	/* Plaintext: the kept headers and the body, as they are. */
+	CHECK(record_to_store(&sec, &r, &rec_scope, REC_GEN, fp, resp, 0, &st) == RECORD_STORE_OK);
+	CHECK(st.plain.state == RECORD_COMPLETED && st.plain.status == REC_STATUS &&
+	      st.plain.generation == REC_GEN && memcmp(st.plain.fingerprint, fp, sizeof(fp)) == 0);
+	CHECK(st.headers == st.plain.headers && st.key_id == NULL);
+	CHECK_STR(st.headers, REC_HEADERS);
+	CHECK(st.body_len == strlen(REC_BODY) && memcmp(st.body, REC_BODY, st.body_len) == 0);
+	record_stored_free(&st);
+	/* Omitted: no body at all; an empty one kept is "" (not omitted). */
+	CHECK(record_to_store(&sec, &r, &rec_scope, REC_GEN, fp, resp, 1, &st) == RECORD_STORE_OK);
+	CHECK(st.body == NULL && st.body_len == 0 && st.plain.body_omitted);
+	record_stored_free(&st);
+	evbuffer_drain(resp->body, evbuffer_get_length(resp->body));
+	CHECK(record_to_store(&sec, &r, &rec_scope, REC_GEN, fp, resp, 0, &st) == RECORD_STORE_OK);
+	CHECK(st.body != NULL && st.body_len == 0 && !st.plain.body_omitted);
+	record_stored_free(&st);
+	http_msg_free(resp);
+}
+
+static void test_record_to_store_sealed(void)
+{
+	struct seal_keys *k1 = one_key("k1", 1), *k2 = one_key("k2", 2);
+	struct http_msg *resp = rec_response();
+	struct secrets sec = {.keys_since_us = clock_now_us() - REC_SINCE_US,
+			      .sealing_since_us = clock_now_us() - REC_SINCE_US};
+	struct route r = {.retention_ms = REC_RETENTION_MS};
+	unsigned char fp[RECORD_FINGERPRINT_LEN] = {0};
+	struct scope other = rec_scope;
+	struct record_stored st;
+	struct record in, out;
+	char why[RECORD_WHY_MAX];
+	void *mem = NULL;
+
+	CHECK(k1 && k2 && resp);
+	if (!k1 || !k2 || !resp)
+		goto out;
+	sec.seal = k1;
+	CHECK(record_to_store(&sec, &r, &rec_scope, REC_GEN, fp, resp, 0, &st) == RECORD_STORE_OK);
+	CHECK_STR(st.key_id, "k1");
+	CHECK(st.headers != st.plain.headers && seal_version(st.headers, st.headers_len) == 2);
+	CHECK(seal_version(st.body, st.body_len) == 2);
+	CHECK_STR(st.plain.headers, REC_HEADERS);
+	/* What the store hands back is replayed as the plaintext it was. */
+	in = rec_as_read(&st, 1000);
+	CHECK(record_to_replay(&sec, &r, &rec_scope, &in, &out, &mem, why, sizeof(why)) ==
+	      RECORD_READ_OK);
+	CHECK(out.sealed == NULL && out.headers_len == strlen(REC_HEADERS) &&
+	      memcmp(out.headers, REC_HEADERS, out.headers_len) == 0);
+	CHECK(out.body_len == strlen(REC_BODY) && memcmp(out.body, REC_BODY, out.body_len) == 0);
+	free(mem);
+	/* Not replayed: what the log is told names the key and the reason. */
+	other.key = "key-2";
+	CHECK(record_to_replay(&sec, &r, &other, &in, &out, &mem, why, sizeof(why)) ==
+	      RECORD_READ_REFUSED);
+	CHECK(
+	    starts(why, "stored record sealed with key \"k1\" cannot be read: its authentication"));
+	sec.seal = k2; /* k1 is newer than these keys: a rotation is reaching them */
+	CHECK(record_to_replay(&sec, &r, &rec_scope, &in, &out, &mem, why, sizeof(why)) ==
+	      RECORD_READ_LATER);
+	CHECK(starts(why, "stored record sealed with key \"k1\" cannot be read yet: unknown key"));
+	in = (struct record){.state = RECORD_COMPLETED,
+			     .status = REC_STATUS,
+			     .headers = "",
+			     .body = (const unsigned char *)""};
+	CHECK(record_to_replay(&sec, &r, &rec_scope, &in, &out, &mem, why, sizeof(why)) ==
+	      RECORD_READ_REFUSED);
+	CHECK(starts(why, "stored record is not replayed: it is plaintext"));
+	record_stored_free(&st);
+out:
+	http_msg_free(resp);
+	seal_keys_free(k1);
+	seal_keys_free(k2);
+}
+
 int main(void)
 {
 	test_parse_good();
@@ -709,5 +846,7 @@ int main(void)
 	test_record_unknown_key();
 	test_record_plaintext();
 	test_record_headers_valid();
+	test_record_to_store();
+	test_record_to_store_sealed();
 	UNIT_DONE("seal");
 }

@@ -315,7 +315,7 @@ static void admin_ready_schema(void *arg, enum store_result res, const PGresult 
 }
 
 /*
- * Ready (DESIGN section 7): not draining, every worker's store connection
+ * Ready (docs/operations.md, "Readiness"): not draining, every worker's store connection
  * up, the server takes writes, and every migration compiled in is applied.
  */
 static void admin_ready(struct admin *a, struct evhttp_request *req)

@@ -13,7 +13,7 @@ enum forward_flags {
 	FORWARD_UPGRADE = 2,
 };
 
-/* How idemproxy sees the client, for the forwarding headers (DESIGN 5.3). */
+/* How idemproxy sees the client, for the forwarding headers (docs/http.md, "Intercepted requests"). */
 struct forward_view {
 	const char *peer;         /* the client's address, numeric */
 	int trusted;              /* peer is in trusted_proxies: its forwarding headers are kept */

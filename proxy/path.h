@@ -1,4 +1,4 @@
-/* Request paths as idemproxy compares them (DESIGN 5.3). */
+/* Request paths as idemproxy compares them (docs/http.md, "Paths and methods"). */
 #ifndef IDEMPROXY_PATH_H
 #define IDEMPROXY_PATH_H
 

@@ -1,6 +1,6 @@
 /*
  * An idempotency record as the proxy sees it: its state and, once it is
- * completed, the response it keeps (see DESIGN section 4). The store reads
+ * completed, the response it keeps (see docs/http.md, "What a record keeps"). The store reads
  * records, the replay cache keeps completed ones, replay.c sends them.
  */
 #ifndef IDEMPROXY_RECORD_H

@@ -18,6 +18,8 @@
 #   docs/man/idemproxy.conf.5 (which scripts/check-conf-doc.sh checks names
 #   every directive). A row or two naming a directive is a table about
 #   something else.
+# - no file of the repository cites a design document the repository does
+#   not hold (a "section 7" of some design brief): behaviour is described in its own docs.
 # Fenced code blocks and code spans are not read for links or headings.
 # Run from the repository root.
 set -eu
@@ -193,6 +195,12 @@ while IFS="$tab" read -r kind a b; do
 		;;
 	esac
 done <"$out"
+# The word is spelled in two pieces here so this script does not find itself.
+outside="DES""IGN"
+if cited=$(git grep -n -w -I "$outside" -- . ':!tests/fuzz/corpus' 2>/dev/null); then
+	echo "$cited" | sed "s/^/check-docs: cites a document outside the repository: /" >&2
+	errors=$((errors + 1))
+fi
 if [ "$errors" -gt 0 ]; then
 	exit 1
 fi

@@ -1,4 +1,4 @@
-"""What API consumers are told (DESIGN section 10): X-Should-Retry on every
+"""What API consumers are told (docs/http.md, "For API consumers"): X-Should-Retry on every
 problem, Link to the published contract, an adaptive Retry-After on
 operation-in-progress, Stripe-shaped errors, Idempotency-Key-Expires on
 completed records, keys from the body, a query parameter or another

@@ -1,4 +1,4 @@
-"""The published idempotency contract (DESIGN section 10): `idemproxy
+"""The published idempotency contract (docs/http.md, "Publishing the contract"): `idemproxy
 describe` as Markdown and as an OpenAPI 3.1 document, checked against the
 structure the OpenAPI 3.1 specification prescribes, never showing a
 conninfo, a password or a file path; and the admin listener's /contract and

@@ -1,4 +1,4 @@
-"""What a client controls (DESIGN 5.3): nothing a request sends may skip
+"""What a client controls (docs/http.md, "Bad input"): nothing a request sends may skip
 enforcement, confuse the scope or exhaust the proxy. Each test counts the
 upstream's effects exactly."""
 import json

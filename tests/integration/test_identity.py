@@ -1,4 +1,4 @@
-"""Identity (DESIGN section 9): verified actors from JSON Web Tokens, the
+"""Identity (docs/identity.md): verified actors from JSON Web Tokens, the
 hashed Authorization actor, and the 401s that stop everything else. Keys
 and tokens are made here (jwtkit); every test counts upstream effects."""
 import hashlib

@@ -1,4 +1,4 @@
-"""What an operator installs (DESIGN 7, Installation): `make install` and
+"""What an operator installs (docs/operations.md, "Install"): `make install` and
 `make uninstall` into a DESTDIR (the exact files, their modes and contents,
 nothing written outside DESTDIR), the man pages (lint-clean, every directive
 of conf/conf.c and every records command documented), the systemd unit, the

@@ -1,4 +1,4 @@
-"""Operating idemproxy (DESIGN section 7): readiness and its reasons,
+"""Operating idemproxy (docs/operations.md): readiness and its reasons,
 `migrate status`, HTTP-layer refusals in the log and the metrics, the
 Prometheus text as a strict parser reads it (every series there from the
 start), the admin listener's methods, the service manager's notify
@@ -320,8 +320,8 @@ def check_buckets(f):
 
 
 def test_every_series_is_there_from_the_start(binary, proxy):
-    """A fresh instance, before any request: every family of DESIGN section
-    7 with all its known series at 0, the build info at 1, and every metric
+    """A fresh instance, before any request: every family docs/operations.md
+    ("Metrics and dashboard") names, with all its known series at 0, the build info at 1, and every metric
     the Grafana dashboard queries."""
     p = admin_proxy(proxy)
     r = admin(p, "GET", "/metrics")

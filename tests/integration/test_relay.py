@@ -1,4 +1,4 @@
-"""The transparent relay (DESIGN 5.2): what idemproxy does not intercept
+"""The transparent relay (docs/http.md, "Everything else streams"): what idemproxy does not intercept
 streams through in both directions with bounded memory; upgrades become
 tunnels; 103 reaches the client; an owner's large response streams and its
 record omits the body; a response that breaks off never looks complete.

@@ -4,7 +4,7 @@ tests/sdk/package-lock.json pins, driven against idemproxy by the scripts in
 tests/sdk/ (each prints one JSON line: what every call returned or raised,
 and every attempt the SDK's HTTP layer made).
 
-They check DESIGN.md 10 in the terms the SDKs read: under `errors stripe` a
+They check docs/http.md, "For API consumers", in the terms the SDKs read: under `errors stripe` a
 key reused with other parameters raises StripeIdempotencyError (400,
 type idempotency_error) and stripe-node retries through an owner in
 progress (Stripe-Should-Retry: true) to the replay; a Stainless SDK with

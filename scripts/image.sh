@@ -19,7 +19,8 @@
 #   idemproxy-VERSION.oci.tar   the OCI archive (a tar of an OCI layout)
 #   rootfs/                     the image's files as committed
 #   packages.txt                the Debian packages, "name version", one a line
-# and, when podman is installed, the image loaded as localhost/idemproxy:VERSION.
+# and, when podman is installed, the image loaded as localhost/idemproxy:VERSION
+# (not one built with IMAGE_WITHOUT).
 # A build is skipped when the archive is newer than ./idemproxy, VERSION,
 # idemproxy.conf.example and this script (and IMAGE_WITHOUT is unset).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
@@ -63,6 +64,10 @@ up_to_date() {
 # podman_load: the archive as localhost/idemproxy:VERSION in podman's store.
 podman_load() {
 	command -v podman >/dev/null || return 0
+	if [ -n "$WITHOUT" ]; then
+		echo "image: not loaded into podman (built without $WITHOUT)"
+		return 0
+	fi
 	podman rmi -f "$TAG" >/dev/null 2>&1 || true
 	if podman load -q -i "$ARCHIVE" >/dev/null 2>"$OUT/podman.log"; then
 		echo "image: loaded into podman as localhost/$TAG"
@@ -92,11 +97,12 @@ debs=$(cd "$OUT/debs" && pwd)
 # unpacks the .debs: no maintainer script runs and nothing is installed.
 # The hook keeps each .deb's control data (for the package list) and its
 # file list (for IMAGE_WITHOUT).
+# shellcheck disable=SC2016  # $1, $d and $n are the hook's, expanded there
+hook='for d in "$1"/var/cache/apt/archives/*.deb; do
+	n="'"$debs"'/$(basename "$d" .deb)"; dpkg-deb -f "$d" >"$n.control";
+	dpkg-deb --fsys-tarfile "$d" | tar -t | sed "s|^\./||" >"$n.files"; done'
 echo "image: mmdebstrap $SUITE ($include${WITHOUT:+; without $WITHOUT})"
-mmdebstrap --quiet --variant=extract --mode=root --include="$include" \
-	--extract-hook='for d in "$1"/var/cache/apt/archives/*.deb; do
-		n="'"$debs"'/$(basename "$d" .deb)"; dpkg-deb -f "$d" >"$n.control";
-		dpkg-deb --fsys-tarfile "$d" | tar -t | sed "s|^\./||" >"$n.files"; done' \
+mmdebstrap --quiet --variant=extract --mode=root --include="$include" --extract-hook="$hook" \
 	"$SUITE" "$ROOTFS" "$MIRROR" >"$OUT/mmdebstrap.log" 2>&1 ||
 	die "mmdebstrap failed (see $OUT/mmdebstrap.log)"
 
@@ -148,7 +154,9 @@ for ctl in "$debs"/*.control; do
 	printf '%s %s\n' "$(sed -n 's/^Package: //p' "$ctl")" "$(sed -n 's/^Version: //p' "$ctl")"
 done | sort >"$OUT/packages.txt"
 ldconfig -r "$r" 2>/dev/null || true
-[ ! -e "$r"/bin/sh ] && [ ! -e "$r"/usr/bin/sh ] || die "a shell is in the image"
+if [ -e "$r"/bin/sh ] || [ -e "$r"/usr/bin/sh ]; then
+	die "a shell is in the image"
+fi
 
 # Commit: an empty image, its bundle's rootfs replaced by ours, repacked.
 oci=$OUT/oci

@@ -42,7 +42,7 @@ FUZZERS      := build/fuzz/fuzz_http build/fuzz/fuzz_fingerprint build/fuzz/fuzz
                 build/fuzz/fuzz_jwt build/fuzz/fuzz_seal build/fuzz/fuzz_keysource
 CONF_SRC     := conf/conf.c conf/route.c proxy/path.c proxy/marker.c
 
-.PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc check-modules check-docs lint fuzz chaos ha
+.PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc check-modules check-docs lint fuzz chaos ha image image-test
 
 all: $(BIN)
 
@@ -101,6 +101,18 @@ ha:
 	@sh scripts/deps.sh ha
 	@$(MAKE) --no-print-directory all
 	@/usr/bin/python3 -m tests.ha.ha --seconds $(HA_SECONDS)
+
+# The OCI image: build/image/idemproxy-$(VERSION).oci.tar, loaded into
+# podman as localhost/idemproxy:$(VERSION) when podman is installed
+# (scripts/image.sh). `make image-test` runs its idemproxy against
+# PostgreSQL and the test upstream (tests/image).
+image: all
+	@sh scripts/deps.sh image
+	@bash scripts/image.sh
+
+image-test: image
+	@sh scripts/deps.sh image test
+	@/usr/bin/python3 -m pytest -p no:cacheprovider -q tests/image
 
 check-conf-doc: $(BIN)
 	@sh scripts/check-conf-doc.sh

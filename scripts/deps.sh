@@ -18,6 +18,9 @@
 #   bench  `make bench`: wrk, nginx, gnuplot, openssl, curl and the JWT
 #          helper's python3-cryptography
 #   fuzz   `make fuzz`: clang with libFuzzer
+#   image  `make image` and `make image-test`: mmdebstrap (the root
+#          filesystem from the Debian mirror), umoci (the OCI image), podman
+#          and runc (the test runs the image with them)
 #   ha     `make ha`: Patroni (with python3-etcd, the client library its
 #          etcd and etcd3 stores need) and etcd-server for the two-node
 #          PostgreSQL cluster, psycopg2 and pytest for the test fixtures
@@ -30,10 +33,11 @@ python3-yaml python3-hypercorn curl openssl clang libclang-rt-14-dev pgbouncer
 mandoc groff-base nghttp2-client nodejs npm"
 BENCH="wrk nginx-light gnuplot-nox curl openssl python3-cryptography"
 FUZZ="clang libclang-rt-14-dev"
+IMAGE="mmdebstrap umoci podman runc"
 HA="patroni python3-etcd etcd-server python3-psycopg2 python3-pytest"
 
 usage() {
-	echo "usage: $0 [run|test|bench|fuzz|ha ...] | --list PROFILE..." >&2
+	echo "usage: $0 [run|test|bench|fuzz|image|ha ...] | --list PROFILE..." >&2
 	exit 2
 }
 
@@ -44,6 +48,7 @@ extra() {
 	test) echo "$TEST" ;;
 	bench) echo "$BENCH" ;;
 	fuzz) echo "$FUZZ" ;;
+	image) echo "$IMAGE" ;;
 	ha) echo "$HA" ;;
 	*) return 1 ;;
 	esac
@@ -67,7 +72,7 @@ case "${1:-}" in -*) usage ;; esac
 [ $# -gt 0 ] || set -- test
 for profile in "$@"; do
 	extra "$profile" >/dev/null || {
-		echo "deps: unknown profile: $profile (run, test, bench, fuzz or ha)" >&2
+		echo "deps: unknown profile: $profile (run, test, bench, fuzz, image or ha)" >&2
 		exit 2
 	}
 done

@@ -425,9 +425,25 @@ def test_kubernetes_sidecar_probes_and_grace_period(binary, tmp_path):
     kinds = {d["kind"]: d for d in docs}
     assert {"Deployment", "ConfigMap", "Service"} <= set(kinds)
     pod = kinds["Deployment"]["spec"]["template"]["spec"]
-    sidecars = [c for c in pod["containers"] if c["image"] == "idemproxy:latest"]
-    assert len(sidecars) == 1 and len(pod["containers"]) == 2, pod["containers"]
+    with open(os.path.join(ROOT, "VERSION")) as f:
+        image = "idemproxy:" + f.read().strip()
+    sidecars = [c for c in pod["containers"] if c["image"] == image]
+    assert len(sidecars) == 1 and len(pod["containers"]) == 3, pod["containers"]
     proxy = sidecars[0]
+    # The ConfigMap is a directory mount (a subPath one never sees a
+    # change); the reload container signals idemproxy across the shared
+    # process namespace, as the same user.
+    assert [c["image"] for c in pod["initContainers"]] == [image]
+    for c in pod["initContainers"] + pod["containers"]:
+        for m in c.get("volumeMounts", ()):
+            assert "subPath" not in m, (c["name"], m)
+    config = [m for m in proxy["volumeMounts"] if m["name"] == "idemproxy-config"]
+    assert [m["mountPath"] for m in config] == ["/etc/idemproxy"]
+    assert pod["shareProcessNamespace"] is True
+    reload = [c for c in pod["containers"] if c["name"] == "reload"][0]
+    assert "pkill -HUP -x idemproxy" in reload["command"][-1]
+    assert reload["securityContext"]["runAsUser"] == proxy["securityContext"]["runAsUser"]
+    assert {m["mountPath"] for m in reload["volumeMounts"]} == {"/etc/idemproxy"}
     assert proxy["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": ADMIN_PORT}
     assert proxy["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": ADMIN_PORT}
     assert {p["containerPort"] for p in proxy["ports"]} == {PROXY_PORT, ADMIN_PORT}
@@ -446,7 +462,7 @@ def test_kubernetes_sidecar_probes_and_grace_period(binary, tmp_path):
     assert sleep >= 1
     assert pod["terminationGracePeriodSeconds"] >= sleep + shutdown + store
     # The app behind it lives until idemproxy has drained.
-    app = [c for c in pod["containers"] if c is not proxy][0]
+    app = [c for c in pod["containers"] if c is not proxy and c is not reload][0]
     assert app["lifecycle"]["preStop"]["sleep"]["seconds"] >= sleep + shutdown + store
 
     # The admin token is a file of a mounted Secret.

@@ -181,11 +181,14 @@ def test_deps_profiles():
     bench = deps_list("bench")
     fuzz = deps_list("fuzz")
     ha = deps_list("ha")
+    image = deps_list("image")
+    assert {"mmdebstrap", "umoci", "podman", "runc"} <= set(image)
+    assert "mmdebstrap" not in test and "python3-pytest" not in image
     assert "patroni" in ha and "etcd-server" in ha and "patroni" not in test
     assert "python3-pytest" in test and "pgbouncer" in test and "nginx-light" not in test
     assert "wrk" in bench and "nginx-light" in bench and "python3-pytest" not in bench
     assert "clang" in fuzz and "libclang-rt-14-dev" in fuzz and "wrk" not in fuzz
-    for profile in (test, bench, fuzz, ha):
+    for profile in (test, bench, fuzz, ha, image):
         assert set(run) <= set(profile)
         assert len(profile) == len(set(profile))
     both = deps_list("test", "fuzz")
@@ -198,14 +201,15 @@ def test_deps_profiles():
 
 def test_make_targets_install_their_profile():
     r = subprocess.run(["make", "-n", "--no-print-directory", "deps", "run", "test", "bench",
-                        "chaos", "fuzz", "ha"], cwd=ROOT, stdin=subprocess.DEVNULL,
+                        "chaos", "fuzz", "ha", "image", "image-test"], cwd=ROOT, stdin=subprocess.DEVNULL,
                        capture_output=True, text=True, timeout=CMD_TIMEOUT)
     assert r.returncode == 0, r.stdout + r.stderr
     calls = [line.strip() for line in r.stdout.splitlines() if "scripts/deps.sh" in line]
     assert calls == ["sh scripts/deps.sh test fuzz", "sh scripts/deps.sh run",
                      "sh scripts/deps.sh test", "sh scripts/deps.sh bench",
                      "sh scripts/deps.sh test", "sh scripts/deps.sh fuzz",
-                     "sh scripts/deps.sh ha"], r.stdout
+                     "sh scripts/deps.sh ha", "sh scripts/deps.sh image",
+                     "sh scripts/deps.sh image test"], r.stdout
 
 
 class Banner:

@@ -26,7 +26,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "proxy/marker.h"
+#include "http/header.h"
 
 #define CONF_FILE_MAX		  (1024 * 1024)
 #define CONF_DIRECTIVES_MAX	  64
@@ -912,34 +912,10 @@ static int conf_status_set(struct conf_parser *p, struct status_set *set, int ar
 	return 0;
 }
 
-/* Headers that carry credentials or belong to one hop are never stored. */
-static int conf_header_storable(const char *name)
-{
-	static const char *const never[] = {
-	    "authorization",
-	    "proxy-authorization",
-	    "cookie",
-	    "set-cookie",
-	    "connection",
-	    "keep-alive",
-	    "proxy-authenticate",
-	    "proxy-connection",
-	    "te",
-	    "trailer",
-	    "transfer-encoding",
-	    "upgrade",
-	};
-	size_t i;
-
-	for (i = 0; i < sizeof(never) / sizeof(never[0]); i++) {
-		if (strcasecmp(name, never[i]) == 0)
-			return 0;
-	}
-	return 1;
-}
-
+/* store_headers: names a record may keep, so none the header-policy table says no record keeps. */
 static int conf_set_store_headers(struct conf_parser *p, struct route *r, int argc, char **argv)
 {
+	const struct header_policy *row;
 	int i;
 
 	r->store_headers = calloc(argc, sizeof(*r->store_headers));
@@ -948,15 +924,9 @@ static int conf_set_store_headers(struct conf_parser *p, struct route *r, int ar
 	for (i = 0; i < argc; i++) {
 		if (!conf_is_token(argv[i]))
 			return conf_error(p, "invalid header name \"%s\"", argv[i]);
-		if (!conf_header_storable(argv[i]))
-			return conf_error(p,
-					  "header \"%s\" is never stored (credentials and "
-					  "hop-by-hop headers)",
-					  argv[i]);
-		if (marker_header(argv[i]))
-			return conf_error(p,
-					  "header \"%s\" is never stored (only idemproxy sets it)",
-					  argv[i]);
+		row = header_policy(argv[i], strlen(argv[i]));
+		if (row && (row->flags & HEADER_NEVER_STORED))
+			return conf_error(p, "header \"%s\" is never stored (%s)", argv[i], row->why);
 		if (conf_set_str(p, &r->store_headers[i], argv[i]))
 			return -1;
 		r->nstore_headers++;

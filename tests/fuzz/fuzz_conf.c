@@ -1,8 +1,7 @@
 /*
  * libFuzzer target for conf/: the input is parsed as a configuration file;
  * when it parses, every route is looked up with a path made from the input.
- * Build: clang -fsanitize=fuzzer,address,undefined -I. tests/fuzz/fuzz_conf.c \
- *        conf/conf.c conf/route.c
+ * Built by `make fuzz` from the Makefile's FUZZ_SRC_fuzz_conf.
  */
 #include <stdint.h>
 #include <stdio.h>

@@ -1,5 +1,6 @@
 /* Unit tests for conf/conf.c: the file format, directives, defaults, errors. */
 #include "conf/conf.h"
+#include "http/header.h"
 #include "tests/unit/unit.h"
 
 #include <arpa/inet.h>
@@ -605,6 +606,40 @@ static void test_names(void)
 	conf_free(c);
 }
 
+/*
+ * store_headers takes a name exactly when a record would keep it: every
+ * name the header-policy table says no record keeps is refused, naming
+ * why; every other row's name is taken.
+ */
+static void test_store_headers(void)
+{
+	char text[200], want[200];
+	struct conf *c;
+
+	for (size_t i = 0; i < header_npolicies; i++) {
+		const struct header_policy *r = &header_policies[i];
+		snprintf(text, sizeof(text),
+			 UPSTREAM "actor anonymous\nroute x {\nmatch POST /x\nstore_headers X-A %s\n}\n",
+			 r->name);
+		if (r->flags & HEADER_NEVER_STORED) {
+			snprintf(want, sizeof(want), "t.conf:5: header \"%s\" is never stored (%s)",
+				 r->name, r->why);
+			bad(text, want, __LINE__);
+		} else {
+			c = parse(text);
+			CHECK(c && c->routes[0].nstore_headers == 2 &&
+			      strcmp(c->routes[0].store_headers[1], r->name) == 0);
+			conf_free(c);
+		}
+	}
+	BAD(UPSTREAM "store_headers www-authenticate\n",
+	    "t.conf:2: header \"www-authenticate\" is never stored (credentials and hop-by-hop "
+	    "headers)");
+	BAD(UPSTREAM "store_headers Content-Length\n",
+	    "t.conf:2: header \"Content-Length\" is never stored (a replay frames the stored "
+	    "body itself)");
+}
+
 static void test_find(void)
 {
 	const struct route *r;
@@ -911,6 +946,7 @@ int main(void)
 	test_lexer();
 	test_errors();
 	test_names();
+	test_store_headers();
 	test_find();
 	test_trusted_proxies();
 	test_identity();

@@ -50,7 +50,7 @@ FUZZ_SRC_fuzz_http := tests/fuzz/fuzz_http.c proxy/http.c http/header.c http/pat
 FUZZ_LIB_fuzz_http := -levent -lcrypto
 FUZZ_SRC_fuzz_fingerprint := tests/fuzz/fuzz_fingerprint.c proxy/fingerprint.c proxy/digest.c
 FUZZ_LIB_fuzz_fingerprint := -lyajl -lcrypto
-FUZZ_SRC_fuzz_conf := tests/fuzz/fuzz_conf.c $(CONF_SRC)
+FUZZ_SRC_fuzz_conf := tests/fuzz/fuzz_conf.c proxy/lookup.c $(CONF_SRC)
 FUZZ_SRC_fuzz_path := tests/fuzz/fuzz_path.c http/path.c
 FUZZ_SRC_fuzz_keysource := tests/fuzz/fuzz_keysource.c proxy/keysource.c proxy/idemkey.c \
                            proxy/http.c http/header.c http/path.c

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "conf/conf.h"
+#include "proxy/lookup.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -26,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	for (int i = 0; i < conf->nroutes; i++)
 		for (int j = 0; j < conf->routes[i].nmatches; j++)
-			conf_find_route(conf, conf->routes[i].matches[j].method,
+			lookup_route(conf, conf->routes[i].matches[j].method,
 					(const char *)data + cut, size - cut, NULL);
 	conf_free(conf);
 	return 0;

@@ -1,6 +1,7 @@
 /* Unit tests for conf/conf.c: the file format, directives, defaults, errors. */
 #include "conf/conf.h"
 #include "http/header.h"
+#include "proxy/lookup.h"
 #include "tests/unit/unit.h"
 
 #include <arpa/inet.h>
@@ -650,17 +651,17 @@ static void test_find(void)
 	CHECK(c != NULL);
 	if (!c)
 		return;
-	r = conf_find_route(c, "POST", "/a/1", 4, NULL);
+	r = lookup_route(c, "POST", "/a/1", 4, NULL);
 	CHECK(r && strcmp(r->operation, "one") == 0);
-	r = conf_find_route(c, "POST", "/a/1/x", 6, NULL);
+	r = lookup_route(c, "POST", "/a/1/x", 6, NULL);
 	CHECK(r && strcmp(r->operation, "two") == 0);
-	r = conf_find_route(c, "POST", "/a", 2, NULL);
+	r = lookup_route(c, "POST", "/a", 2, NULL);
 	CHECK(r && strcmp(r->operation, "two") == 0);
-	r = conf_find_route(c, "DELETE", "/d", 2, NULL);
+	r = lookup_route(c, "DELETE", "/d", 2, NULL);
 	CHECK(r && strcmp(r->operation, "one") == 0);
-	CHECK(conf_find_route(c, "delete", "/d", 2, NULL) == NULL);
-	CHECK(conf_find_route(c, "GET", "/a/1", 4, NULL) == NULL);
-	CHECK(conf_find_route(c, "POST", "/b", 2, NULL) == NULL);
+	CHECK(lookup_route(c, "delete", "/d", 2, NULL) == NULL);
+	CHECK(lookup_route(c, "GET", "/a/1", 4, NULL) == NULL);
+	CHECK(lookup_route(c, "POST", "/b", 2, NULL) == NULL);
 	conf_free(c);
 }
 
@@ -680,7 +681,7 @@ static void test_load(void)
 		CHECK_STR(c->upstream_hostport, "127.0.0.1:3000");
 		CHECK(c->database == NULL);
 		CHECK(c->nroutes == 1);
-		r = conf_find_route(c, "POST", "/api/courses", 12, NULL);
+		r = lookup_route(c, "POST", "/api/courses", 12, NULL);
 		CHECK(r && strcmp(r->operation, "course.create") == 0);
 		CHECK(r && r->actor == ACTOR_HEADER && strcmp(r->actor_header, "X-Actor-Id") == 0);
 		CHECK(r && r->key == KEY_REQUIRED && r->fingerprint == FP_JSON && r->nfields == 3);
@@ -800,9 +801,9 @@ static void test_trusted_proxies(void)
 		int got;
 
 		if (inet_pton(AF_INET, peers[i].addr, &v4.sin_addr) == 1)
-			got = conf_trusted_proxy(c, (struct sockaddr *)&v4);
+			got = lookup_trusted_proxy(c, (struct sockaddr *)&v4);
 		else if (inet_pton(AF_INET6, peers[i].addr, &v6.sin6_addr) == 1)
-			got = conf_trusted_proxy(c, (struct sockaddr *)&v6);
+			got = lookup_trusted_proxy(c, (struct sockaddr *)&v6);
 		else
 			got = -1;
 		if (got != peers[i].trusted)
@@ -811,7 +812,7 @@ static void test_trusted_proxies(void)
 	}
 	c->ntrusted_proxies = 6;
 	CHECK(inet_pton(AF_INET, "203.0.113.9", &v4.sin_addr) == 1);
-	CHECK(conf_trusted_proxy(c, (struct sockaddr *)&v4) == 1);
+	CHECK(lookup_trusted_proxy(c, (struct sockaddr *)&v4) == 1);
 	conf_free(c);
 
 	c = parse(UPSTREAM "max_connections 20\nactor anonymous\nmatch_case sensitive\n"
@@ -821,8 +822,8 @@ static void test_trusted_proxies(void)
 	if (c && c->nroutes == 2) {
 		CHECK(c->routes[0].match_case == MATCH_CASE_SENSITIVE);
 		CHECK(c->routes[1].match_case == MATCH_CASE_INSENSITIVE);
-		CHECK(conf_find_route(c, "POST", "/A", 2, NULL) == NULL);
-		CHECK(conf_find_route(c, "POST", "/B", 2, NULL) == &c->routes[1]);
+		CHECK(lookup_route(c, "POST", "/A", 2, NULL) == NULL);
+		CHECK(lookup_route(c, "POST", "/B", 2, NULL) == &c->routes[1]);
 	}
 	conf_free(c);
 }

@@ -28,7 +28,7 @@ endif
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.1.0)
 CFLAGS  += -DIDEMPROXY_VERSION='"$(VERSION)"'
 
-LIB_SRC  := $(filter-out proxy/main.c,$(wildcard proxy/*.c)) $(wildcard conf/*.c)
+LIB_SRC  := $(filter-out proxy/main.c,$(wildcard proxy/*.c)) $(wildcard conf/*.c) $(wildcard http/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/migrations.o
 MAIN_OBJ := $(BUILD)/proxy/main.o
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
@@ -36,11 +36,36 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 DEPS     := $(LIB_OBJ:.o=.d) $(MAIN_OBJ:.o=.d)
 
 FUZZ_SECONDS ?= 20
-FUZZ_CFLAGS  := -std=gnu11 -O1 -g -I. -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined
+FUZZ_CFLAGS  := -std=gnu11 -O1 -g -I. -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
+                -I$(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)
 FUZZERS      := build/fuzz/fuzz_http build/fuzz/fuzz_fingerprint build/fuzz/fuzz_conf \
                 build/fuzz/fuzz_path build/fuzz/fuzz_idemkey build/fuzz/fuzz_records \
                 build/fuzz/fuzz_jwt build/fuzz/fuzz_seal build/fuzz/fuzz_keysource
-CONF_SRC     := conf/conf.c conf/route.c proxy/path.c proxy/marker.c
+
+# Each fuzz target's sources (one list: what it is built from and what
+# rebuilds it; the headers they include come from clang's -MMD) and libraries.
+CONF_SRC          := conf/conf.c conf/route.c http/header.c http/path.c
+FUZZ_SRC_fuzz_http := tests/fuzz/fuzz_http.c proxy/http.c http/header.c http/path.c \
+                      proxy/upgrade.c proxy/base64.c proxy/digest.c
+FUZZ_LIB_fuzz_http := -levent -lcrypto
+FUZZ_SRC_fuzz_fingerprint := tests/fuzz/fuzz_fingerprint.c proxy/fingerprint.c proxy/digest.c
+FUZZ_LIB_fuzz_fingerprint := -lyajl -lcrypto
+FUZZ_SRC_fuzz_conf := tests/fuzz/fuzz_conf.c proxy/lookup.c $(CONF_SRC)
+FUZZ_SRC_fuzz_path := tests/fuzz/fuzz_path.c http/path.c
+FUZZ_SRC_fuzz_keysource := tests/fuzz/fuzz_keysource.c proxy/keysource.c proxy/idemkey.c \
+                           proxy/http.c http/header.c http/path.c
+FUZZ_LIB_fuzz_keysource := -levent -lyajl
+FUZZ_SRC_fuzz_idemkey := tests/fuzz/fuzz_idemkey.c proxy/idemkey.c
+FUZZ_SRC_fuzz_records := tests/fuzz/fuzz_records.c proxy/records.c proxy/json.c proxy/base64.c \
+                         proxy/utf8.c proxy/scope.c proxy/digest.c proxy/record.c proxy/seal.c \
+                         proxy/http.c $(CONF_SRC)
+FUZZ_LIB_fuzz_records := -levent -lyajl -lpq -lcrypto
+FUZZ_SRC_fuzz_jwt := tests/fuzz/fuzz_jwt.c proxy/jwt.c proxy/jwks.c proxy/json.c proxy/base64.c \
+                     proxy/digest.c
+FUZZ_LIB_fuzz_jwt := -lyajl -lcrypto
+FUZZ_SRC_fuzz_seal := tests/fuzz/fuzz_seal.c proxy/seal.c proxy/base64.c proxy/record.c \
+                      proxy/http.c http/header.c http/path.c
+FUZZ_LIB_fuzz_seal := -levent -lcrypto
 
 .PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc check-modules check-docs lint fuzz chaos ha image image-test
 
@@ -182,56 +207,15 @@ fuzz:
 		echo "$${f##*/}: $$(grep -o 'Done [0-9]* runs' build/fuzz/$${f##*/}.log | tail -n 1), no crash"; \
 	done
 
-build/fuzz/fuzz_http: tests/fuzz/fuzz_http.c proxy/http.c proxy/http.h proxy/path.c \
-		proxy/upgrade.c proxy/upgrade.h proxy/base64.c proxy/digest.c
+.SECONDEXPANSION:
+$(FUZZERS): build/fuzz/%: $$(FUZZ_SRC_%)
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_http.c proxy/http.c proxy/path.c \
-		proxy/upgrade.c proxy/base64.c proxy/digest.c -levent -lcrypto
+	clang $(FUZZ_CFLAGS) -MMD -MP -MF $@.d -o $@ $(FUZZ_SRC_$*) $(FUZZ_LIB_$*)
 
-build/fuzz/fuzz_fingerprint: tests/fuzz/fuzz_fingerprint.c proxy/fingerprint.c proxy/fingerprint.h proxy/digest.c
-	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_fingerprint.c proxy/fingerprint.c proxy/digest.c -lyajl -lcrypto
-
-build/fuzz/fuzz_conf: tests/fuzz/fuzz_conf.c $(CONF_SRC) conf/conf.h
-	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_conf.c $(CONF_SRC)
-
-build/fuzz/fuzz_path: tests/fuzz/fuzz_path.c proxy/path.c proxy/path.h
-	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_path.c proxy/path.c
-
-build/fuzz/fuzz_keysource: tests/fuzz/fuzz_keysource.c proxy/keysource.c proxy/keysource.h \
-		proxy/idemkey.c proxy/http.c proxy/path.c
-	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -I$(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql) \
-		-o $@ tests/fuzz/fuzz_keysource.c proxy/keysource.c proxy/idemkey.c proxy/http.c \
-		proxy/path.c -levent -lyajl
-
-build/fuzz/fuzz_idemkey: tests/fuzz/fuzz_idemkey.c proxy/idemkey.c proxy/idemkey.h
-	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_idemkey.c proxy/idemkey.c
-
-build/fuzz/fuzz_records: tests/fuzz/fuzz_records.c proxy/records.c proxy/records.h $(CONF_SRC) proxy/json.c \
-		proxy/scope.c proxy/digest.c proxy/record.c proxy/seal.c proxy/http.c
-	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -I/usr/include/postgresql -o $@ tests/fuzz/fuzz_records.c \
-		proxy/records.c proxy/json.c proxy/base64.c proxy/utf8.c proxy/scope.c proxy/digest.c \
-		proxy/record.c proxy/seal.c proxy/http.c $(CONF_SRC) -levent -lyajl -lpq -lcrypto
-
-build/fuzz/fuzz_jwt: tests/fuzz/fuzz_jwt.c proxy/jwt.c proxy/jwt.h proxy/jwks.c proxy/jwks.h \
-		proxy/json.c proxy/json.h proxy/digest.c
-	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_jwt.c proxy/jwt.c proxy/jwks.c proxy/json.c \
-		proxy/base64.c proxy/digest.c -lyajl -lcrypto
-
-build/fuzz/fuzz_seal: tests/fuzz/fuzz_seal.c proxy/seal.c proxy/seal.h proxy/base64.c \
-		proxy/record.c proxy/record.h proxy/http.c proxy/path.c proxy/marker.c
-	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_seal.c proxy/seal.c proxy/base64.c \
-		proxy/record.c proxy/http.c proxy/path.c proxy/marker.c -levent -lcrypto
+-include $(FUZZERS:=.d)
 
 format:
-	clang-format -i proxy/*.c proxy/*.h conf/*.c conf/*.h tests/unit/*.c tests/unit/*.h
+	clang-format -i proxy/*.c proxy/*.h conf/*.c conf/*.h http/*.c http/*.h tests/unit/*.c tests/unit/*.h
 
 clean:
 	rm -rf build idemproxy idemproxy-asan

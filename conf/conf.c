@@ -26,7 +26,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "proxy/marker.h"
+#include "http/header.h"
 
 #define CONF_FILE_MAX		  (1024 * 1024)
 #define CONF_DIRECTIVES_MAX	  64
@@ -912,34 +912,10 @@ static int conf_status_set(struct conf_parser *p, struct status_set *set, int ar
 	return 0;
 }
 
-/* Headers that carry credentials or belong to one hop are never stored. */
-static int conf_header_storable(const char *name)
-{
-	static const char *const never[] = {
-	    "authorization",
-	    "proxy-authorization",
-	    "cookie",
-	    "set-cookie",
-	    "connection",
-	    "keep-alive",
-	    "proxy-authenticate",
-	    "proxy-connection",
-	    "te",
-	    "trailer",
-	    "transfer-encoding",
-	    "upgrade",
-	};
-	size_t i;
-
-	for (i = 0; i < sizeof(never) / sizeof(never[0]); i++) {
-		if (strcasecmp(name, never[i]) == 0)
-			return 0;
-	}
-	return 1;
-}
-
+/* store_headers: names a record may keep, so none the header-policy table says no record keeps. */
 static int conf_set_store_headers(struct conf_parser *p, struct route *r, int argc, char **argv)
 {
+	const struct header_policy *row;
 	int i;
 
 	r->store_headers = calloc(argc, sizeof(*r->store_headers));
@@ -948,15 +924,9 @@ static int conf_set_store_headers(struct conf_parser *p, struct route *r, int ar
 	for (i = 0; i < argc; i++) {
 		if (!conf_is_token(argv[i]))
 			return conf_error(p, "invalid header name \"%s\"", argv[i]);
-		if (!conf_header_storable(argv[i]))
-			return conf_error(p,
-					  "header \"%s\" is never stored (credentials and "
-					  "hop-by-hop headers)",
-					  argv[i]);
-		if (marker_header(argv[i]))
-			return conf_error(p,
-					  "header \"%s\" is never stored (only idemproxy sets it)",
-					  argv[i]);
+		row = header_policy(argv[i], strlen(argv[i]));
+		if (row && (row->flags & HEADER_NEVER_STORED))
+			return conf_error(p, "header \"%s\" is never stored (%s)", argv[i], row->why);
 		if (conf_set_str(p, &r->store_headers[i], argv[i]))
 			return -1;
 		r->nstore_headers++;
@@ -1828,58 +1798,4 @@ void conf_warnings(const struct conf *conf, conf_warning_fn say, void *arg)
 			 conf->file, r->jwt_keys.line);
 		say(line, arg);
 	}
-}
-
-const struct route *conf_find_route(const struct conf *conf, const char *method, const char *path,
-				    size_t path_len, char *spelled)
-{
-	const struct route *r;
-	const struct route_match *m;
-	int i, j;
-
-	for (i = 0; i < conf->nroutes; i++) {
-		r = &conf->routes[i];
-		for (j = 0; j < r->nmatches; j++) {
-			m = &r->matches[j];
-			if (strcmp(m->method, method) == 0 &&
-			    route_template_match(m->segs, m->nsegs, path, path_len,
-						 r->match_case != MATCH_CASE_SENSITIVE, spelled))
-				return r;
-		}
-	}
-	return NULL;
-}
-
-int conf_trusted_proxy(const struct conf *conf, const struct sockaddr *sa)
-{
-	static const unsigned char v4_mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-	const unsigned char *addr;
-	const struct conf_cidr *b;
-	int family, i, bits;
-
-	if (sa->sa_family == AF_INET) {
-		family = AF_INET;
-		addr = (const unsigned char *)&((const struct sockaddr_in *)sa)->sin_addr;
-	} else if (sa->sa_family == AF_INET6) {
-		addr = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
-		family = AF_INET6;
-		if (memcmp(addr, v4_mapped, sizeof(v4_mapped)) == 0) {
-			family = AF_INET; /* ::ffff:a.b.c.d is the IPv4 peer a.b.c.d */
-			addr += sizeof(v4_mapped);
-		}
-	} else {
-		return 0;
-	}
-	for (i = 0; i < conf->ntrusted_proxies; i++) {
-		b = &conf->trusted_proxies[i];
-		if (b->family != family)
-			continue;
-		bits = b->bits;
-		if (memcmp(addr, b->addr, (size_t)(bits / 8)) != 0)
-			continue;
-		if (bits % 8 == 0 ||
-		    ((addr[bits / 8] ^ b->addr[bits / 8]) & (0xff00 >> (bits % 8))) == 0)
-			return 1;
-	}
-	return 0;
 }

@@ -268,20 +268,6 @@ typedef void (*conf_warning_fn)(const char *line, void *arg);
 void conf_warnings(const struct conf *conf, conf_warning_fn say, void *arg);
 
 /*
- * The first route whose match accepts METHOD and PATH (normalised, no
- * query: http.h), or NULL. With spelled (NULL, or path_len bytes holding
- * the path, which may be path itself), the winning match rewrites the
- * literal segments there in its template's spelling: the path the
- * fingerprint takes.
- */
-const struct route *conf_find_route(const struct conf *conf, const char *method,
-				    const char *path, size_t path_len, char *spelled);
-
-/* 1 when the peer address sa (AF_INET or AF_INET6) is in trusted_proxies. */
-struct sockaddr;
-int conf_trusted_proxy(const struct conf *conf, const struct sockaddr *sa);
-
-/*
  * 1 when the n bytes at name are "localhost" (any case) or a numeric
  * loopback address (127.0.0.0/8, ::1).
  */

@@ -5,7 +5,7 @@
  * "{name}" for exactly one non-empty segment, or a final "*" for zero or more
  * remaining segments. A template "/a/b" is stored as the segments "a", "b";
  * each segment but "*" consumes a "/" and its text from the request path.
- * Request paths arrive normalised (proxy/path.h), and templates must be
+ * Request paths arrive normalised (http/path.h), and templates must be
  * written so too (route_template_parse refuses others), so "/" is the only
  * template with an empty segment.
  */
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/path.h"
+#include "http/path.h"
 
 /* Whether C may appear in a literal segment: visible ASCII without the
  * characters that mean something in a template or never reach a path. */

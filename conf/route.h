@@ -2,7 +2,7 @@
  * Route path templates: "/" followed by segments separated by "/", each
  * literal text, "{name}" for exactly one non-empty segment, or a final "*"
  * for zero or more remaining segments. Templates are written normalised
- * (proxy/path.h) and match normalised request paths.
+ * (http/path.h) and match normalised request paths.
  */
 #ifndef IDEMPROXY_ROUTE_H
 #define IDEMPROXY_ROUTE_H

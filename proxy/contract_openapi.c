@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http/header.h"
 #include "proxy/contract_facts.h"
 #include "proxy/idemkey.h"
 #include "proxy/json.h"
-#include "proxy/marker.h"
 #include "proxy/problem.h"
 #include "proxy/respond.h"
 
@@ -454,21 +454,11 @@ static const char *const oa_problem_header_descriptions[RESPOND_PH_COUNT] = {
     [RESPOND_PH_LINK] = "where this contract is published",
 };
 
-/* The headers of the API's own response: idemproxy's markers. */
-static const struct oa_marker {
-	const char *name;
-	const char *value; /* the one value it takes, or NULL */
-	int fail_open;	   /* only with store_unavailable fail-open */
-	const char *description;
-} oa_markers[] = {
-    {MARKER_REPLAYED, "true", 0,
-     "the response is the stored one of the first request with this key"},
-    {MARKER_KEY_EXPIRES, NULL, 0, "an HTTP date: after it the key may run again"},
-    {MARKER_BODY_OMITTED, "true", 0,
-     "a replay whose body was too large to store: status and headers only"},
-    {MARKER_ENFORCED, "false", 1,
-     "the store was unreachable: the request was forwarded without idempotency"},
-};
+/* 1 when the contract of c names marker row r: a fail-open marker only under fail-open. */
+static int oa_marker_named(const struct contract *c, const struct header_policy *r)
+{
+	return (r->flags & HEADER_MARKER) && (!(r->flags & HEADER_FAIL_OPEN) || c->fail_open);
+}
 
 /* components.headers' entry name: {description, schema}; value: the one it takes, or NULL. */
 static void oa_header(struct oa *o, const char *name, const char *type, const char *value,
@@ -520,10 +510,10 @@ static void oa_component_headers(struct oa *o)
 			  h == RESPOND_PH_LINK ? o->c->link : NULL,
 			  oa_problem_header_descriptions[h]);
 	}
-	for (size_t i = 0; i < sizeof(oa_markers) / sizeof(oa_markers[0]); i++)
-		if (!oa_markers[i].fail_open || o->c->fail_open)
-			oa_header(o, oa_markers[i].name, "string", oa_markers[i].value,
-				  oa_markers[i].description);
+	for (size_t i = 0; i < header_npolicies; i++)
+		if (oa_marker_named(o->c, &header_policies[i]))
+			oa_header(o, header_policies[i].name, "string", header_policies[i].value,
+				  header_policies[i].about);
 	json_map_close(&o->w);
 }
 
@@ -612,11 +602,9 @@ static void oa_component_responses(struct oa *o)
 		     "The API's own response. A retry of a completed request gets "
 		     "it again, from the record, with `Idempotent-Replayed: true`.");
 	json_key_map(&o->w, "headers");
-	oa_header_ref(o, MARKER_REPLAYED);
-	oa_header_ref(o, MARKER_KEY_EXPIRES);
-	oa_header_ref(o, MARKER_BODY_OMITTED);
-	if (o->c->fail_open)
-		oa_header_ref(o, MARKER_ENFORCED);
+	for (size_t i = 0; i < header_npolicies; i++)
+		if (oa_marker_named(o->c, &header_policies[i]))
+			oa_header_ref(o, header_policies[i].name);
 	json_map_close(&o->w);
 	json_map_close(&o->w);
 	for (int stripe = 0; stripe <= 1; stripe++) {

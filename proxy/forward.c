@@ -5,8 +5,8 @@
 
 #include <event2/buffer.h>
 
+#include "http/header.h"
 #include "proxy/http.h"
-#include "proxy/marker.h"
 
 /* Room for idemproxy's own Forwarded element; a longer Host is cut there. */
 #define FORWARD_ELEMENT_MAX  1024
@@ -110,21 +110,8 @@ int forward_dropped_names(const struct http_msg *m, const struct forward_view *v
 static int forward_drops(const struct http_msg *m, const struct forward_view *v,
 			 const struct http_header *h)
 {
-	if (forward_drops_name(v, h))
-		return 1;
-	switch (h->known) {
-	case HTTP_N_CONTENT_LENGTH:
-	case HTTP_N_EXPECT:
-	case HTTP_N_VIA:
-	case HTTP_N_FORWARDED:	/* the forwarding headers, rebuilt from what idemproxy saw */
-	case HTTP_N_X_FORWARDED_FOR:
-	case HTTP_N_X_FORWARDED_PROTO:
-	case HTTP_N_X_FORWARDED_HOST:
-	case HTTP_N_X_REAL_IP:
-		return 1;
-	default:
-		return http_header_is_hop(m, h) || marker_header(h->name);
-	}
+	return forward_drops_name(v, h) || (h->policy & (HEADER_MARKER | HEADER_REBUILT)) ||
+	       http_header_is_hop(m, h);
 }
 
 void forward_build(struct evbuffer *out, struct http_msg *m, const struct forward_view *v,

@@ -28,7 +28,7 @@
 #include <event2/buffer.h>
 
 #include "proxy/evfree.h"
-#include "proxy/path.h"
+#include "http/path.h"
 
 #define HTTP_MAX_CONTENT_LENGTH (INT64_C(1) << 62) /* also caps a decoded body */
 #define HTTP_MAX_CHUNK_DIGITS	15
@@ -461,42 +461,9 @@ static int http_list_names_more(const char *list)
 
 enum http_name http_name_of(const char *name, size_t len)
 {
-	/* By length first: at most two comparisons for any name. */
-	static const struct {
-		const char *name;
-		enum http_name known;
-	} names[] = {
-	    {"TE", HTTP_N_TE},
-	    {"Via", HTTP_N_VIA},
-	    {"Host", HTTP_N_HOST},
-	    {"Expect", HTTP_N_EXPECT},
-	    {"Trailer", HTTP_N_TRAILER},
-	    {"Upgrade", HTTP_N_UPGRADE},
-	    {"Forwarded", HTTP_N_FORWARDED},
-	    {"X-Real-IP", HTTP_N_X_REAL_IP},
-	    {"Connection", HTTP_N_CONNECTION},
-	    {"Keep-Alive", HTTP_N_KEEP_ALIVE},
-	    {"Content-Length", HTTP_N_CONTENT_LENGTH},
-	    {"HTTP2-Settings", HTTP_N_HTTP2_SETTINGS},
-	    {"X-Forwarded-For", HTTP_N_X_FORWARDED_FOR},
-	    {"Proxy-Connection", HTTP_N_PROXY_CONNECTION},
-	    {"X-Forwarded-Host", HTTP_N_X_FORWARDED_HOST},
-	    {"Transfer-Encoding", HTTP_N_TRANSFER_ENCODING},
-	    {"X-Forwarded-Proto", HTTP_N_X_FORWARDED_PROTO},
-	    {"Proxy-Authenticate", HTTP_N_PROXY_AUTHENTICATE},
-	    {"Proxy-Authorization", HTTP_N_PROXY_AUTHORIZATION},
-	};
-	/* where each length starts in names[] (sorted by length), lengths 0-20 */
-	static const unsigned char from[] = {0, 0, 0, 1, 2, 3, 3, 4, 6, 6, 8, 10, 10, 10, 10,
-					     12, 13, 15, 17, 18, 19};
+	const struct header_policy *row = header_policy(name, len);
 
-	if (len < 2 || len > 19)
-		return HTTP_N_OTHER;
-	for (unsigned i = from[len]; i < from[len + 1]; i++)
-		if ((name[0] | 0x20) == (names[i].name[0] | 0x20) &&
-		    strncasecmp(name, names[i].name, len) == 0)
-			return names[i].known;
-	return HTTP_N_OTHER;
+	return row ? row->known : HTTP_N_OTHER;
 }
 
 /* A Host value: empty, or uri-host [":" port] characters only. */
@@ -617,6 +584,7 @@ static enum http_status http_parse_head(struct http_parser *p, struct evbuffer *
 	}
 	for (i = 0; i < nfields; i++) {
 		size_t name_len, value_off, value_len;
+		const struct header_policy *row;
 
 		line = head + lf[i] + 1;
 		head[lf[i + 1] - 1] = '\0';
@@ -629,7 +597,9 @@ static enum http_status http_parse_head(struct http_parser *p, struct evbuffer *
 		m->headers[i].value = line + value_off;
 		m->headers[i].name_len = name_len;
 		m->headers[i].value_len = value_len;
-		m->headers[i].known = http_name_of(line, name_len);
+		row = header_policy(line, name_len);
+		m->headers[i].known = row ? row->known : HTTP_N_OTHER;
+		m->headers[i].policy = row ? row->flags : 0;
 		m->nheaders++;
 		if (http_note_field(m, &fields, &m->headers[i]) < 0)
 			return HTTP_ERR_BAD;
@@ -1143,14 +1113,9 @@ static int http_connection_lists(const struct http_msg *m, const char *token, si
 	return 0;
 }
 
-static int http_name_is_hop(enum http_name known)
-{
-	return known >= HTTP_N_CONNECTION && known <= HTTP_N_HOP_LAST;
-}
-
 int http_header_is_hop(const struct http_msg *m, const struct http_header *h)
 {
-	return http_name_is_hop(h->known) ||
+	return (h->policy & HEADER_HOP) ||
 	       (m->connection_names && http_connection_lists(m, h->name, strlen(h->name)));
 }
 

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "http/header.h"
+
 struct evbuffer;
 
 #define HTTP_MAX_HEAD 32768      /* start line + headers, bytes */
@@ -24,43 +26,12 @@ enum http_kind {
 	HTTP_RESPONSE,
 };
 
-/*
- * The header names idemproxy acts on, recognised once while a head is
- * parsed (http_header.known), so that forwarding, relaying and storing a
- * message compare numbers instead of names.
- */
-enum http_name {
-	HTTP_N_OTHER = 0,
-	/* hop-by-hop (RFC 9110 7.6.1): never forwarded, relayed or stored */
-	HTTP_N_CONNECTION,
-	HTTP_N_KEEP_ALIVE,
-	HTTP_N_PROXY_CONNECTION,
-	HTTP_N_PROXY_AUTHENTICATE,
-	HTTP_N_PROXY_AUTHORIZATION,
-	HTTP_N_TE,
-	HTTP_N_TRAILER,
-	HTTP_N_TRANSFER_ENCODING,
-	HTTP_N_HTTP2_SETTINGS, /* only ever meant for the hop an h2c upgrade would replace */
-	HTTP_N_UPGRADE,
-	/* framing and routing */
-	HTTP_N_CONTENT_LENGTH,
-	HTTP_N_HOST,
-	HTTP_N_EXPECT,
-	HTTP_N_VIA,
-	/* forwarding, rebuilt by idemproxy */
-	HTTP_N_FORWARDED,
-	HTTP_N_X_FORWARDED_FOR,
-	HTTP_N_X_FORWARDED_PROTO,
-	HTTP_N_X_FORWARDED_HOST,
-	HTTP_N_X_REAL_IP,
-};
-#define HTTP_N_HOP_LAST HTTP_N_UPGRADE
-
 struct http_header {
 	char *name;   /* as received, NUL-terminated */
 	char *value;  /* leading/trailing blanks removed, NUL-terminated */
 	size_t name_len, value_len;
 	enum http_name known;
+	unsigned policy; /* its row's flags in the header-policy table (http/header.h) */
 };
 
 struct http_msg {

@@ -11,7 +11,7 @@
 #include "conf/conf.h"
 #include "proxy/http.h"
 #include "proxy/idemkey.h"
-#include "proxy/path.h"
+#include "http/path.h"
 
 #define KEYSOURCE_PATH_MAX 16 /* dot-separated names in a json PATH */
 #define KEYSOURCE_DEPTH_MAX 256 /* deeper JSON is not looked into (yajl_tree frees recursively) */

@@ -39,6 +39,7 @@
 #include "proxy/http.h"
 #include "proxy/io.h"
 #include "proxy/log.h"
+#include "proxy/lookup.h"
 #include "proxy/request.h"
 #include "proxy/respond.h"
 #include "proxy/secrets.h"
@@ -518,7 +519,7 @@ static void listener_accepted(struct listener *l, evutil_socket_t fd, const stru
 	LIST_INSERT_HEAD(&l->conns, c, link);
 	l->nconns++;
 	/* A trusted proxy speaks for many clients: the process's budget only. */
-	conn_meter_start(c, l->budget, conf_trusted_proxy(conf, sa) ? NULL : sa);
+	conn_meter_start(c, l->budget, lookup_trusted_proxy(conf, sa) ? NULL : sa);
 	/* A client that stops reading its response is dropped after
 	 * client_timeout without progress, with whatever was queued for it. */
 	write_tv = clock_tv(conf->client_timeout_ms);

@@ -9,23 +9,12 @@
 #include <event2/buffer.h>
 
 #include "conf/conf.h"
+#include "http/header.h"
 #include "proxy/clock.h"
 #include "proxy/http.h"
-#include "proxy/marker.h"
 #include "proxy/scope.h"
 #include "proxy/seal.h"
 #include "proxy/secrets.h"
-
-/* Response headers a record keeps (plus the route's store_headers). */
-static const char *const record_kept_names[] = {
-	"Content-Type", "Content-Location", "Location", "ETag", "Last-Modified",
-};
-
-/* Never kept, whatever store_headers says: credentials and cookies. */
-static const char *const record_never_names[] = {
-	"Set-Cookie", "Set-Cookie2", "Authorization", "Proxy-Authorization", "Cookie",
-	"WWW-Authenticate", "Proxy-Authenticate", "Content-Length",
-};
 
 /* 1 when the len bytes at name are one of the n names (case-insensitive). */
 static int record_name_in(const char *name, size_t len, const char *const *names, size_t n)
@@ -36,18 +25,18 @@ static int record_name_in(const char *name, size_t len, const char *const *names
 	return 0;
 }
 
-#define RECORD_NAME_IN(name, len, arr) record_name_in(name, len, arr, sizeof(arr) / sizeof(arr[0]))
-
 /*
- * 1 when a record keeps a header named by the len bytes at name: a kept
- * name or one of extra's (which conf checked are never credentials,
- * hop-by-hop or markers), never a credential or a cookie.
+ * 1 when a record keeps a header named by the len bytes at name, of flags
+ * in the header-policy table: one every record keeps or one of extra's
+ * (which conf checked are never of the never-stored), never a credential,
+ * a cookie, a hop-by-hop header, framing or a marker.
  */
-static int record_keeps(const char *name, size_t len, char *const *extra, int nextra)
+static int record_keeps(const char *name, size_t len, unsigned flags, char *const *extra,
+			int nextra)
 {
-	if (RECORD_NAME_IN(name, len, record_never_names))
+	if (flags & HEADER_NEVER_STORED)
 		return 0;
-	return RECORD_NAME_IN(name, len, record_kept_names) ||
+	return (flags & HEADER_STORED) ||
 	       record_name_in(name, len, (const char *const *)extra, (size_t)nextra);
 }
 
@@ -61,8 +50,8 @@ char *record_headers(const struct http_msg *resp, char *const *extra, int nextra
 		return NULL;
 	for (int i = 0; i < resp->nheaders; i++) {
 		const struct http_header *h = &resp->headers[i];
-		if (http_header_is_hop(resp, h) || marker_header(h->name) ||
-		    !record_keeps(h->name, strlen(h->name), extra, nextra))
+		if (http_header_is_hop(resp, h) ||
+		    !record_keeps(h->name, h->name_len, h->policy, extra, nextra))
 			continue;
 		http_add_header(b, h->name, h->value);
 	}
@@ -104,7 +93,8 @@ int record_headers_valid(const char *lines, size_t n, char *const *extra, int ne
 			*why = "a header line is not \"Name: value\"";
 			return 0;
 		}
-		if (!record_keeps((const char *)name, name_len, extra, nextra)) {
+		if (!record_keeps((const char *)name, name_len,
+				  header_flags((const char *)name, name_len), extra, nextra)) {
 			*why = "it holds a header a record never keeps";
 			return 0;
 		}

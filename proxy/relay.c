@@ -38,6 +38,7 @@
 #include "proxy/http.h"
 #include "proxy/io.h"
 #include "proxy/log.h"
+#include "proxy/lookup.h"
 #include "proxy/respond.h"
 #include "proxy/upgrade.h"
 
@@ -149,7 +150,7 @@ void relay_params_init(struct relay_params *p, const struct conf *conf,
 		{
 		    .peer = c ? c->peer : "unknown",
 		    .trusted =
-			c && conf_trusted_proxy(conf, (const struct sockaddr *)&c->peer_addr),
+			c && lookup_trusted_proxy(conf, (const struct sockaddr *)&c->peer_addr),
 		    .proto = c && c->tls ? "https" : "http",
 		    .default_host = conf->upstream_hostport,
 		    .underscores = conf->underscores_in_headers,

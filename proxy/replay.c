@@ -3,9 +3,9 @@
 
 #include <event2/buffer.h>
 
+#include "http/header.h"
 #include "proxy/conn.h"
 #include "proxy/http.h"
-#include "proxy/marker.h"
 #include "proxy/record.h"
 
 int replay_send(struct client_conn *c, const struct record *rec, int flags)

@@ -38,6 +38,7 @@
 #include "proxy/http.h"
 #include "proxy/idemkey.h"
 #include "proxy/log.h"
+#include "proxy/lookup.h"
 #include "proxy/keysource.h"
 #include "proxy/outcome.h"
 #include "proxy/pace.h"
@@ -228,7 +229,7 @@ int request_streams(const struct conf *conf, const struct http_msg *head)
 
 	if (http_method_is_safe(head->method))
 		return 1;
-	r = conf_find_route(conf, head->method, head->path, head->path_len, NULL);
+	r = lookup_route(conf, head->method, head->path, head->path_len, NULL);
 	return !r || (r->key == KEY_OPTIONAL && !keysource_maybe(conf, r, head));
 }
 
@@ -257,7 +258,7 @@ void request_start(struct request_ctx *ctx, struct client_conn *c, struct http_m
 
 	if (!http_method_is_safe(msg->method))
 		req->route =
-		    conf_find_route(req->conf, msg->method, msg->path, msg->path_len, msg->path);
+		    lookup_route(req->conf, msg->method, msg->path, msg->path_len, msg->path);
 	if (req->route)
 		req->tag.route = req->route->operation;
 	if (!req->route || streamed) {

@@ -8,9 +8,9 @@
 #include <event2/bufferevent.h>
 
 #include "conf/conf.h"
+#include "http/header.h"
 #include "proxy/conn.h"
 #include "proxy/http.h"
-#include "proxy/marker.h"
 
 #define RETRY_AFTER_MS 1000 /* when nothing better is known */
 
@@ -197,7 +197,7 @@ static void respond_upstream_head(struct evbuffer *out, const struct http_msg *r
 	http_add_status_line(out, resp->status, resp->reason);
 	for (int i = 0; i < resp->nheaders; i++) {
 		const struct http_header *h = &resp->headers[i];
-		if (http_header_is_hop(resp, h) || marker_header(h->name))
+		if ((h->policy & HEADER_MARKER) || http_header_is_hop(resp, h))
 			continue;
 		if (!keep_length && h->known == HTTP_N_CONTENT_LENGTH)
 			continue;

@@ -3,13 +3,16 @@
 # the check that it has no circle.
 #
 # A module is a .c file and the .h of the same name (proxy/store.c and
-# proxy/store.h are the module proxy/store). Every `#include "proxy/..."` or
-# `#include "conf/..."` line in a module's files is an arrow from it to the
-# module it names. The script prints each module with the modules it uses,
-# then the modules by layer (layer 0 uses none; every other module sits one
-# above the highest module it uses), and fails, naming each circle, when
-# modules include each other in a circle. It also fails when one function
-# name is defined in two .c files, static or not.
+# proxy/store.h are the module proxy/store). Every `#include "proxy/..."`,
+# `#include "conf/..."` or `#include "http/..."` line in a module's files is
+# an arrow from it to the module it names. The script prints each module
+# with the modules it uses, then the modules by layer (layer 0 uses none;
+# every other module sits one above the highest module it uses), and fails,
+# naming each circle, when modules include each other in a circle. It also
+# fails when one function name is defined in two .c files, static or not,
+# and when an arrow crosses the folders downwards-only order
+# proxy/ -> conf/ -> http/: conf/ includes nothing of proxy/, and http/
+# (the HTTP leaves both share) nothing of proxy/ or conf/.
 #
 # Usage: sh scripts/check-modules.sh [-q]   (-q: only problems and a summary)
 # Run from the repository root.
@@ -19,10 +22,10 @@ quiet=0
 [ "${1:-}" = "-q" ] && quiet=1
 
 files=
-for f in proxy/*.c proxy/*.h conf/*.c conf/*.h; do
+for f in proxy/*.c proxy/*.h conf/*.c conf/*.h http/*.c http/*.h; do
 	[ -f "$f" ] && files="$files $f"
 done
-[ -n "$files" ] || { echo "check-modules: no sources under proxy/ or conf/" >&2; exit 1; }
+[ -n "$files" ] || { echo "check-modules: no sources under proxy/, conf/ or http/" >&2; exit 1; }
 
 # shellcheck disable=SC2086
 awk -v quiet="$quiet" '
@@ -87,8 +90,15 @@ function layer_of(v,    c, i, k, w, l, best) {
 
 FNR == 1 { m = module(FILENAME); if (!(m in known)) { known[m] = 1; mods[++nmods] = m } in_c = FILENAME ~ /\.c$/ }
 
-/^#include "(proxy|conf)\/[^"]+\.h"/ {
+# The folders in their order: a module may include one of its own folder
+# or of a folder after it, never one before.
+function rank(path) { return path ~ /^proxy\// ? 0 : path ~ /^conf\// ? 1 : 2 }
+
+/^#include "(proxy|conf|http)\/[^"]+\.h"/ {
 	d = $2; gsub(/"/, "", d); d = module(d)
+	if (rank(d) < rank(m) && !((m, d) in climbs)) {
+		climbs[m, d] = 1; climb[++nclimbs] = m " includes " d
+	}
 	if (d != m && !((m, d) in edge)) {
 		edge[m, d] = 1; dep[m, ++ndeps[m]] = d; nedges++
 		if (!(d in known)) { known[d] = 1; mods[++nmods] = d }
@@ -148,12 +158,16 @@ END {
 		printf "check-modules:   for example %s\n", circle(first_of[c])
 		bad = 1
 	}
+	for (i = 1; i <= nclimbs; i++) {
+		printf "check-modules: %s (conf/ includes no proxy/ header, http/ none of proxy/ or conf/)\n", climb[i]
+		bad = 1
+	}
 	for (name in twice) {
 		printf "check-modules: function %s is defined in %s\n", name, twice[name]
 		bad = 1
 	}
 	printf "check-modules: %d modules, %d include arrows, %s\n", nmods, nedges,
-		bad ? "FAILED" : "no circle, no name defined twice"
+		bad ? "FAILED" : "no circle, no name defined twice, no folder included upwards"
 	exit bad
 }
 ' $files

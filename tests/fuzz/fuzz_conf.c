@@ -1,8 +1,7 @@
 /*
  * libFuzzer target for conf/: the input is parsed as a configuration file;
  * when it parses, every route is looked up with a path made from the input.
- * Build: clang -fsanitize=fuzzer,address,undefined -I. tests/fuzz/fuzz_conf.c \
- *        conf/conf.c conf/route.c
+ * Built by `make fuzz` from the Makefile's FUZZ_SRC_fuzz_conf.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -10,6 +9,7 @@
 #include <string.h>
 
 #include "conf/conf.h"
+#include "proxy/lookup.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	for (int i = 0; i < conf->nroutes; i++)
 		for (int j = 0; j < conf->routes[i].nmatches; j++)
-			conf_find_route(conf, conf->routes[i].matches[j].method,
+			lookup_route(conf, conf->routes[i].matches[j].method,
 					(const char *)data + cut, size - cut, NULL);
 	conf_free(conf);
 	return 0;

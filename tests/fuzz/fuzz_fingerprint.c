@@ -1,8 +1,7 @@
 /*
- * libFuzzer target for the canonical JSON writer:
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -I. tests/fuzz/fuzz_fingerprint.c \
- *         proxy/fingerprint.c -lyajl -lcrypto -o fuzz_fingerprint
- *   ./fuzz_fingerprint -max_total_time=30
+ * libFuzzer target for the canonical JSON writer, built by `make fuzz`
+ * from the Makefile's FUZZ_SRC_fuzz_fingerprint:
+ *   build/fuzz/fuzz_fingerprint -max_total_time=30
  * Besides memory errors it checks that a canonical form is a fixed point:
  * canonicalising it again gives the same bytes.
  */

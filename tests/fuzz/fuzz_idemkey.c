@@ -3,8 +3,7 @@
  * accepted key is 1 to IDEMKEY_MAX visible ASCII characters, and parses
  * to itself again: bare when it holds no '"', and in the quoted form
  * (escaped as RFC 8941 says) always.
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -I. tests/fuzz/fuzz_idemkey.c \
- *         proxy/idemkey.c -o fuzz_idemkey
+ * Built by `make fuzz` from the Makefile's FUZZ_SRC_fuzz_idemkey.
  */
 #include <stdint.h>
 #include <stdlib.h>

@@ -14,9 +14,7 @@
  * A JWT_OK must carry an actor of 1 to JWT_ACTOR_MAX bytes (an integer one
  * in decimal), and an exp when the rules require one; anything else must
  * leave the claims zeroed.
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -I. tests/fuzz/fuzz_jwt.c \
- *         proxy/jwt.c proxy/jwks.c proxy/json.c proxy/base64.c proxy/digest.c \
- *         -lyajl -lcrypto -o fuzz_jwt
+ * Built by `make fuzz` from the Makefile's FUZZ_SRC_fuzz_jwt.
  */
 #include <stdint.h>
 #include <stdlib.h>

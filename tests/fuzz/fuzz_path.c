@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the request path normaliser (proxy/path.c): the
+ * libFuzzer target for the request path normaliser (http/path.c): the
  * input is a path (a '/' is put before it when it has none). Besides
  * memory errors it checks what a normal path is: it starts with '/', has
  * no empty, "." or ".." segment and no trailing '/' (but "/"), no ';', no
@@ -8,15 +8,14 @@
  * path_slash_alias must agree with a reading of its own (a backslash, or a
  * percent-encoding that decodes to "/" or "\\"), and normalising never
  * makes such a byte where the input had none.
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -I. tests/fuzz/fuzz_path.c \
- *         proxy/path.c -o fuzz_path
+ * Built by `make fuzz` from the Makefile's FUZZ_SRC_fuzz_path.
  */
 #include <ctype.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/path.h"
+#include "http/path.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -3,10 +3,7 @@
  * the first byte picks the command, the rest is the query string. What
  * parses must build a statement or be refused with a message, and a
  * statement has its text and at most RECORDS_PARAMS_MAX parameters.
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -I. -I/usr/include/postgresql \
- *         tests/fuzz/fuzz_records.c proxy/records.c proxy/base64.c proxy/utf8.c \
- *         conf/conf.c conf/route.c proxy/path.c proxy/marker.c -levent -lyajl -lpq \
- *         -o fuzz_records
+ * Built by `make fuzz` from the Makefile's FUZZ_SRC_fuzz_records.
  */
 #include <stdint.h>
 #include <stdlib.h>

@@ -57,3 +57,19 @@ def test_a_name_defined_twice_fails(tmp_path):
     r = check(tmp_path)
     assert r.returncode == 1
     assert "function conn_free is defined in proxy/a.c and proxy/b.c" in r.stdout
+
+
+def test_a_folder_included_upwards_fails(tmp_path):
+    """conf/ includes no proxy/ header; http/ none of proxy/ or conf/."""
+    write(tmp_path, "proxy/a.h", "int a(void);\n")
+    write(tmp_path, "conf/conf.c", "#include \"proxy/a.h\"\n")
+    write(tmp_path, "http/path.c", "#include \"conf/conf.h\"\n")
+    write(tmp_path, "conf/conf.h", "\n")
+    r = check(tmp_path)
+    assert r.returncode == 1
+    assert "conf/conf includes proxy/a" in r.stdout
+    assert "http/path includes conf/conf" in r.stdout
+    write(tmp_path, "conf/conf.c", "#include \"http/path.h\"\n")
+    write(tmp_path, "http/path.c", "\n")
+    r = check(tmp_path)
+    assert r.returncode == 0, r.stdout

@@ -1,5 +1,7 @@
 /* Unit tests for conf/conf.c: the file format, directives, defaults, errors. */
 #include "conf/conf.h"
+#include "http/header.h"
+#include "proxy/lookup.h"
 #include "tests/unit/unit.h"
 
 #include <arpa/inet.h>
@@ -605,6 +607,40 @@ static void test_names(void)
 	conf_free(c);
 }
 
+/*
+ * store_headers takes a name exactly when a record would keep it: every
+ * name the header-policy table says no record keeps is refused, naming
+ * why; every other row's name is taken.
+ */
+static void test_store_headers(void)
+{
+	char text[200], want[200];
+	struct conf *c;
+
+	for (size_t i = 0; i < header_npolicies; i++) {
+		const struct header_policy *r = &header_policies[i];
+		snprintf(text, sizeof(text),
+			 UPSTREAM "actor anonymous\nroute x {\nmatch POST /x\nstore_headers X-A %s\n}\n",
+			 r->name);
+		if (r->flags & HEADER_NEVER_STORED) {
+			snprintf(want, sizeof(want), "t.conf:5: header \"%s\" is never stored (%s)",
+				 r->name, r->why);
+			bad(text, want, __LINE__);
+		} else {
+			c = parse(text);
+			CHECK(c && c->routes[0].nstore_headers == 2 &&
+			      strcmp(c->routes[0].store_headers[1], r->name) == 0);
+			conf_free(c);
+		}
+	}
+	BAD(UPSTREAM "store_headers www-authenticate\n",
+	    "t.conf:2: header \"www-authenticate\" is never stored (credentials and hop-by-hop "
+	    "headers)");
+	BAD(UPSTREAM "store_headers Content-Length\n",
+	    "t.conf:2: header \"Content-Length\" is never stored (a replay frames the stored "
+	    "body itself)");
+}
+
 static void test_find(void)
 {
 	const struct route *r;
@@ -615,17 +651,17 @@ static void test_find(void)
 	CHECK(c != NULL);
 	if (!c)
 		return;
-	r = conf_find_route(c, "POST", "/a/1", 4, NULL);
+	r = lookup_route(c, "POST", "/a/1", 4, NULL);
 	CHECK(r && strcmp(r->operation, "one") == 0);
-	r = conf_find_route(c, "POST", "/a/1/x", 6, NULL);
+	r = lookup_route(c, "POST", "/a/1/x", 6, NULL);
 	CHECK(r && strcmp(r->operation, "two") == 0);
-	r = conf_find_route(c, "POST", "/a", 2, NULL);
+	r = lookup_route(c, "POST", "/a", 2, NULL);
 	CHECK(r && strcmp(r->operation, "two") == 0);
-	r = conf_find_route(c, "DELETE", "/d", 2, NULL);
+	r = lookup_route(c, "DELETE", "/d", 2, NULL);
 	CHECK(r && strcmp(r->operation, "one") == 0);
-	CHECK(conf_find_route(c, "delete", "/d", 2, NULL) == NULL);
-	CHECK(conf_find_route(c, "GET", "/a/1", 4, NULL) == NULL);
-	CHECK(conf_find_route(c, "POST", "/b", 2, NULL) == NULL);
+	CHECK(lookup_route(c, "delete", "/d", 2, NULL) == NULL);
+	CHECK(lookup_route(c, "GET", "/a/1", 4, NULL) == NULL);
+	CHECK(lookup_route(c, "POST", "/b", 2, NULL) == NULL);
 	conf_free(c);
 }
 
@@ -645,7 +681,7 @@ static void test_load(void)
 		CHECK_STR(c->upstream_hostport, "127.0.0.1:3000");
 		CHECK(c->database == NULL);
 		CHECK(c->nroutes == 1);
-		r = conf_find_route(c, "POST", "/api/courses", 12, NULL);
+		r = lookup_route(c, "POST", "/api/courses", 12, NULL);
 		CHECK(r && strcmp(r->operation, "course.create") == 0);
 		CHECK(r && r->actor == ACTOR_HEADER && strcmp(r->actor_header, "X-Actor-Id") == 0);
 		CHECK(r && r->key == KEY_REQUIRED && r->fingerprint == FP_JSON && r->nfields == 3);
@@ -765,9 +801,9 @@ static void test_trusted_proxies(void)
 		int got;
 
 		if (inet_pton(AF_INET, peers[i].addr, &v4.sin_addr) == 1)
-			got = conf_trusted_proxy(c, (struct sockaddr *)&v4);
+			got = lookup_trusted_proxy(c, (struct sockaddr *)&v4);
 		else if (inet_pton(AF_INET6, peers[i].addr, &v6.sin6_addr) == 1)
-			got = conf_trusted_proxy(c, (struct sockaddr *)&v6);
+			got = lookup_trusted_proxy(c, (struct sockaddr *)&v6);
 		else
 			got = -1;
 		if (got != peers[i].trusted)
@@ -776,7 +812,7 @@ static void test_trusted_proxies(void)
 	}
 	c->ntrusted_proxies = 6;
 	CHECK(inet_pton(AF_INET, "203.0.113.9", &v4.sin_addr) == 1);
-	CHECK(conf_trusted_proxy(c, (struct sockaddr *)&v4) == 1);
+	CHECK(lookup_trusted_proxy(c, (struct sockaddr *)&v4) == 1);
 	conf_free(c);
 
 	c = parse(UPSTREAM "max_connections 20\nactor anonymous\nmatch_case sensitive\n"
@@ -786,8 +822,8 @@ static void test_trusted_proxies(void)
 	if (c && c->nroutes == 2) {
 		CHECK(c->routes[0].match_case == MATCH_CASE_SENSITIVE);
 		CHECK(c->routes[1].match_case == MATCH_CASE_INSENSITIVE);
-		CHECK(conf_find_route(c, "POST", "/A", 2, NULL) == NULL);
-		CHECK(conf_find_route(c, "POST", "/B", 2, NULL) == &c->routes[1]);
+		CHECK(lookup_route(c, "POST", "/A", 2, NULL) == NULL);
+		CHECK(lookup_route(c, "POST", "/B", 2, NULL) == &c->routes[1]);
 	}
 	conf_free(c);
 }
@@ -911,6 +947,7 @@ int main(void)
 	test_lexer();
 	test_errors();
 	test_names();
+	test_store_headers();
 	test_find();
 	test_trusted_proxies();
 	test_identity();

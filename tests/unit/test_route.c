@@ -1,5 +1,6 @@
 /* Unit tests for conf/route.c: path templates, matching and route lookup. */
 #include "conf/conf.h"
+#include "proxy/lookup.h"
 #include "tests/unit/unit.h"
 
 #include <stdlib.h>
@@ -194,36 +195,36 @@ static void test_find_route(void)
 		fprintf(stderr, "%s\n", err);
 		return;
 	}
-	r = conf_find_route(c, "POST", "/orders/7/payments", 18, NULL);
+	r = lookup_route(c, "POST", "/orders/7/payments", 18, NULL);
 	CHECK(r && strcmp(r->operation, "pay") == 0);
-	r = conf_find_route(c, "PUT", "/orders/7/payments", 18, NULL);
+	r = lookup_route(c, "PUT", "/orders/7/payments", 18, NULL);
 	CHECK(r && strcmp(r->operation, "pay") == 0);
 	/* first match wins: "orders.any" also covers /orders */
-	r = conf_find_route(c, "POST", "/orders", 7, NULL);
+	r = lookup_route(c, "POST", "/orders", 7, NULL);
 	CHECK(r && strcmp(r->operation, "orders.any") == 0);
-	r = conf_find_route(c, "POST", "/orders/7/refunds", 17, NULL);
+	r = lookup_route(c, "POST", "/orders/7/refunds", 17, NULL);
 	CHECK(r && strcmp(r->operation, "orders.any") == 0);
 	/* method mismatch and case */
-	CHECK(conf_find_route(c, "DELETE", "/orders/7/payments", 18, NULL) == NULL);
-	CHECK(conf_find_route(c, "post", "/orders", 7, NULL) == NULL);
-	r = conf_find_route(c, "PATCH", "/p/1", 4, NULL);
+	CHECK(lookup_route(c, "DELETE", "/orders/7/payments", 18, NULL) == NULL);
+	CHECK(lookup_route(c, "post", "/orders", 7, NULL) == NULL);
+	r = lookup_route(c, "PATCH", "/p/1", 4, NULL);
 	CHECK(r && strcmp(r->operation, "patch") == 0);
-	CHECK(conf_find_route(c, "patch", "/p/1", 4, NULL) == NULL);
-	CHECK(conf_find_route(c, "POST", "/other", 6, NULL) == NULL);
+	CHECK(lookup_route(c, "patch", "/p/1", 4, NULL) == NULL);
+	CHECK(lookup_route(c, "POST", "/other", 6, NULL) == NULL);
 	/* match_case */
-	r = conf_find_route(c, "POST", "/ORDERS/7/Payments", 18, NULL);
+	r = lookup_route(c, "POST", "/ORDERS/7/Payments", 18, NULL);
 	CHECK(r && strcmp(r->operation, "pay") == 0);
-	r = conf_find_route(c, "POST", "/Exact/Ab/c", 11, NULL);
+	r = lookup_route(c, "POST", "/Exact/Ab/c", 11, NULL);
 	CHECK(r && strcmp(r->operation, "exact") == 0);
-	CHECK(conf_find_route(c, "POST", "/exact/Ab/c", 11, NULL) == NULL);
+	CHECK(lookup_route(c, "POST", "/exact/Ab/c", 11, NULL) == NULL);
 	/* literal segments in the template's spelling, the others as they came */
 	strcpy(path, "/spelled/AbC/ITEMS/X/y");
-	r = conf_find_route(c, "POST", path, strlen(path), path);
+	r = lookup_route(c, "POST", path, strlen(path), path);
 	CHECK(r && strcmp(r->operation, "spelled") == 0);
 	CHECK_STR(path, "/Spelled/AbC/Items/X/y");
 	/* a match that fails half way leaves the path alone */
 	strcpy(path, "/spelled/x/other");
-	CHECK(conf_find_route(c, "POST", path, strlen(path), path) == NULL);
+	CHECK(lookup_route(c, "POST", path, strlen(path), path) == NULL);
 	CHECK_STR(path, "/spelled/x/other");
 	conf_free(c);
 }

@@ -16,7 +16,7 @@
  * path_slash_alias finds those, so that a caller
  * can refuse such a path instead of guessing where the upstream routes it.
  */
-#include "proxy/path.h"
+#include "http/path.h"
 
 int path_hex(unsigned char c)
 {

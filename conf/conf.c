@@ -1571,6 +1571,58 @@ static int conf_finish_route(struct conf_parser *p, struct route *r)
 	return 0;
 }
 
+/* 1 for a method RFC 9110 9.2.1 calls safe: one that passes through without a key. */
+static int conf_safe_method(const char *m)
+{
+	static const char *const safe[] = {"GET", "HEAD", "OPTIONS", "TRACE"};
+
+	for (size_t i = 0; i < sizeof(safe) / sizeof(safe[0]); i++)
+		if (strcmp(m, safe[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * What route r can never do, given the routes before it: enforce anything
+ * when its match lines name only safe methods (they pass through as they
+ * are), or be reached by a match an earlier route has too (the first route
+ * that matches wins).
+ */
+static int conf_route_reachable(struct conf_parser *p, const struct conf *c, int ri)
+{
+	const struct route *r = &c->routes[ri], *e;
+	const struct route_match *m, *em;
+	int unsafe = 0;
+
+	for (int j = 0; j < r->nmatches; j++)
+		unsafe |= !conf_safe_method(r->matches[j].method);
+	if (r->nmatches && !unsafe)
+		return conf_error_at(p, r->line,
+				     "route \"%s\" matches only safe methods (GET, HEAD, OPTIONS, "
+				     "TRACE), which pass through without a key: it can never "
+				     "enforce anything",
+				     r->operation);
+	for (int j = 0; j < r->nmatches; j++) {
+		m = &r->matches[j];
+		for (int ei = 0; ei < ri; ei++) {
+			e = &c->routes[ei];
+			for (int k = 0; k < e->nmatches; k++) {
+				em = &e->matches[k];
+				if (strcmp(m->method, em->method) == 0 &&
+				    route_template_same(em->segs, em->nsegs, m->segs, m->nsegs,
+							e->match_case == MATCH_CASE_INSENSITIVE))
+					return conf_error_at(
+					    p, m->line,
+					    "route \"%s\": this match is the same as route "
+					    "\"%s\"'s at line %d, which comes first and wins: "
+					    "it is never reached",
+					    r->operation, e->operation, em->line);
+			}
+		}
+	}
+	return 0;
+}
+
 static int conf_finish(struct conf_parser *p)
 {
 	struct conf *c = p->conf;
@@ -1623,7 +1675,7 @@ static int conf_finish(struct conf_parser *p)
 		}
 	}
 	for (i = 0; i < c->nroutes; i++) {
-		if (conf_finish_route(p, &c->routes[i]))
+		if (conf_finish_route(p, &c->routes[i]) || conf_route_reachable(p, c, i))
 			return -1;
 	}
 	return 0;

@@ -224,3 +224,34 @@ def test_sigint_exits_zero(proxy):
     p = proxy()
     p.signal(signal.SIGINT)
     assert p.proc.wait(10) == 0, p.stderr_tail()
+
+
+def test_check_refuses_a_route_of_safe_methods_only(binary, tmp_path):
+    """GET, HEAD, OPTIONS and TRACE pass through without a key: a route of
+    only those can never enforce anything, and -t says where it is."""
+    text = ("upstream http://127.0.0.1:1\nactor anonymous\n"
+            "route reads.op {\n    match GET /a\n    match options /a\n}\n")
+    conf = write_conf(tmp_path, text)
+    r = run(binary, "-t", "-c", conf)
+    assert r.returncode == 1, r
+    assert r.stderr.startswith('%s:3: route "reads.op" matches only safe methods' % conf), \
+        r.stderr
+    assert "configuration ok" not in r.stdout
+
+
+def test_check_refuses_a_match_an_earlier_route_has(binary, tmp_path):
+    """The first route that matches wins: the same method and template in a
+    later route is never reached, whatever its parameters are called."""
+    text = ("upstream http://127.0.0.1:1\nactor anonymous\n"
+            "route first.op {\n    match POST /o/{id}/pay\n}\n"
+            "route second.op {\n    match PUT /o/{id}\n    match post /o/{order}/pay\n}\n")
+    conf = write_conf(tmp_path, text)
+    r = run(binary, "-t", "-c", conf)
+    assert r.returncode == 1, r
+    assert r.stderr.startswith(
+        '%s:8: route "second.op": this match is the same as route "first.op"\'s at line 4'
+        % conf), r.stderr
+    fixed = write_conf(tmp_path, text.replace("post /o/{order}/pay", "post /o/{order}/refund"),
+                       "fixed.conf")
+    r = run(binary, "-t", "-c", fixed)
+    assert r.returncode == 0, r.stderr

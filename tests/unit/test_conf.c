@@ -901,6 +901,30 @@ static void test_warnings(void)
 	conf_free(c);
 }
 
+/* Routes that can never act: only safe methods, or a match an earlier route already has. */
+static void test_unreachable_routes(void)
+{
+	struct conf *c;
+
+	BAD(UPSTREAM "actor anonymous\nroute r {\n match GET /x\n match head /x\n}\n",
+	    "t.conf:3: route \"r\" matches only safe methods (GET, HEAD, OPTIONS, TRACE), "
+	    "which pass through without a key: it can never enforce anything");
+	BAD(UPSTREAM "actor anonymous\nroute a {\n match POST /o/{id}\n}\n"
+		     "route b {\n match PUT /p\n match POST /O/{x}\n}\n",
+	    "t.conf:8: route \"b\": this match is the same as route \"a\"'s at line 4, "
+	    "which comes first and wins: it is never reached");
+	/* A case-sensitive first route does not catch other spellings. */
+	c = parse(UPSTREAM "actor anonymous\nroute a {\n match POST /o\n match_case sensitive\n}\n"
+			   "route b {\n match POST /O\n}\n");
+	CHECK(c != NULL);
+	conf_free(c);
+	/* Safe methods beside an unsafe one, another method, a longer path: fine. */
+	c = parse(UPSTREAM "actor anonymous\nroute a {\n match GET /o\n match POST /o\n}\n"
+			   "route b {\n match PUT /o\n match POST /o/*\n}\n");
+	CHECK(c != NULL);
+	conf_free(c);
+}
+
 int main(void)
 {
 	test_durations();
@@ -917,5 +941,6 @@ int main(void)
 	test_warnings();
 	test_load();
 	test_restart_only();
+	test_unreachable_routes();
 	UNIT_DONE("conf");
 }

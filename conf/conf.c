@@ -1198,7 +1198,7 @@ static const struct conf_directive conf_directives[] = {
     CONF_ROW("relay_budget_per_peer", CONF_TOP, 1, 1, CT_SIZE, TOP(relay_budget_per_peer), NULL, "64m", 0),
     CONF_ROW("tunnel_timeout", CONF_TOP, 1, 1, CT_DURATION, TOP(tunnel_timeout_ms), NULL, "1h", 0),
     CONF_ROW("tunnel_upgrades", CONF_TOP, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_tunnel_upgrades, "websocket", 0),
-    CONF_ROW("max_connections", CONF_TOP, 1, 1, CT_INT, TOP(max_connections), conf_set_max_connections, "10000", 0),
+    CONF_ROW("max_connections", CONF_TOP, 1, 1, CT_INT, TOP(max_connections), conf_set_max_connections, "8000", 0),
     CONF_ROW("trusted_proxies", CONF_TOP, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_trusted_proxies, NULL, 0),
     CONF_ENUM_ROW("underscores_in_headers", CONF_TOP, TOP(underscores_in_headers), "off", conf_on_off, NULL, 0),
     CONF_ENUM_ROW("store_unavailable", CONF_TOP, TOP(store_unavailable), "fail-closed", conf_store_modes, NULL, 0),

@@ -215,10 +215,12 @@ static int supervisor_signals(struct supervisor *sv)
 }
 
 /*
- * Raises the descriptor limit to its hard limit (as haproxy does) and
- * warns when it cannot hold what max_connections can open: each client
- * connection and the upstream connection it may use, each worker's idle
- * upstream pool and store connection, and a few of the process's own.
+ * Raises the soft descriptor limit to what max_connections can open: each
+ * client connection and the upstream connection it may use, each worker's
+ * idle upstream pool and store connection, and a few of the process's own.
+ * Warns only when the hard limit is below that need, so the defaults
+ * (max_connections 8000) start quietly under a hard limit of 20000 with up
+ * to 48 workers.
  */
 static void raise_fd_limit(const struct conf *conf)
 {
@@ -228,17 +230,20 @@ static void raise_fd_limit(const struct conf *conf)
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return;
-	if (rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
+	if (rl.rlim_cur != RLIM_INFINITY && (long long)rl.rlim_cur < need) {
+		rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && (long long)rl.rlim_max < need
+				      ? rl.rlim_max
+				      : (rlim_t)need;
 		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
 			getrlimit(RLIMIT_NOFILE, &rl);
 	}
 	if (rl.rlim_cur != RLIM_INFINITY && (long long)rl.rlim_cur < need)
 		log_warn(NULL,
 			 "the descriptor limit (%lld) is below the %lld that max_connections %d "
-			 "may need; accepts pause when descriptors run out: raise it (ulimit -n, "
+			 "with %d workers may need, and its hard limit does not allow more; "
+			 "accepts pause when descriptors run out: raise it (ulimit -Hn, "
 			 "LimitNOFILE=) or lower max_connections",
-			 (long long)rl.rlim_cur, need, conf->max_connections);
+			 (long long)rl.rlim_cur, need, conf->max_connections, conf->workers);
 }
 
 /*

@@ -117,7 +117,7 @@ static void test_defaults(void)
 	CHECK(c->relay_budget_per_peer == 64u << 20);
 	CHECK(c->store_unavailable == STORE_FAIL_CLOSED);
 	CHECK_STR(c->problem_base, "https://idemproxy.dev/problems/");
-	CHECK(c->max_connections == 10000);
+	CHECK(c->max_connections == 8000);
 	CHECK(c->ntrusted_proxies == 0);
 	CHECK(c->underscores_in_headers == 0);
 	CHECK(c->nroutes == 0);

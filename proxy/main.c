@@ -3,6 +3,7 @@
  *
  *   idemproxy -c FILE            run in the foreground
  *   idemproxy -t -c FILE         check the configuration
+ *   idemproxy -T -c FILE         check it and print the effective configuration
  *   idemproxy migrate -c FILE    apply pending schema migrations
  *   idemproxy migrate --hash-partitions N -c FILE
  *                                and partition the record table by hash
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include "conf/conf.h"
+#include "conf/dump.h"
 #include "proxy/admin.h"
 #include "proxy/conf_gen.h"
 #include "proxy/contract.h"
@@ -53,6 +55,8 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: idemproxy [-c FILE]          run in the foreground (default ./" DEFAULT_CONF ")\n"
 		   "       idemproxy -t [-c FILE]       check the configuration and exit\n"
+		   "       idemproxy -T [-c FILE]       check it, then print the effective configuration\n"
+		   "                                    (defaults included, secrets masked)\n"
 		   "       idemproxy migrate [-c FILE]  apply pending migrations and exit\n"
 		   "       idemproxy migrate --hash-partitions N [-c FILE]\n"
 		   "                                    then hash-partition the records (N: 2-1024)\n"
@@ -357,24 +361,31 @@ static int run(struct conf *conf, struct secrets *secrets)
 	return rc;
 }
 
+/* TEXT (len bytes, taken over) on stdout for the command WHAT: the exit status. */
+static int print_text(const char *what, char *text, size_t len)
+{
+	int rc = 0;
+
+	if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0) {
+		fprintf(stderr, "idemproxy: %s: cannot write: %s\n", what, strerror(errno));
+		rc = 1;
+	}
+	free(text);
+	return rc;
+}
+
 /* describe: the contract of every route, on stdout. The exit status. */
 static int describe(const struct conf *conf, enum contract_format fmt)
 {
 	size_t len = 0;
 	char *text = contract_render(conf, fmt, &len);
-	int rc = 0;
 
 	if (!text) {
 		fprintf(stderr, "idemproxy: describe: cannot render the contract (out of memory, or "
 				"a configured string is not UTF-8)\n");
 		return 1;
 	}
-	if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0) {
-		fprintf(stderr, "idemproxy: describe: cannot write: %s\n", strerror(errno));
-		rc = 1;
-	}
-	free(text);
-	return rc;
+	return print_text("describe", text, len);
 }
 
 /* A configuration warning on stderr (-t). */
@@ -386,16 +397,29 @@ static void warning_print(const char *line, void *arg)
 /*
  * -t: the file loads; a file without a route intercepts nothing, and a
  * secret file others may read is no secret, which are worth a word.
+ * -T (dump): then the effective configuration.
  */
-static int check_only(const char *file, const struct conf *conf, const struct secrets *secrets)
+static int check_only(const char *file, const struct conf *conf, const struct secrets *secrets,
+		      int dump)
 {
+	char *text;
+	size_t len = 0;
+
 	conf_warnings(conf, warning_print, NULL);
 	secrets_warnings(conf, secrets, warning_print, NULL);
 	if (conf->nroutes == 0)
 		fprintf(stderr, "%s: warning: no route: every request is relayed as it is and "
 				"nothing is intercepted\n", file);
-	printf("%s: configuration ok\n", file);
-	return 0;
+	/* -T: the configuration alone on stdout, so that it can be saved and read back. */
+	fprintf(dump ? stderr : stdout, "%s: configuration ok\n", file);
+	if (!dump)
+		return 0;
+	text = conf_dump(conf, &len);
+	if (!text) {
+		fprintf(stderr, "idemproxy: -T: out of memory\n");
+		return 1;
+	}
+	return print_text("-T", text, len);
 }
 
 /* What the command line asks for. */
@@ -403,7 +427,7 @@ struct options {
 	const char *file;
 	const char *format; /* describe --format as given, NULL: not given */
 	enum contract_format fmt;
-	int test_only, migrate, status, describe;
+	int test_only, dump, migrate, status, describe;
 	const char *partitions_arg; /* migrate --hash-partitions as given, NULL: not given */
 	int partitions;
 };
@@ -449,13 +473,16 @@ static int parse_options(int argc, char **argv, struct options *o)
 	o->migrate = !o->describe && take_word(&argc, &argv, "migrate");
 	o->status = o->migrate && take_word(&argc, &argv, "status");
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "c:t", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:tT", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
 			o->file = optarg;
 			break;
 		case 't':
 			o->test_only = 1;
+			break;
+		case 'T':
+			o->test_only = o->dump = 1;
 			break;
 		case 'f':
 			o->format = optarg;
@@ -534,7 +561,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (o.test_only) {
-		rc = check_only(o.file, conf, secrets);
+		rc = check_only(o.file, conf, secrets, o.dump);
 	} else if (o.describe) {
 		rc = describe(conf, o.fmt);
 	} else if (o.migrate) {

@@ -1,5 +1,6 @@
 """Command line: -t (and its warnings), --version, migrate, SIGTERM."""
 import base64
+import json
 import os
 import re
 import signal
@@ -255,3 +256,60 @@ def test_check_refuses_a_match_an_earlier_route_has(binary, tmp_path):
                        "fixed.conf")
     r = run(binary, "-t", "-c", fixed)
     assert r.returncode == 0, r.stderr
+
+
+def test_dump_of_the_example_reads_back_and_shows_the_defaults(binary, tmp_path):
+    """-T checks the file as -t does, then prints the effective
+    configuration alone on stdout: saved to a file, it passes -t and prints
+    the same again."""
+    example = os.path.join(ROOT, "idemproxy.conf.example")
+    r = run(binary, "-T", "-c", example)
+    assert r.returncode == 0, r.stderr
+    assert "configuration ok" in r.stderr and "configuration ok" not in r.stdout
+    for line in ("listen 127.0.0.1:8080", "upstream_timeout 30s", "max_connections 8000",
+                 "store_unavailable fail-closed", "route course.create {",
+                 "    retention 1d", "    release_on 4xx 503", "    in_progress reject",
+                 "#admin_token (not set)"):
+        assert line in r.stdout.splitlines(), (line, r.stdout)
+    saved = write_conf(tmp_path, r.stdout, "saved.conf")
+    again = run(binary, "-t", "-c", saved)
+    assert again.returncode == 0, again.stderr
+    dumped = run(binary, "-T", "-c", saved)
+    assert dumped.stdout.splitlines()[1:] == r.stdout.splitlines()[1:]
+
+
+def test_dump_masks_secrets_and_never_reads_key_material(binary, tmp_path):
+    """Planted secrets: a database password in either conninfo form, the
+    admin token, body encryption keys, an HMAC JWT key and the listener's TLS
+    key. Files are named, their contents never printed; passwords masked."""
+    def secret(name, text):
+        f = tmp_path / name
+        f.write_text(text)
+        os.chmod(f, 0o600)
+        return f
+    token = "AdminTokenPlanted%s" % os.urandom(8).hex()
+    seal_key = base64.b64encode(os.urandom(32)).decode()
+    hmac = jwtkit.Key("HS256")
+    secret("admin.token", token + "\n")
+    seal = secret("body.keys", "k1 %s\n" % seal_key)
+    jwks = secret("hmac.json", jwtkit.jwks(hmac))
+    crt, key = jwtkit.Pki(str(tmp_path)).issue("server")
+    key_text = open(key).read()
+    for database in ("host=/nonexistent user=u password=PlantedPw1 dbname=x",
+                     "postgresql://u:PlantedPw2@db.invalid:5432/x?sslmode=disable"):
+        text = ("upstream http://127.0.0.1:1\nadmin 127.0.0.1:%d\nadmin_token admin.token\n"
+                "body_encryption %s\ntls_certificate %s\ntls_certificate_key %s\n"
+                "database \"%s\"\nroute a {\n    match POST /a\n    actor jwt %s audience=x\n}\n"
+                % (helpers.free_port(), seal, crt, key, database, jwks))
+        conf = write_conf(tmp_path, text)
+        r = run(binary, "-T", "-c", conf)
+        assert r.returncode == 0, r.stderr
+        out = r.stdout + r.stderr
+        for planted in (token, seal_key, "PlantedPw1", "PlantedPw2", key_text.splitlines()[1]):
+            assert planted not in out, planted
+        assert json.loads(jwtkit.jwks(hmac))["keys"][0]["k"] not in out
+        assert "password='<masked>'" in r.stdout, r.stdout
+        assert "admin_token %s\n" % (tmp_path / "admin.token") in r.stdout
+        assert "tls_certificate_key %s\n" % key in r.stdout
+        saved = write_conf(tmp_path, r.stdout, "saved.conf")
+        assert run(binary, "-t", "-c", saved).returncode == 0

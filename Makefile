@@ -118,7 +118,9 @@ lint: check-modules check-conf-doc check-docs
 
 # `make install [PREFIX=/usr/local] [DESTDIR=]`: the binary, the man pages,
 # the example configuration, the systemd unit (its @SBINDIR@ and
-# @SYSCONFDIR@ filled in) and the licence. No idemproxy.conf is installed,
+# @SYSCONFDIR@ filled in, so it names what was installed) and the licence.
+# The configuration lives under /etc whatever PREFIX is, as the unit and
+# docs/operations.md expect (SYSCONFDIR= moves it). No idemproxy.conf is installed,
 # so an existing one is never overwritten. `make uninstall` with the same
 # variables removes those files, then idemproxy's own directories when empty.
 PREFIX         ?= /usr/local
@@ -126,11 +128,7 @@ SBINDIR        ?= $(PREFIX)/sbin
 MANDIR         ?= $(PREFIX)/share/man
 DOCDIR         ?= $(PREFIX)/share/doc/idemproxy
 SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
-ifeq ($(PREFIX),/usr)
 SYSCONFDIR     ?= /etc
-else
-SYSCONFDIR     ?= $(PREFIX)/etc
-endif
 INSTALL        ?= install
 
 .PHONY: install uninstall

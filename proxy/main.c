@@ -149,6 +149,8 @@ static void reload(struct supervisor *sv)
 
 	if (load(file, &conf, &secrets, err, sizeof(err)) < 0) {
 		log_error(NULL, "reload failed, the running configuration stays: %s", err);
+		if (sv->admin)
+			admin_reload_failed(sv->admin, err);
 		return;
 	}
 	conf_warnings(conf, warning_log, NULL);
@@ -157,6 +159,9 @@ static void reload(struct supervisor *sv)
 	if (changed) {
 		log_error(NULL, "reload refused: \"%s\" changed, which needs a restart; "
 				"the running configuration stays", changed);
+		snprintf(err, sizeof(err), "\"%s\" changed, which needs a restart", changed);
+		if (sv->admin)
+			admin_reload_failed(sv->admin, err);
 		conf_free(conf);
 		secrets_free(secrets);
 		return;
@@ -166,6 +171,8 @@ static void reload(struct supervisor *sv)
 	gen = conf_gen_new(conf, secrets);
 	if (!gen) {
 		log_error(NULL, "reload failed: out of memory");
+		if (sv->admin)
+			admin_reload_failed(sv->admin, "out of memory");
 		conf_free(conf);
 		secrets_free(secrets);
 		return;

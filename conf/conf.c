@@ -1690,21 +1690,21 @@ int conf_load(const char *file, struct conf **out, char *err, size_t errlen)
 
 	f = fopen(file, "r");
 	if (!f) {
-		snprintf(err, errlen, "%s:1: cannot open: %s", file, strerror(errno));
+		snprintf(err, errlen, "%s: cannot open: %s", file, strerror(errno));
 		goto out;
 	}
 	text = malloc(CONF_FILE_MAX + 1);
 	if (!text) {
-		snprintf(err, errlen, "%s:1: out of memory", file);
+		snprintf(err, errlen, "%s: out of memory", file);
 		goto out;
 	}
 	len = fread(text, 1, CONF_FILE_MAX + 1, f);
 	if (ferror(f)) {
-		snprintf(err, errlen, "%s:1: cannot read: %s", file, strerror(errno));
+		snprintf(err, errlen, "%s: cannot read: %s", file, strerror(errno));
 		goto out;
 	}
 	if (len > CONF_FILE_MAX) {
-		snprintf(err, errlen, "%s:1: file is larger than %d bytes", file, CONF_FILE_MAX);
+		snprintf(err, errlen, "%s: file is larger than %d bytes", file, CONF_FILE_MAX);
 		goto out;
 	}
 	rc = conf_parse(file, text, len, out, err, errlen);

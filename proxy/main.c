@@ -51,23 +51,6 @@
 #define FD_PER_WORKER 8
 #define FD_FIXED 32
 
-static void usage(FILE *f)
-{
-	fprintf(f, "usage: idemproxy [-c FILE]          run in the foreground (default ./" DEFAULT_CONF ")\n"
-		   "       idemproxy -t [-c FILE]       check the configuration and exit\n"
-		   "       idemproxy -T [-c FILE]       check it, then print the effective configuration\n"
-		   "                                    (defaults included, secrets masked)\n"
-		   "       idemproxy migrate [-c FILE]  apply pending migrations and exit\n"
-		   "       idemproxy migrate --hash-partitions N [-c FILE]\n"
-		   "                                    then hash-partition the records (N: 2-1024)\n"
-		   "       idemproxy migrate status [-c FILE]\n"
-		   "                                    list migrations; exit 1 when one is pending\n"
-		   "       idemproxy describe [-c FILE] [--format markdown|openapi]\n"
-		   "                                    print every route's idempotency contract\n"
-		   "       idemproxy records --help     inspect, release or resolve stuck records\n"
-		   "       idemproxy --version\n");
-}
-
 /* Give each route of conf its counters' row, before any worker sees it. */
 static void register_routes(struct conf *conf)
 {
@@ -435,9 +418,46 @@ struct options {
 	const char *format; /* describe --format as given, NULL: not given */
 	enum contract_format fmt;
 	int test_only, dump, migrate, status, describe;
+	int help, version; /* --help, --version: anywhere among the options */
 	const char *partitions_arg; /* migrate --hash-partitions as given, NULL: not given */
 	int partitions;
 };
+
+/* The usage of the subcommand o names (NULL: every command) on f. */
+static void usage_of(FILE *f, const struct options *o)
+{
+	int all = !o || !(o->migrate || o->describe);
+
+	fprintf(f, "usage:");
+	if (all)
+		fprintf(f, " idemproxy [-c FILE]          run in the foreground (default ./" DEFAULT_CONF ")\n"
+			   "       idemproxy -t [-c FILE]       check the configuration and exit\n"
+			   "       idemproxy -T [-c FILE]       check it, then print the effective configuration\n"
+			   "                                    (defaults included, secrets masked)\n"
+			   "      ");
+	if (all || o->migrate)
+		fprintf(f, " idemproxy migrate [-c FILE]  apply pending migrations and exit\n"
+			   "       idemproxy migrate --hash-partitions N [-c FILE]\n"
+			   "                                    then hash-partition the records (N: 2-1024)\n"
+			   "       idemproxy migrate status [-c FILE]\n"
+			   "                                    list migrations; exit 1 when one is pending\n"
+			   "      ");
+	if (all || o->describe)
+		fprintf(f, " idemproxy describe [-c FILE] [--format markdown|openapi]\n"
+			   "                                    print every route's idempotency contract\n"
+			   "      ");
+	if (all)
+		fprintf(f, " idemproxy records --help     inspect, release or resolve stuck records\n"
+			   "       idemproxy --version\n"
+			   "       idemproxy [SUBCOMMAND] --help\n");
+	else
+		fprintf(f, " (-c FILE is --config FILE; options in any order)\n");
+}
+
+static void usage(FILE *f)
+{
+	usage_of(f, NULL);
+}
 
 /* A subcommand word at argv[1]: 1 (and argv shifted past it) or 0. */
 static int take_word(int *argc, char ***argv, const char *word)
@@ -472,6 +492,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{"test", no_argument, NULL, 't'},
 		{"format", required_argument, NULL, 'f'}, /* describe only */
 		{"hash-partitions", required_argument, NULL, 'p'}, /* migrate only */
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
 	int opt;
@@ -480,7 +502,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	o->migrate = !o->describe && take_word(&argc, &argv, "migrate");
 	o->status = o->migrate && take_word(&argc, &argv, "status");
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "c:tT", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:tTh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
 			o->file = optarg;
@@ -496,6 +518,12 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'p':
 			o->partitions_arg = optarg;
+			break;
+		case 'h':
+			o->help = 1;
+			break;
+		case 'V':
+			o->version = 1;
 			break;
 		default:
 			if (optopt == 'c')
@@ -514,6 +542,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 			return 2;
 		}
 	}
+	/* Asked for, they are answered whatever else the line holds. */
+	if (o->help || o->version)
+		return 0;
 	if (o->format && !o->describe) {
 		fprintf(stderr, "idemproxy: --format is for describe only\n");
 		return 2;
@@ -529,7 +560,12 @@ static int parse_options(int argc, char **argv, struct options *o)
 			MIGRATE_PARTITIONS_MIN, MIGRATE_PARTITIONS_MAX, o->partitions_arg);
 		return 2;
 	}
-	if (optind != argc || (o->describe && o->test_only)) {
+	if (optind != argc) {
+		fprintf(stderr, "idemproxy: unexpected argument \"%s\"\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	if (o->describe && o->test_only) {
 		usage(stderr);
 		return 2;
 	}
@@ -550,19 +586,19 @@ int main(int argc, char **argv)
 	int rc;
 
 	evalloc_install();
-	if (argc > 1 && !strcmp(argv[1], "--version")) {
-		printf("idemproxy %s\n", IDEMPROXY_VERSION);
-		return 0;
-	}
-	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-		usage(stdout);
-		return 0;
-	}
 	if (argc > 1 && !strcmp(argv[1], "records"))
 		return records_main(argc - 1, argv + 1);
 	rc = parse_options(argc, argv, &o);
 	if (rc)
 		return rc;
+	if (o.version) {
+		printf("idemproxy %s\n", IDEMPROXY_VERSION);
+		return 0;
+	}
+	if (o.help) {
+		usage_of(stdout, &o);
+		return 0;
+	}
 	if (load(o.file, &conf, &secrets, err, sizeof(err)) < 0) {
 		fprintf(stderr, "%s\n", err);
 		return 1;

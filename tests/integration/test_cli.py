@@ -3,6 +3,7 @@ import base64
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 
@@ -313,3 +314,93 @@ def test_dump_masks_secrets_and_never_reads_key_material(binary, tmp_path):
         assert "tls_certificate_key %s\n" % key in r.stdout
         saved = write_conf(tmp_path, r.stdout, "saved.conf")
         assert run(binary, "-t", "-c", saved).returncode == 0
+
+
+# Every subcommand main.c knows (records has its own parser), with what its usage names.
+SUBCOMMANDS = [
+    ([], "idemproxy -T"),
+    (["migrate"], "idemproxy migrate status"),
+    (["migrate", "status"], "idemproxy migrate status"),
+    (["describe"], "--format markdown|openapi"),
+    (["records"], "idemproxy records [-c FILE] resolve"),
+]
+
+
+@pytest.mark.parametrize("words,names", SUBCOMMANDS, ids=lambda v: " ".join(v) if
+                         isinstance(v, list) else None)
+def test_every_subcommand_takes_help(binary, tmp_path, words, names):
+    """--help anywhere among the options: usage on stdout, exit 0, nothing
+    read (the -c file need not exist)."""
+    for args in (words + ["--help"], words + ["-c", str(tmp_path / "none.conf"), "--help"]):
+        r = run(binary, *args)
+        assert r.returncode == 0, (args, r.stdout, r.stderr)
+        assert r.stdout.startswith("usage:") and names in r.stdout, (args, r.stdout)
+        assert r.stderr == "", (args, r.stderr)
+
+
+def test_version_in_any_position(binary, tmp_path):
+    with open(os.path.join(ROOT, "VERSION")) as f:
+        want = "idemproxy %s\n" % f.read().strip()
+    conf = write_conf(tmp_path, good_conf_text())
+    for args in (["--version"], ["-c", conf, "--version"], ["--version", "-c", conf],
+                 ["-t", "--version"], ["--config", conf, "--version"]):
+        r = run(binary, *args)
+        assert (r.returncode, r.stdout) == (0, want), (args, r.stdout, r.stderr)
+
+
+def test_options_in_any_order(binary, tmp_path):
+    conf = write_conf(tmp_path, good_conf_text())
+    for args in (["-t", "-c", conf], ["-c", conf, "-t"], ["--config", conf, "--test"]):
+        r = run(binary, *args)
+        assert r.returncode == 0 and "configuration ok" in r.stdout, (args, r.stderr)
+    for args in (["describe", "-c", conf, "--format", "openapi"],
+                 ["describe", "--format", "openapi", "-c", conf]):
+        r = run(binary, *args)
+        assert r.returncode == 0 and r.stdout.startswith("{"), (args, r.stderr)
+    r = run(binary, "-c", conf, "bogus")
+    assert r.returncode == 2 and 'unexpected argument "bogus"' in r.stderr, r.stderr
+
+
+def as_nobody():
+    """A prefix that drops root, so that a mode-000 file is refused."""
+    if os.geteuid() != 0:
+        return []
+    if not shutil.which("setpriv"):
+        pytest.skip("running as root without setpriv: no EACCES to provoke")
+    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+
+
+def test_a_file_that_cannot_be_read_is_named_with_the_reason(binary, tmp_path):
+    """Missing, a directory, no permission: FILE: the system's reason, not
+    a line of a file that was never read."""
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    secret = locked / "idemproxy.conf"
+    secret.write_text(good_conf_text())
+    secret.chmod(0o000)
+    locked.chmod(0o755)
+    tmp_path.chmod(0o755)
+    cases = [(str(tmp_path / "missing.conf"), "cannot open: No such file or directory", []),
+             (str(tmp_path), "cannot read: Is a directory", []),
+             (str(secret), "cannot open: Permission denied", as_nobody())]
+    for path, reason, prefix in cases:
+        r = subprocess.run(prefix + [os.path.abspath(binary), "-t", "-c", path],
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 1, (path, r.stderr)
+        assert r.stderr == "%s: %s\n" % (path, reason), r.stderr
+
+
+def test_a_named_file_that_cannot_be_read_is_named_at_its_line(binary, tmp_path):
+    """A file a directive names: the directive's line, the file and the
+    system's reason (TLS files too, which OpenSSL alone would not explain)."""
+    base = "upstream http://127.0.0.1:1\nactor anonymous\n"
+    for text, want in (
+            ("admin_token %s\n" % tmp_path, 'admin token "%s": Is a directory' % tmp_path),
+            ("body_encryption %s/none\n" % tmp_path,
+             'body encryption keys "%s/none": No such file or directory' % tmp_path),
+            ("tls_certificate %s\ntls_certificate_key %s\n" % (tmp_path, tmp_path),
+             'cannot read certificate "%s": Is a directory' % tmp_path)):
+        conf = write_conf(tmp_path, base + text)
+        r = run(binary, "-t", "-c", conf)
+        assert r.returncode == 1
+        assert r.stderr.startswith("%s:3: %s" % (conf, want)), r.stderr

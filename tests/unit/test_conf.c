@@ -655,7 +655,7 @@ static void test_load(void)
 
 	c = NULL;
 	CHECK(conf_load("/nonexistent/idemproxy.conf", &c, err, sizeof(err)) == -1);
-	CHECK_STR(err, "/nonexistent/idemproxy.conf:1: cannot open: No such file or directory");
+	CHECK_STR(err, "/nonexistent/idemproxy.conf: cannot open: No such file or directory");
 	CHECK(c == NULL);
 
 	fd = mkstemp(path);

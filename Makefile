@@ -178,9 +178,10 @@ build/fuzz/fuzz_fingerprint: tests/fuzz/fuzz_fingerprint.c proxy/fingerprint.c p
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_fingerprint.c proxy/fingerprint.c proxy/digest.c -lyajl -lcrypto
 
-build/fuzz/fuzz_conf: tests/fuzz/fuzz_conf.c $(CONF_SRC) conf/conf.h
+build/fuzz/fuzz_conf: tests/fuzz/fuzz_conf.c $(CONF_SRC) conf/conf.h conf/dump.c conf/dump.h
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_conf.c $(CONF_SRC)
+	clang $(FUZZ_CFLAGS) -I$(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql) -DIDEMPROXY_VERSION='"$(VERSION)"' -o $@ \
+		tests/fuzz/fuzz_conf.c $(CONF_SRC) conf/dump.c -lpq
 
 build/fuzz/fuzz_path: tests/fuzz/fuzz_path.c proxy/path.c proxy/path.h
 	@mkdir -p $(dir $@)

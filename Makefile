@@ -37,20 +37,22 @@ DEPS     := $(LIB_OBJ:.o=.d) $(MAIN_OBJ:.o=.d)
 
 FUZZ_SECONDS ?= 20
 FUZZ_CFLAGS  := -std=gnu11 -O1 -g -I. -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
-                -I$(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)
+                -I$(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql) \
+                -DIDEMPROXY_VERSION='"$(VERSION)"'
 FUZZERS      := build/fuzz/fuzz_http build/fuzz/fuzz_fingerprint build/fuzz/fuzz_conf \
                 build/fuzz/fuzz_path build/fuzz/fuzz_idemkey build/fuzz/fuzz_records \
                 build/fuzz/fuzz_jwt build/fuzz/fuzz_seal build/fuzz/fuzz_keysource
 
 # Each fuzz target's sources (one list: what it is built from and what
 # rebuilds it; the headers they include come from clang's -MMD) and libraries.
-CONF_SRC          := conf/conf.c conf/route.c http/header.c http/path.c
+CONF_SRC          := conf/conf.c conf/route.c conf/dump.c http/header.c http/path.c
 FUZZ_SRC_fuzz_http := tests/fuzz/fuzz_http.c proxy/http.c http/header.c http/path.c \
                       proxy/upgrade.c proxy/base64.c proxy/digest.c
 FUZZ_LIB_fuzz_http := -levent -lcrypto
 FUZZ_SRC_fuzz_fingerprint := tests/fuzz/fuzz_fingerprint.c proxy/fingerprint.c proxy/digest.c
 FUZZ_LIB_fuzz_fingerprint := -lyajl -lcrypto
 FUZZ_SRC_fuzz_conf := tests/fuzz/fuzz_conf.c proxy/lookup.c $(CONF_SRC)
+FUZZ_LIB_fuzz_conf := -lpq
 FUZZ_SRC_fuzz_path := tests/fuzz/fuzz_path.c http/path.c
 FUZZ_SRC_fuzz_keysource := tests/fuzz/fuzz_keysource.c proxy/keysource.c proxy/idemkey.c \
                            proxy/http.c http/header.c http/path.c
@@ -155,7 +157,9 @@ lint: check-modules check-conf-doc check-docs
 
 # `make install [PREFIX=/usr/local] [DESTDIR=]`: the binary, the man pages,
 # the example configuration, the systemd unit (its @SBINDIR@ and
-# @SYSCONFDIR@ filled in) and the licence. No idemproxy.conf is installed,
+# @SYSCONFDIR@ filled in, so it names what was installed) and the licence.
+# The configuration lives under /etc whatever PREFIX is, as the unit and
+# docs/operations.md expect (SYSCONFDIR= moves it). No idemproxy.conf is installed,
 # so an existing one is never overwritten. `make uninstall` with the same
 # variables removes those files, then idemproxy's own directories when empty.
 PREFIX         ?= /usr/local
@@ -163,11 +167,7 @@ SBINDIR        ?= $(PREFIX)/sbin
 MANDIR         ?= $(PREFIX)/share/man
 DOCDIR         ?= $(PREFIX)/share/doc/idemproxy
 SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
-ifeq ($(PREFIX),/usr)
 SYSCONFDIR     ?= /etc
-else
-SYSCONFDIR     ?= $(PREFIX)/etc
-endif
 INSTALL        ?= install
 
 .PHONY: install uninstall

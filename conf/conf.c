@@ -13,6 +13,7 @@
  * not set them.
  */
 #include "conf/conf.h"
+#include "conf/table.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -50,62 +51,6 @@
 	"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"                               \
 	"ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"                               \
 	"ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
-
-enum conf_where {
-	CONF_TOP = 1,
-	CONF_ROUTE = 2,
-	CONF_BOTH = CONF_TOP | CONF_ROUTE,
-};
-
-enum conf_flags {
-	CF_RESTART = 1, /* a reload keeps the running value; a restart applies it */
-	CF_REPEAT = 2,	/* may appear more than once in one scope */
-	CF_BLOCK = 4,	/* the line ends with "{" and opens a block */
-	CF_OFF = 8,	/* "off" sets the field's zero value (no address, 0 ms) */
-	CF_CLASSES = 16, /* CT_STATUSES: a class such as "4xx" counts as its hundred */
-	CF_NONZERO = 32, /* CT_SIZE: 0 is no size for it */
-};
-
-/* What a directive's field holds; its type's setter parses one argument. */
-enum conf_type {
-	CT_CUSTOM,   /* no field of its own: the row's setter does everything */
-	CT_STRING,   /* char *, any text */
-	CT_TOKEN,    /* char *, an HTTP token (a header name) */
-	CT_DURATION, /* int64_t milliseconds, greater than 0 */
-	CT_SIZE,     /* size_t bytes */
-	CT_INT,      /* int (the row's setter parses it) */
-	CT_ENUM,     /* int, one of the row's choices */
-	CT_ADDR,     /* struct conf_addr */
-	CT_STATUSES, /* struct status_set, one argument a status (CF_CLASSES: or a class) */
-	CT_FILE,     /* struct conf_file, a path */
-};
-
-/* One word a CT_ENUM directive accepts, and the value it stands for. */
-struct conf_choice {
-	const char *word;
-	int value;
-};
-
-struct conf_parser;
-
-/* Parse ARGV[0..ARGC) (the arguments, without the directive name) into R
- * (a route, or the top-level route defaults) or into p->conf. Returns 0, or
- * -1 with the message in p->err. */
-typedef int (*conf_setter)(struct conf_parser *p, struct route *r, int argc, char **argv);
-
-struct conf_directive {
-	const char *name;
-	enum conf_where where;
-	int min_args;
-	int max_args; /* CONF_ARGS_ANY: no upper bound */
-	enum conf_type type;
-	size_t offset;	 /* of the field: in struct conf at top level, else in struct route */
-	conf_setter set; /* NULL: the type's setter */
-	const char *def; /* parsed by the setter before the file; NULL: none or computed */
-	unsigned flags;
-	const struct conf_choice *choices; /* CT_ENUM: ends with a NULL word */
-	const char *what;		   /* CT_ENUM: the value's name in messages [name] */
-};
 
 struct conf_parser {
 	const char *name;
@@ -1137,7 +1082,7 @@ static const struct conf_choice conf_match_cases[] = {
  * here.
  */
 /* clang-format off */
-static const struct conf_directive conf_directives[] = {
+const struct conf_directive conf_directives[] = {
     CONF_ROW("listen", CONF_TOP, 1, 1, CT_ADDR, TOP(listen), NULL, "127.0.0.1:8080", CF_RESTART),
     CONF_ROW("upstream", CONF_TOP, 1, 1, CT_STRING, TOP(upstream_url), conf_set_upstream, NULL, CF_RESTART),
     CONF_ROW("upstream_ca", CONF_TOP, 1, 1, CT_FILE, TOP(upstream_ca), NULL, NULL, CF_RESTART),
@@ -1168,7 +1113,7 @@ static const struct conf_directive conf_directives[] = {
     CONF_ROW("relay_budget_per_peer", CONF_TOP, 1, 1, CT_SIZE, TOP(relay_budget_per_peer), NULL, "64m", 0),
     CONF_ROW("tunnel_timeout", CONF_TOP, 1, 1, CT_DURATION, TOP(tunnel_timeout_ms), NULL, "1h", 0),
     CONF_ROW("tunnel_upgrades", CONF_TOP, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_tunnel_upgrades, "websocket", 0),
-    CONF_ROW("max_connections", CONF_TOP, 1, 1, CT_INT, TOP(max_connections), conf_set_max_connections, "10000", 0),
+    CONF_ROW("max_connections", CONF_TOP, 1, 1, CT_INT, TOP(max_connections), conf_set_max_connections, "8000", 0),
     CONF_ROW("trusted_proxies", CONF_TOP, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_trusted_proxies, NULL, 0),
     CONF_ENUM_ROW("underscores_in_headers", CONF_TOP, TOP(underscores_in_headers), "off", conf_on_off, NULL, 0),
     CONF_ENUM_ROW("store_unavailable", CONF_TOP, TOP(store_unavailable), "fail-closed", conf_store_modes, NULL, 0),
@@ -1198,6 +1143,8 @@ static const struct conf_directive conf_directives[] = {
 #undef CONF_ENUM_ROW
 
 #define CONF_NDIRECTIVES ((int)(sizeof(conf_directives) / sizeof(conf_directives[0])))
+
+const int conf_ndirectives = CONF_NDIRECTIVES;
 
 _Static_assert(sizeof(conf_directives) / sizeof(conf_directives[0]) <= CONF_DIRECTIVES_MAX,
 	       "raise CONF_DIRECTIVES_MAX");
@@ -1541,6 +1488,58 @@ static int conf_finish_route(struct conf_parser *p, struct route *r)
 	return 0;
 }
 
+/* 1 for a method RFC 9110 9.2.1 calls safe: one that passes through without a key. */
+static int conf_safe_method(const char *m)
+{
+	static const char *const safe[] = {"GET", "HEAD", "OPTIONS", "TRACE"};
+
+	for (size_t i = 0; i < sizeof(safe) / sizeof(safe[0]); i++)
+		if (strcmp(m, safe[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * What route r can never do, given the routes before it: enforce anything
+ * when its match lines name only safe methods (they pass through as they
+ * are), or be reached by a match an earlier route has too (the first route
+ * that matches wins).
+ */
+static int conf_route_reachable(struct conf_parser *p, const struct conf *c, int ri)
+{
+	const struct route *r = &c->routes[ri], *e;
+	const struct route_match *m, *em;
+	int unsafe = 0;
+
+	for (int j = 0; j < r->nmatches; j++)
+		unsafe |= !conf_safe_method(r->matches[j].method);
+	if (r->nmatches && !unsafe)
+		return conf_error_at(p, r->line,
+				     "route \"%s\" matches only safe methods (GET, HEAD, OPTIONS, "
+				     "TRACE), which pass through without a key: it can never "
+				     "enforce anything",
+				     r->operation);
+	for (int j = 0; j < r->nmatches; j++) {
+		m = &r->matches[j];
+		for (int ei = 0; ei < ri; ei++) {
+			e = &c->routes[ei];
+			for (int k = 0; k < e->nmatches; k++) {
+				em = &e->matches[k];
+				if (strcmp(m->method, em->method) == 0 &&
+				    route_template_same(em->segs, em->nsegs, m->segs, m->nsegs,
+							e->match_case == MATCH_CASE_INSENSITIVE))
+					return conf_error_at(
+					    p, m->line,
+					    "route \"%s\": this match is the same as route "
+					    "\"%s\"'s at line %d, which comes first and wins: "
+					    "it is never reached",
+					    r->operation, e->operation, em->line);
+			}
+		}
+	}
+	return 0;
+}
+
 static int conf_finish(struct conf_parser *p)
 {
 	struct conf *c = p->conf;
@@ -1593,7 +1592,7 @@ static int conf_finish(struct conf_parser *p)
 		}
 	}
 	for (i = 0; i < c->nroutes; i++) {
-		if (conf_finish_route(p, &c->routes[i]))
+		if (conf_finish_route(p, &c->routes[i]) || conf_route_reachable(p, c, i))
 			return -1;
 	}
 	return 0;
@@ -1661,21 +1660,21 @@ int conf_load(const char *file, struct conf **out, char *err, size_t errlen)
 
 	f = fopen(file, "r");
 	if (!f) {
-		snprintf(err, errlen, "%s:1: cannot open: %s", file, strerror(errno));
+		snprintf(err, errlen, "%s: cannot open: %s", file, strerror(errno));
 		goto out;
 	}
 	text = malloc(CONF_FILE_MAX + 1);
 	if (!text) {
-		snprintf(err, errlen, "%s:1: out of memory", file);
+		snprintf(err, errlen, "%s: out of memory", file);
 		goto out;
 	}
 	len = fread(text, 1, CONF_FILE_MAX + 1, f);
 	if (ferror(f)) {
-		snprintf(err, errlen, "%s:1: cannot read: %s", file, strerror(errno));
+		snprintf(err, errlen, "%s: cannot read: %s", file, strerror(errno));
 		goto out;
 	}
 	if (len > CONF_FILE_MAX) {
-		snprintf(err, errlen, "%s:1: file is larger than %d bytes", file, CONF_FILE_MAX);
+		snprintf(err, errlen, "%s: file is larger than %d bytes", file, CONF_FILE_MAX);
 		goto out;
 	}
 	rc = conf_parse(file, text, len, out, err, errlen);

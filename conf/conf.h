@@ -238,7 +238,9 @@ struct conf {
 /*
  * Read and validate FILE. On success returns 0 and stores a new conf in *out
  * (the caller frees it with conf_free). On failure returns -1 and writes
- * "FILE:LINE: message" (FILE as given) into err; *out is untouched.
+ * "FILE:LINE: message" (FILE as given) into err, or "FILE: message" with the
+ * system's reason when FILE cannot be read (missing, not readable, a
+ * directory, too large); *out is untouched.
  */
 int conf_load(const char *file, struct conf **out, char *err, size_t errlen)
 	__attribute__((warn_unused_result));

@@ -269,3 +269,18 @@ int route_template_match(const struct path_seg *segs, int nsegs, const char *pat
 		route_walk(segs, nsegs, path, path_len, icase, spelled);
 	return 1;
 }
+
+int route_template_same(const struct path_seg *a, int na, const struct path_seg *b, int nb,
+			int icase)
+{
+	if (na != nb)
+		return 0;
+	for (int i = 0; i < na; i++) {
+		if (a[i].kind != b[i].kind)
+			return 0;
+		if (a[i].kind == SEG_LITERAL &&
+		    (a[i].len != b[i].len || !route_same(a[i].text, b[i].text, a[i].len, icase)))
+			return 0;
+	}
+	return 1;
+}

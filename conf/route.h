@@ -38,6 +38,14 @@ int route_template_parse(const char *tmpl, struct path_seg **segs, int *nsegs,
 int route_template_match(const struct path_seg *segs, int nsegs, const char *path,
 			 size_t path_len, int icase, char *spelled);
 
+/*
+ * 1 when templates a and b match the same paths: the same segments, literal
+ * ones alike (ASCII letters in either case when icase), parameters in the
+ * same places whatever their names.
+ */
+int route_template_same(const struct path_seg *a, int na, const struct path_seg *b, int nb,
+			int icase);
+
 void route_template_free(struct path_seg *segs, int nsegs);
 
 #endif

@@ -6,7 +6,9 @@
  *   GET  /healthz                 200 while the process serves
  *   GET  /readyz                  200 while this instance should get traffic, else
  *                                 503 with a one-line reason (admin_ready)
- *   GET  /metrics                 Prometheus text (stats.c)
+ *   GET  /metrics                 Prometheus text (stats.c), the last reload's result
+ *   GET  /config                  the running configuration (conf/dump.c) below the
+ *                                 last reload's time and result
  *   GET  /contract                the idempotency contract, Markdown (contract.c)
  *   GET  /contract/openapi.json   the same as an OpenAPI 3.1 document
  *   GET  /records[?limit=N]       records that need an operator
@@ -18,8 +20,8 @@
  * Record statements come from records.c and run through the main thread's
  * store, so nothing here blocks. ACTOR is the stored form ("h:alice").
  *
- * Access (admin_access): with admin_token every /records path needs
- * "Authorization: Bearer TOKEN", and health, readiness, metrics and the
+ * Access (admin_access): with admin_token /config and every /records path
+ * need "Authorization: Bearer TOKEN", and health, readiness, metrics and the
  * contract stay open for probes, scrapers and the clients the contract is
  * published to; without it every path is served only to loopback peers
  * that name a loopback Host (a DNS-rebinding page names its own). A POST
@@ -29,10 +31,12 @@
  * another method gets 405 with Allow.
  */
 #include <arpa/inet.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/queue.h>
+#include <time.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -42,6 +46,7 @@
 #include <libpq-fe.h>
 
 #include "conf/conf.h"
+#include "conf/dump.h"
 #include "proxy/admin.h"
 #include "proxy/budget.h"
 #include "proxy/clock.h"
@@ -73,6 +78,10 @@ struct admin {
 	struct sweeper *sweeper;
 	int draining; /* stopping: not ready, whatever the store says */
 	LIST_HEAD(, admin_call) calls;
+	/* The last reload: none yet (reload_at 0), applied, or refused with why. */
+	time_t reload_at, success_at; /* success_at: start, then each applied reload */
+	int reload_ok;
+	char reload_err[CONF_ERR_MAX];
 };
 
 /* A records API call or a readiness check waiting for its statement. */
@@ -357,6 +366,16 @@ static void admin_metrics(struct admin *a, struct evhttp_request *req)
 	};
 
 	stats_render(out, a->each, a->nworkers, &limits);
+	evbuffer_add_printf(out,
+			    "# HELP idemproxy_config_last_reload_successful Whether the last "
+			    "reload applied its file (1 at start).\n"
+			    "# TYPE idemproxy_config_last_reload_successful gauge\n"
+			    "idemproxy_config_last_reload_successful %d\n"
+			    "# HELP idemproxy_config_last_reload_success_timestamp_seconds When the "
+			    "running configuration was loaded (start or the last applied reload).\n"
+			    "# TYPE idemproxy_config_last_reload_success_timestamp_seconds gauge\n"
+			    "idemproxy_config_last_reload_success_timestamp_seconds %lld\n",
+			    a->reload_ok, (long long)a->success_at);
 	budget_render(out, a->conf->relay_budget);
 	if (a->sweeper)
 		sweeper_render(a->sweeper, out);
@@ -364,6 +383,54 @@ static void admin_metrics(struct admin *a, struct evhttp_request *req)
 			  "text/plain; version=0.0.4");
 	evhttp_send_reply(req, 200, NULL, out);
 	evbuffer_free(out);
+}
+
+/* T as RFC 3339 UTC, into buf. */
+static void admin_time(time_t t, char *buf, size_t len)
+{
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/*
+ * The running configuration as -T prints it, below comments that say when
+ * it was loaded and how the last reload went: the body still reads back as
+ * a configuration file.
+ */
+static void admin_config(struct admin *a, struct evhttp_request *req)
+{
+	struct evbuffer *out = evbuffer_new();
+	char when[32], ok[32];
+	size_t len = 0;
+	char *text = conf_dump(a->conf, &len);
+
+	if (!out || !text) {
+		admin_error(req, 500, "out of memory");
+		goto out;
+	}
+	admin_time(a->success_at, ok, sizeof(ok));
+	if (!a->reload_at) {
+		evbuffer_add_printf(out, "# last reload: none; loaded at start, %s\n", ok);
+	} else if (a->reload_ok) {
+		admin_time(a->reload_at, when, sizeof(when));
+		evbuffer_add_printf(out, "# last reload: %s ok\n", when);
+	} else {
+		admin_time(a->reload_at, when, sizeof(when));
+		evbuffer_add_printf(out,
+				    "# last reload: %s error: %s\n"
+				    "# the configuration below (loaded %s) stays\n",
+				    when, a->reload_err, ok);
+	}
+	evbuffer_add(out, text, len);
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+			  "text/plain; charset=utf-8");
+	evhttp_send_reply(req, 200, NULL, out);
+out:
+	free(text);
+	if (out)
+		evbuffer_free(out);
 }
 
 /* 1 when the Host header names a loopback address or localhost, with any port. */
@@ -429,7 +496,9 @@ static int admin_token_given(struct admin *a, struct evhttp_request *req)
 static int admin_access(struct admin *a, struct evhttp_request *req, const char *path)
 {
 	struct evkeyvalq *in = evhttp_request_get_input_headers(req);
-	int records = strcmp(path, "/records") == 0 || strncmp(path, "/records/", 9) == 0;
+	/* The configuration names the files and database an attacker would want. */
+	int records = strcmp(path, "/records") == 0 || strncmp(path, "/records/", 9) == 0 ||
+		      strcmp(path, "/config") == 0;
 
 	if (evhttp_request_get_command(req) == EVHTTP_REQ_POST &&
 	    evhttp_find_header(in, "Origin")) {
@@ -506,6 +575,7 @@ static const struct admin_path {
 	{"/healthz", 0, admin_healthz},
 	{"/readyz", 0, admin_ready},
 	{"/metrics", 0, admin_metrics},
+	{"/config", 0, admin_config},
 	{"/contract", 0, admin_contract},
 	{"/contract/openapi.json", 0, admin_contract_openapi},
 	{"/records", 0, admin_list},
@@ -613,6 +683,8 @@ struct admin *admin_new(struct event_base *base, const struct conf *conf,
 	a->each = each;
 	a->nworkers = n;
 	a->sweeper = sw;
+	a->success_at = time(NULL);
+	a->reload_ok = 1;
 	LIST_INIT(&a->calls);
 	a->http = evhttp_new(base);
 	if (!a->http)
@@ -644,6 +716,22 @@ void admin_reload(struct admin *a, const struct conf *conf, const struct secrets
 	a->conf = conf;
 	a->secrets = secrets;
 	evhttp_set_max_body_size(a->http, (ev_ssize_t)conf->max_stored_body);
+	a->reload_at = a->success_at = time(NULL);
+	a->reload_ok = 1;
+	a->reload_err[0] = '\0';
+}
+
+void admin_reload_failed(struct admin *a, const char *err)
+{
+	char *c;
+
+	a->reload_at = time(NULL);
+	a->reload_ok = 0;
+	snprintf(a->reload_err, sizeof(a->reload_err), "%s", err);
+	/* One comment line in GET /config, whatever a file name holds. */
+	for (c = a->reload_err; *c; c++)
+		if (*c == '\n' || *c == '\r')
+			*c = ' ';
 }
 
 void admin_draining(struct admin *a)

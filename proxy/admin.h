@@ -23,8 +23,17 @@ struct sweeper;
 struct admin *admin_new(struct event_base *base, const struct conf *conf,
 			const struct secrets *secrets, struct store *st, struct stats *const *each,
 			int n, struct sweeper *sw);
-/* A reload's configuration (resolve's default retention, body limit, admin token). */
+/*
+ * A reload's configuration (resolve's default retention, body limit, admin
+ * token, GET /config), and the time it came: the last reload succeeded.
+ */
 void admin_reload(struct admin *a, const struct conf *conf, const struct secrets *secrets);
+/*
+ * A reload that did not apply: err ("FILE:LINE: message", or why it needs a
+ * restart) for GET /config and the last-reload metrics; the running
+ * configuration stays.
+ */
+void admin_reload_failed(struct admin *a, const char *err);
 /* Stopping: /readyz answers 503 from now on. */
 void admin_draining(struct admin *a);
 void admin_free(struct admin *a);

@@ -3,6 +3,7 @@
  *
  *   idemproxy -c FILE            run in the foreground
  *   idemproxy -t -c FILE         check the configuration
+ *   idemproxy -T -c FILE         check it and print the effective configuration
  *   idemproxy migrate -c FILE    apply pending schema migrations
  *   idemproxy migrate --hash-partitions N -c FILE
  *                                and partition the record table by hash
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include "conf/conf.h"
+#include "conf/dump.h"
 #include "proxy/admin.h"
 #include "proxy/conf_gen.h"
 #include "proxy/contract.h"
@@ -48,21 +50,6 @@
  * socket, store, resolver) and for the whole process. */
 #define FD_PER_WORKER 8
 #define FD_FIXED 32
-
-static void usage(FILE *f)
-{
-	fprintf(f, "usage: idemproxy [-c FILE]          run in the foreground (default ./" DEFAULT_CONF ")\n"
-		   "       idemproxy -t [-c FILE]       check the configuration and exit\n"
-		   "       idemproxy migrate [-c FILE]  apply pending migrations and exit\n"
-		   "       idemproxy migrate --hash-partitions N [-c FILE]\n"
-		   "                                    then hash-partition the records (N: 2-1024)\n"
-		   "       idemproxy migrate status [-c FILE]\n"
-		   "                                    list migrations; exit 1 when one is pending\n"
-		   "       idemproxy describe [-c FILE] [--format markdown|openapi]\n"
-		   "                                    print every route's idempotency contract\n"
-		   "       idemproxy records --help     inspect, release or resolve stuck records\n"
-		   "       idemproxy --version\n");
-}
 
 /* Give each route of conf its counters' row, before any worker sees it. */
 static void register_routes(struct conf *conf)
@@ -145,6 +132,8 @@ static void reload(struct supervisor *sv)
 
 	if (load(file, &conf, &secrets, err, sizeof(err)) < 0) {
 		log_error(NULL, "reload failed, the running configuration stays: %s", err);
+		if (sv->admin)
+			admin_reload_failed(sv->admin, err);
 		return;
 	}
 	conf_warnings(conf, warning_log, NULL);
@@ -153,6 +142,9 @@ static void reload(struct supervisor *sv)
 	if (changed) {
 		log_error(NULL, "reload refused: \"%s\" changed, which needs a restart; "
 				"the running configuration stays", changed);
+		snprintf(err, sizeof(err), "\"%s\" changed, which needs a restart", changed);
+		if (sv->admin)
+			admin_reload_failed(sv->admin, err);
 		conf_free(conf);
 		secrets_free(secrets);
 		return;
@@ -162,6 +154,8 @@ static void reload(struct supervisor *sv)
 	gen = conf_gen_new(conf, secrets);
 	if (!gen) {
 		log_error(NULL, "reload failed: out of memory");
+		if (sv->admin)
+			admin_reload_failed(sv->admin, "out of memory");
 		conf_free(conf);
 		secrets_free(secrets);
 		return;
@@ -215,10 +209,12 @@ static int supervisor_signals(struct supervisor *sv)
 }
 
 /*
- * Raises the descriptor limit to its hard limit (as haproxy does) and
- * warns when it cannot hold what max_connections can open: each client
- * connection and the upstream connection it may use, each worker's idle
- * upstream pool and store connection, and a few of the process's own.
+ * Raises the soft descriptor limit to what max_connections can open: each
+ * client connection and the upstream connection it may use, each worker's
+ * idle upstream pool and store connection, and a few of the process's own.
+ * Warns only when the hard limit is below that need, so the defaults
+ * (max_connections 8000) start quietly under a hard limit of 20000 with up
+ * to 48 workers.
  */
 static void raise_fd_limit(const struct conf *conf)
 {
@@ -228,17 +224,20 @@ static void raise_fd_limit(const struct conf *conf)
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return;
-	if (rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
+	if (rl.rlim_cur != RLIM_INFINITY && (long long)rl.rlim_cur < need) {
+		rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && (long long)rl.rlim_max < need
+				      ? rl.rlim_max
+				      : (rlim_t)need;
 		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
 			getrlimit(RLIMIT_NOFILE, &rl);
 	}
 	if (rl.rlim_cur != RLIM_INFINITY && (long long)rl.rlim_cur < need)
 		log_warn(NULL,
 			 "the descriptor limit (%lld) is below the %lld that max_connections %d "
-			 "may need; accepts pause when descriptors run out: raise it (ulimit -n, "
+			 "with %d workers may need, and its hard limit does not allow more; "
+			 "accepts pause when descriptors run out: raise it (ulimit -Hn, "
 			 "LimitNOFILE=) or lower max_connections",
-			 (long long)rl.rlim_cur, need, conf->max_connections);
+			 (long long)rl.rlim_cur, need, conf->max_connections, conf->workers);
 }
 
 /*
@@ -352,24 +351,31 @@ static int run(struct conf *conf, struct secrets *secrets)
 	return rc;
 }
 
+/* TEXT (len bytes, taken over) on stdout for the command WHAT: the exit status. */
+static int print_text(const char *what, char *text, size_t len)
+{
+	int rc = 0;
+
+	if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0) {
+		fprintf(stderr, "idemproxy: %s: cannot write: %s\n", what, strerror(errno));
+		rc = 1;
+	}
+	free(text);
+	return rc;
+}
+
 /* describe: the contract of every route, on stdout. The exit status. */
 static int describe(const struct conf *conf, enum contract_format fmt)
 {
 	size_t len = 0;
 	char *text = contract_render(conf, fmt, &len);
-	int rc = 0;
 
 	if (!text) {
 		fprintf(stderr, "idemproxy: describe: cannot render the contract (out of memory, or "
 				"a configured string is not UTF-8)\n");
 		return 1;
 	}
-	if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0) {
-		fprintf(stderr, "idemproxy: describe: cannot write: %s\n", strerror(errno));
-		rc = 1;
-	}
-	free(text);
-	return rc;
+	return print_text("describe", text, len);
 }
 
 /* A configuration warning on stderr (-t). */
@@ -381,16 +387,29 @@ static void warning_print(const char *line, void *arg)
 /*
  * -t: the file loads; a file without a route intercepts nothing, and a
  * secret file others may read is no secret, which are worth a word.
+ * -T (dump): then the effective configuration.
  */
-static int check_only(const char *file, const struct conf *conf, const struct secrets *secrets)
+static int check_only(const char *file, const struct conf *conf, const struct secrets *secrets,
+		      int dump)
 {
+	char *text;
+	size_t len = 0;
+
 	conf_warnings(conf, warning_print, NULL);
 	secrets_warnings(conf, secrets, warning_print, NULL);
 	if (conf->nroutes == 0)
 		fprintf(stderr, "%s: warning: no route: every request is relayed as it is and "
 				"nothing is intercepted\n", file);
-	printf("%s: configuration ok\n", file);
-	return 0;
+	/* -T: the configuration alone on stdout, so that it can be saved and read back. */
+	fprintf(dump ? stderr : stdout, "%s: configuration ok\n", file);
+	if (!dump)
+		return 0;
+	text = conf_dump(conf, &len);
+	if (!text) {
+		fprintf(stderr, "idemproxy: -T: out of memory\n");
+		return 1;
+	}
+	return print_text("-T", text, len);
 }
 
 /* What the command line asks for. */
@@ -398,10 +417,47 @@ struct options {
 	const char *file;
 	const char *format; /* describe --format as given, NULL: not given */
 	enum contract_format fmt;
-	int test_only, migrate, status, describe;
+	int test_only, dump, migrate, status, describe;
+	int help, version; /* --help, --version: anywhere among the options */
 	const char *partitions_arg; /* migrate --hash-partitions as given, NULL: not given */
 	int partitions;
 };
+
+/* The usage of the subcommand o names (NULL: every command) on f. */
+static void usage_of(FILE *f, const struct options *o)
+{
+	int all = !o || !(o->migrate || o->describe);
+
+	fprintf(f, "usage:");
+	if (all)
+		fprintf(f, " idemproxy [-c FILE]          run in the foreground (default ./" DEFAULT_CONF ")\n"
+			   "       idemproxy -t [-c FILE]       check the configuration and exit\n"
+			   "       idemproxy -T [-c FILE]       check it, then print the effective configuration\n"
+			   "                                    (defaults included, secrets masked)\n"
+			   "      ");
+	if (all || o->migrate)
+		fprintf(f, " idemproxy migrate [-c FILE]  apply pending migrations and exit\n"
+			   "       idemproxy migrate --hash-partitions N [-c FILE]\n"
+			   "                                    then hash-partition the records (N: 2-1024)\n"
+			   "       idemproxy migrate status [-c FILE]\n"
+			   "                                    list migrations; exit 1 when one is pending\n"
+			   "      ");
+	if (all || o->describe)
+		fprintf(f, " idemproxy describe [-c FILE] [--format markdown|openapi]\n"
+			   "                                    print every route's idempotency contract\n"
+			   "      ");
+	if (all)
+		fprintf(f, " idemproxy records --help     inspect, release or resolve stuck records\n"
+			   "       idemproxy --version\n"
+			   "       idemproxy [SUBCOMMAND] --help\n");
+	else
+		fprintf(f, " (-c FILE is --config FILE; options in any order)\n");
+}
+
+static void usage(FILE *f)
+{
+	usage_of(f, NULL);
+}
 
 /* A subcommand word at argv[1]: 1 (and argv shifted past it) or 0. */
 static int take_word(int *argc, char ***argv, const char *word)
@@ -436,6 +492,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{"test", no_argument, NULL, 't'},
 		{"format", required_argument, NULL, 'f'}, /* describe only */
 		{"hash-partitions", required_argument, NULL, 'p'}, /* migrate only */
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
 	int opt;
@@ -444,7 +502,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	o->migrate = !o->describe && take_word(&argc, &argv, "migrate");
 	o->status = o->migrate && take_word(&argc, &argv, "status");
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "c:t", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:tTh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
 			o->file = optarg;
@@ -452,11 +510,20 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 't':
 			o->test_only = 1;
 			break;
+		case 'T':
+			o->test_only = o->dump = 1;
+			break;
 		case 'f':
 			o->format = optarg;
 			break;
 		case 'p':
 			o->partitions_arg = optarg;
+			break;
+		case 'h':
+			o->help = 1;
+			break;
+		case 'V':
+			o->version = 1;
 			break;
 		default:
 			if (optopt == 'c')
@@ -475,6 +542,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 			return 2;
 		}
 	}
+	/* Asked for, they are answered whatever else the line holds. */
+	if (o->help || o->version)
+		return 0;
 	if (o->format && !o->describe) {
 		fprintf(stderr, "idemproxy: --format is for describe only\n");
 		return 2;
@@ -490,7 +560,12 @@ static int parse_options(int argc, char **argv, struct options *o)
 			MIGRATE_PARTITIONS_MIN, MIGRATE_PARTITIONS_MAX, o->partitions_arg);
 		return 2;
 	}
-	if (optind != argc || (o->describe && o->test_only)) {
+	if (optind != argc) {
+		fprintf(stderr, "idemproxy: unexpected argument \"%s\"\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	if (o->describe && o->test_only) {
 		usage(stderr);
 		return 2;
 	}
@@ -511,25 +586,25 @@ int main(int argc, char **argv)
 	int rc;
 
 	evalloc_install();
-	if (argc > 1 && !strcmp(argv[1], "--version")) {
-		printf("idemproxy %s\n", IDEMPROXY_VERSION);
-		return 0;
-	}
-	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-		usage(stdout);
-		return 0;
-	}
 	if (argc > 1 && !strcmp(argv[1], "records"))
 		return records_main(argc - 1, argv + 1);
 	rc = parse_options(argc, argv, &o);
 	if (rc)
 		return rc;
+	if (o.version) {
+		printf("idemproxy %s\n", IDEMPROXY_VERSION);
+		return 0;
+	}
+	if (o.help) {
+		usage_of(stdout, &o);
+		return 0;
+	}
 	if (load(o.file, &conf, &secrets, err, sizeof(err)) < 0) {
 		fprintf(stderr, "%s\n", err);
 		return 1;
 	}
 	if (o.test_only) {
-		rc = check_only(o.file, conf, secrets);
+		rc = check_only(o.file, conf, secrets, o.dump);
 	} else if (o.describe) {
 		rc = describe(conf, o.fmt);
 	} else if (o.migrate) {

@@ -2,6 +2,7 @@
 #include "proxy/tls.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 #include <stdio.h>
@@ -64,11 +65,36 @@ static SSL_CTX *tls_ctx_new(const SSL_METHOD *method)
 	return ctx;
 }
 
+/*
+ * Whether the WHAT file PATH can be read, as OpenSSL's own errors do not
+ * say why not (a missing file, a directory, no permission): 0, or -1 with
+ * "cannot read WHAT "PATH": the system's reason" in err.
+ */
+static int tls_file_readable(const char *what, const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	int saved;
+
+	if (f && (fgetc(f) != EOF || !ferror(f))) {
+		fclose(f);
+		return 0;
+	}
+	saved = errno;
+	if (f)
+		fclose(f);
+	snprintf(err, errlen, "cannot read %s \"%s\": %s", what, path, strerror(saved));
+	return -1;
+}
+
 int tls_ctx_use_pair(SSL_CTX *ctx, const char *cert_file, const char *key_file, char *err,
 			size_t errlen)
 {
 	char e[256];
 
+	if (tls_file_readable("certificate", cert_file, err, errlen) < 0)
+		return -1;
+	if (tls_file_readable("key", key_file, err, errlen) < 0)
+		return -2;
 	if (SSL_CTX_use_certificate_chain_file(ctx, cert_file) != 1) {
 		snprintf(err, errlen, "cannot load certificate \"%s\": %s", cert_file,
 			 tls_last_error(e, sizeof(e)));
@@ -138,6 +164,10 @@ SSL_CTX *tls_client_ctx(const char *ca_file, char *err, size_t errlen)
 		return NULL;
 	}
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	if (ca_file && tls_file_readable("CA certificates", ca_file, err, errlen) < 0) {
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
 	if (ca_file ? SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1
 		    : SSL_CTX_set_default_verify_paths(ctx) != 1) {
 		snprintf(err, errlen, "cannot load CA certificates \"%s\": %s",

@@ -31,6 +31,9 @@ libyajl-dev postgresql python3 curl"
 TEST="python3-pytest python3-psycopg2 python3-cryptography python3-websocket
 python3-yaml python3-hypercorn curl openssl clang libclang-rt-14-dev pgbouncer
 mandoc groff-base nghttp2-client nodejs npm"
+# promtool (test_reload.py checks /metrics with it) and systemd-analyze
+# (test_install.py verifies the unit with it).
+TEST="$TEST prometheus systemd"
 BENCH="wrk nginx-light gnuplot-nox curl openssl python3-cryptography"
 FUZZ="clang libclang-rt-14-dev"
 IMAGE="mmdebstrap umoci podman runc"

@@ -11,7 +11,8 @@ from tests.lib.helpers import assert_owner, course
 TOKEN = "s3cr3t-admin-token-0123456789"
 OPEN_PATHS = ("/healthz", "/readyz", "/metrics")
 # What a page on another site could read through a rebound name.
-EVERY_PATH = OPEN_PATHS + ("/contract", "/contract/openapi.json", "/records", "/no-such-path")
+EVERY_PATH = OPEN_PATHS + ("/contract", "/contract/openapi.json", "/config", "/records",
+                           "/no-such-path")
 FOREIGN_HOSTS = ("evil.example", "evil.example:%d", "127.0.0.1.evil.example",
                  "localhost.evil.example", "10.0.0.1", "[::2]:1")
 
@@ -102,7 +103,7 @@ def test_without_token_every_path_needs_a_loopback_host(proxy, upstream):
     assert head.startswith(b"HTTP/1.0 403") or head.startswith(b"HTTP/1.1 403"), head
     for host in ("localhost:%d" % p.admin, "127.0.0.1", "[::1]:%d" % p.admin):
         assert_open(p, [("Host", host)])
-        for path in ("/contract", "/contract/openapi.json", "/records"):
+        for path in ("/contract", "/contract/openapi.json", "/config", "/records"):
             r = admin(p, "GET", path, headers=[("Host", host)])
             assert r.status == 200, (path, host, r)
         assert admin(p, "GET", "/no-such-path", headers=[("Host", host)]).status == 404
@@ -118,6 +119,22 @@ def test_with_token_the_open_paths_answer_any_host(proxy, upstream, tmp_path):
             r = admin(p, "GET", path, headers=[("Host", host)])
             assert r.status == 200, (path, host, r)
         assert admin(p, "GET", "/records", headers=[("Host", host)]).status == 401
+        assert admin(p, "GET", "/config", headers=[("Host", host)]).status == 401
+
+
+def test_config_needs_the_token_and_never_holds_it(proxy, upstream, tmp_path):
+    """The running configuration names the files and database an attacker
+    would want: with admin_token it is the records API's, and it names the
+    token's file, never its contents."""
+    p = token_proxy(proxy, tmp_path)
+    for headers in ([], [("Authorization", "Bearer wrong-token-0123456789")]):
+        r = admin(p, "GET", "/config", headers=headers)
+        assert r.status == 401, r
+    r = admin(p, "GET", "/config", headers=[("Authorization", "Bearer " + TOKEN)])
+    assert r.status == 200, r
+    text = r.body.decode()
+    assert "admin_token %s\n" % (tmp_path / "admin.token") in text, text
+    assert TOKEN not in text
 
 
 def check(binary, tmp_path, text):

@@ -1,7 +1,9 @@
 """Command line: -t (and its warnings), --version, migrate, SIGTERM."""
 import base64
+import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 
@@ -224,3 +226,181 @@ def test_sigint_exits_zero(proxy):
     p = proxy()
     p.signal(signal.SIGINT)
     assert p.proc.wait(10) == 0, p.stderr_tail()
+
+
+def test_check_refuses_a_route_of_safe_methods_only(binary, tmp_path):
+    """GET, HEAD, OPTIONS and TRACE pass through without a key: a route of
+    only those can never enforce anything, and -t says where it is."""
+    text = ("upstream http://127.0.0.1:1\nactor anonymous\n"
+            "route reads.op {\n    match GET /a\n    match options /a\n}\n")
+    conf = write_conf(tmp_path, text)
+    r = run(binary, "-t", "-c", conf)
+    assert r.returncode == 1, r
+    assert r.stderr.startswith('%s:3: route "reads.op" matches only safe methods' % conf), \
+        r.stderr
+    assert "configuration ok" not in r.stdout
+
+
+def test_check_refuses_a_match_an_earlier_route_has(binary, tmp_path):
+    """The first route that matches wins: the same method and template in a
+    later route is never reached, whatever its parameters are called."""
+    text = ("upstream http://127.0.0.1:1\nactor anonymous\n"
+            "route first.op {\n    match POST /o/{id}/pay\n}\n"
+            "route second.op {\n    match PUT /o/{id}\n    match post /o/{order}/pay\n}\n")
+    conf = write_conf(tmp_path, text)
+    r = run(binary, "-t", "-c", conf)
+    assert r.returncode == 1, r
+    assert r.stderr.startswith(
+        '%s:8: route "second.op": this match is the same as route "first.op"\'s at line 4'
+        % conf), r.stderr
+    fixed = write_conf(tmp_path, text.replace("post /o/{order}/pay", "post /o/{order}/refund"),
+                       "fixed.conf")
+    r = run(binary, "-t", "-c", fixed)
+    assert r.returncode == 0, r.stderr
+
+
+def test_dump_of_the_example_reads_back_and_shows_the_defaults(binary, tmp_path):
+    """-T checks the file as -t does, then prints the effective
+    configuration alone on stdout: saved to a file, it passes -t and prints
+    the same again."""
+    example = os.path.join(ROOT, "idemproxy.conf.example")
+    r = run(binary, "-T", "-c", example)
+    assert r.returncode == 0, r.stderr
+    assert "configuration ok" in r.stderr and "configuration ok" not in r.stdout
+    for line in ("listen 127.0.0.1:8080", "upstream_timeout 30s", "max_connections 8000",
+                 "store_unavailable fail-closed", "route course.create {",
+                 "    retention 1d", "    release_on 4xx 503", "    in_progress reject",
+                 "#admin_token (not set)"):
+        assert line in r.stdout.splitlines(), (line, r.stdout)
+    saved = write_conf(tmp_path, r.stdout, "saved.conf")
+    again = run(binary, "-t", "-c", saved)
+    assert again.returncode == 0, again.stderr
+    dumped = run(binary, "-T", "-c", saved)
+    assert dumped.stdout.splitlines()[1:] == r.stdout.splitlines()[1:]
+
+
+def test_dump_masks_secrets_and_never_reads_key_material(binary, tmp_path):
+    """Planted secrets: a database password in either conninfo form, the
+    admin token, body encryption keys, an HMAC JWT key and the listener's TLS
+    key. Files are named, their contents never printed; passwords masked."""
+    def secret(name, text):
+        f = tmp_path / name
+        f.write_text(text)
+        os.chmod(f, 0o600)
+        return f
+    token = "AdminTokenPlanted%s" % os.urandom(8).hex()
+    seal_key = base64.b64encode(os.urandom(32)).decode()
+    hmac = jwtkit.Key("HS256")
+    secret("admin.token", token + "\n")
+    seal = secret("body.keys", "k1 %s\n" % seal_key)
+    jwks = secret("hmac.json", jwtkit.jwks(hmac))
+    crt, key = jwtkit.Pki(str(tmp_path)).issue("server")
+    key_text = open(key).read()
+    for database in ("host=/nonexistent user=u password=PlantedPw1 dbname=x",
+                     "postgresql://u:PlantedPw2@db.invalid:5432/x?sslmode=disable"):
+        text = ("upstream http://127.0.0.1:1\nadmin 127.0.0.1:%d\nadmin_token admin.token\n"
+                "body_encryption %s\ntls_certificate %s\ntls_certificate_key %s\n"
+                "database \"%s\"\nroute a {\n    match POST /a\n    actor jwt %s audience=x\n}\n"
+                % (helpers.free_port(), seal, crt, key, database, jwks))
+        conf = write_conf(tmp_path, text)
+        r = run(binary, "-T", "-c", conf)
+        assert r.returncode == 0, r.stderr
+        out = r.stdout + r.stderr
+        for planted in (token, seal_key, "PlantedPw1", "PlantedPw2", key_text.splitlines()[1]):
+            assert planted not in out, planted
+        assert json.loads(jwtkit.jwks(hmac))["keys"][0]["k"] not in out
+        assert "password='<masked>'" in r.stdout, r.stdout
+        assert "admin_token %s\n" % (tmp_path / "admin.token") in r.stdout
+        assert "tls_certificate_key %s\n" % key in r.stdout
+        saved = write_conf(tmp_path, r.stdout, "saved.conf")
+        assert run(binary, "-t", "-c", saved).returncode == 0
+
+
+# Every subcommand main.c knows (records has its own parser), with what its usage names.
+SUBCOMMANDS = [
+    ([], "idemproxy -T"),
+    (["migrate"], "idemproxy migrate status"),
+    (["migrate", "status"], "idemproxy migrate status"),
+    (["describe"], "--format markdown|openapi"),
+    (["records"], "idemproxy records [-c FILE] resolve"),
+]
+
+
+@pytest.mark.parametrize("words,names", SUBCOMMANDS, ids=lambda v: " ".join(v) if
+                         isinstance(v, list) else None)
+def test_every_subcommand_takes_help(binary, tmp_path, words, names):
+    """--help anywhere among the options: usage on stdout, exit 0, nothing
+    read (the -c file need not exist)."""
+    for args in (words + ["--help"], words + ["-c", str(tmp_path / "none.conf"), "--help"]):
+        r = run(binary, *args)
+        assert r.returncode == 0, (args, r.stdout, r.stderr)
+        assert r.stdout.startswith("usage:") and names in r.stdout, (args, r.stdout)
+        assert r.stderr == "", (args, r.stderr)
+
+
+def test_version_in_any_position(binary, tmp_path):
+    with open(os.path.join(ROOT, "VERSION")) as f:
+        want = "idemproxy %s\n" % f.read().strip()
+    conf = write_conf(tmp_path, good_conf_text())
+    for args in (["--version"], ["-c", conf, "--version"], ["--version", "-c", conf],
+                 ["-t", "--version"], ["--config", conf, "--version"]):
+        r = run(binary, *args)
+        assert (r.returncode, r.stdout) == (0, want), (args, r.stdout, r.stderr)
+
+
+def test_options_in_any_order(binary, tmp_path):
+    conf = write_conf(tmp_path, good_conf_text())
+    for args in (["-t", "-c", conf], ["-c", conf, "-t"], ["--config", conf, "--test"]):
+        r = run(binary, *args)
+        assert r.returncode == 0 and "configuration ok" in r.stdout, (args, r.stderr)
+    for args in (["describe", "-c", conf, "--format", "openapi"],
+                 ["describe", "--format", "openapi", "-c", conf]):
+        r = run(binary, *args)
+        assert r.returncode == 0 and r.stdout.startswith("{"), (args, r.stderr)
+    r = run(binary, "-c", conf, "bogus")
+    assert r.returncode == 2 and 'unexpected argument "bogus"' in r.stderr, r.stderr
+
+
+def as_nobody():
+    """A prefix that drops root, so that a mode-000 file is refused."""
+    if os.geteuid() != 0:
+        return []
+    if not shutil.which("setpriv"):
+        pytest.skip("running as root without setpriv: no EACCES to provoke")
+    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+
+
+def test_a_file_that_cannot_be_read_is_named_with_the_reason(binary, tmp_path):
+    """Missing, a directory, no permission: FILE: the system's reason, not
+    a line of a file that was never read."""
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    secret = locked / "idemproxy.conf"
+    secret.write_text(good_conf_text())
+    secret.chmod(0o000)
+    locked.chmod(0o755)
+    tmp_path.chmod(0o755)
+    cases = [(str(tmp_path / "missing.conf"), "cannot open: No such file or directory", []),
+             (str(tmp_path), "cannot read: Is a directory", []),
+             (str(secret), "cannot open: Permission denied", as_nobody())]
+    for path, reason, prefix in cases:
+        r = subprocess.run(prefix + [os.path.abspath(binary), "-t", "-c", path],
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 1, (path, r.stderr)
+        assert r.stderr == "%s: %s\n" % (path, reason), r.stderr
+
+
+def test_a_named_file_that_cannot_be_read_is_named_at_its_line(binary, tmp_path):
+    """A file a directive names: the directive's line, the file and the
+    system's reason (TLS files too, which OpenSSL alone would not explain)."""
+    base = "upstream http://127.0.0.1:1\nactor anonymous\n"
+    for text, want in (
+            ("admin_token %s\n" % tmp_path, 'admin token "%s": Is a directory' % tmp_path),
+            ("body_encryption %s/none\n" % tmp_path,
+             'body encryption keys "%s/none": No such file or directory' % tmp_path),
+            ("tls_certificate %s\ntls_certificate_key %s\n" % (tmp_path, tmp_path),
+             'cannot read certificate "%s": Is a directory' % tmp_path)):
+        conf = write_conf(tmp_path, base + text)
+        r = run(binary, "-t", "-c", conf)
+        assert r.returncode == 1
+        assert r.stderr.startswith("%s:3: %s" % (conf, want)), r.stderr

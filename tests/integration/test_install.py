@@ -202,7 +202,7 @@ def make(binary, target, destdir, prefix, *extra):
 def expected_files(prefix):
     """{path relative to DESTDIR: (mode, source file or None)}."""
     p = prefix.strip("/")
-    etc = "etc" if prefix == "/usr" else p + "/etc"
+    etc = "etc"  # /etc whatever the prefix: the unit and docs/operations.md name it
     return {
         p + "/sbin/idemproxy": (0o755, None),
         p + "/share/man/man8/idemproxy.8": (0o644, MAN8),
@@ -223,8 +223,7 @@ def files_under(root):
     return found
 
 
-@pytest.mark.parametrize("prefix,sysconfdir", [("/usr", "/etc"),
-                                               ("/usr/local", "/usr/local/etc")])
+@pytest.mark.parametrize("prefix,sysconfdir", [("/usr", "/etc"), ("/usr/local", "/etc")])
 def test_install_puts_exactly_the_files_in_place(binary, tmp_path, prefix, sysconfdir):
     dest = tmp_path / "dest"
     r = make(binary, "install", dest, prefix)
@@ -250,6 +249,14 @@ def test_install_puts_exactly_the_files_in_place(binary, tmp_path, prefix, sysco
     assert not re.search(r"@[A-Za-z_]*@", unit), unit
     conf = sysconfdir + "/idemproxy/idemproxy.conf"
     assert service(unit, "ExecStart") == "%s/sbin/idemproxy -c %s" % (prefix, conf)
+    # Every path the unit names is one make install wrote, or the
+    # configuration beside the installed example.
+    for _, key, value in unit_settings(unit):
+        if key.startswith("Exec") and value.startswith("/") and "idemproxy" in value.split()[0]:
+            args = value.split()
+            assert (dest / args[0].lstrip("/")).is_file(), value
+            assert args[args.index("-c") + 1] == conf, value
+    assert (dest / (conf + ".example").lstrip("/")).is_file()
     with open(UNIT) as f:
         template = f.read()
     assert unit == template.replace("@SBINDIR@", prefix + "/sbin") \
@@ -486,7 +493,11 @@ def test_systemd_unit_settings():
     with open(UNIT) as f:
         unit = f.read()
     assert service(unit, "Type") == "notify"
-    reload_cmd = service(unit, "ExecReload").split()
+    # A reload checks the file first, so `systemctl reload` fails on a bad one.
+    reloads = [v for sec, k, v in unit_settings(unit) if sec == "Service" and k == "ExecReload"]
+    assert reloads[0] == "@SBINDIR@/idemproxy -t -c @SYSCONFDIR@/idemproxy/idemproxy.conf"
+    reload_cmd = reloads[-1].split()
+    assert len(reloads) == 2
     assert reload_cmd[0].endswith("kill") and "-HUP" in reload_cmd and "$MAINPID" in reload_cmd
     assert service(unit, "ExecStart") == \
         "@SBINDIR@/idemproxy -c @SYSCONFDIR@/idemproxy/idemproxy.conf"
@@ -523,3 +534,66 @@ def test_dashboard_uses_only_exposed_metrics():
     version = [p for p in panels if p["type"] == "stat"
                and any("idemproxy_build_info" in t["expr"] for t in p["targets"])]
     assert version and version[0]["options"]["reduceOptions"]["fields"] == "/^version$/"
+
+
+def test_reload_commands_refuse_a_bad_file_before_any_signal(binary, tmp_path):
+    """The installed unit's ExecReload= lines run as systemd runs them, in
+    order, stopping at the first that fails: on a file with an error the
+    check fails with FILE:LINE: and the SIGHUP is never sent (a process
+    standing in for idemproxy would die of it); on a good file it is sent."""
+    dest = tmp_path / "dest"
+    r = make(binary, "install", dest, "/usr/local")
+    assert r.returncode == 0, r.stdout + r.stderr
+    unit = (dest / "usr/local/lib/systemd/system/idemproxy.service").read_text()
+    reloads = [v for sec, k, v in unit_settings(unit) if sec == "Service" and k == "ExecReload"]
+    conf = tmp_path / "idemproxy.conf"
+
+    def run_reload(text):
+        conf.write_text(text)
+        main = subprocess.Popen(["sleep", "60"])
+        try:
+            for cmd in reloads:
+                args = [a.replace("$MAINPID", str(main.pid)) for a in cmd.split()]
+                args = [str(dest / a.lstrip("/")) if a == "/usr/local/sbin/idemproxy" else
+                        str(conf) if a == "/etc/idemproxy/idemproxy.conf" else a for a in args]
+                r = subprocess.run(args, capture_output=True, text=True, timeout=CMD_TIMEOUT)
+                if r.returncode != 0:
+                    return r, main.poll() is None
+            main.wait(timeout=CMD_TIMEOUT)
+            return None, False
+        finally:
+            if main.poll() is None:
+                main.kill()
+                main.wait()
+
+    good = "upstream http://127.0.0.1:3000\nactor anonymous\nroute r {\n    match POST /r\n}\n"
+    failed, alive = run_reload(good + "no_such_directive 1\n")
+    assert failed is not None and alive, "the bad file was not refused before the signal"
+    assert failed.stderr.startswith("%s:6: unknown directive" % conf), failed.stderr
+    failed, alive = run_reload(good)
+    assert failed is None and not alive
+
+
+def test_docs_install_steps_use_the_installed_paths(binary, tmp_path):
+    """docs/operations.md's systemd steps and its Install table name the
+    files a default make install writes and the installed unit reads."""
+    dest = tmp_path / "dest"
+    r = make(binary, "install", dest, "/usr/local")
+    assert r.returncode == 0, r.stdout + r.stderr
+    unit = (dest / "usr/local/lib/systemd/system/idemproxy.service").read_text()
+    start = service(unit, "ExecStart").split()
+    conf = start[start.index("-c") + 1]
+    with open(os.path.join(ROOT, "docs/operations.md")) as f:
+        ops = f.read()
+    steps = ops.split("## systemd", 1)[1].split("```")[1]
+    named = set(re.findall(r"/[\w/.-]*idemproxy\.conf(?:\.example)?\b", steps))
+    assert named == {conf, conf + ".example"}, named
+    for path in named:
+        if path.endswith(".example"):
+            assert (dest / path.lstrip("/")).is_file(), path
+    table = ops.split("## Install", 1)[1].split("## systemd", 1)[0]
+    for row in table.splitlines():
+        cells = [c.strip() for c in row.split("|")]
+        if len(cells) > 3 and cells[2].startswith("/"):
+            assert (dest / cells[2].lstrip("/")).is_file(), row
+    assert start[0] == "/usr/local/sbin/idemproxy" and "| /usr/local/sbin/idemproxy |" in table

@@ -352,7 +352,7 @@ def test_every_series_is_there_from_the_start(binary, proxy):
                  "idemproxy_client_connections", "idemproxy_upstream_connections",
                  "idemproxy_store_connections"):
         assert name in fams, name
-    assert fams["idemproxy_client_connections_limit"].samples[0][2] == 10000
+    assert fams["idemproxy_client_connections_limit"].samples[0][2] == 8000
     assert fams["idemproxy_replay_cache_bytes_limit"].samples[0][2] > 0
     assert fams["idemproxy_relay_budget_bytes"].samples == [("idemproxy_relay_budget_bytes", {}, 0)]
     assert fams["idemproxy_relay_budget_bytes_limit"].samples[0][2] == 256 << 20
@@ -508,3 +508,38 @@ def test_records_show_hints_at_the_stored_actor(binary, proxy, pg, upstream, ids
     r = run(binary, "records", "-c", p.conf, "show", "h:" + ids.actor, OPERATION, key)
     assert r.returncode == 0, r
     assert upstream.count(actor=ids.actor) == 1
+
+
+def soft_nofile(pid):
+    with open("/proc/%d/limits" % pid) as f:
+        for line in f:
+            if line.startswith("Max open files"):
+                return int(line.split()[3])
+    return None
+
+
+def test_default_connections_fit_a_hard_limit_of_20000(proxy):
+    """max_connections and workers at their defaults' need (2 x 8000 + 72
+    per worker + 32) under a hard limit of 20000: the soft limit is raised
+    to that need and nothing is said about descriptors."""
+    p = proxy(start=False)
+    p.prefix = ["prlimit", "--nofile=1024:20000", "--"]
+    p.start()
+    need = 2 * 8000 + 2 * 72 + 32
+    assert soft_nofile(p.proc.pid) == need
+    assert "descriptor limit" not in p.stderr_text()
+
+
+def test_connections_that_cannot_fit_the_hard_limit_are_warned_of(proxy):
+    p = proxy({"max_connections": "100000"}, start=False)
+    p.prefix = ["prlimit", "--nofile=1024:20000", "--"]
+    p.start()
+    assert soft_nofile(p.proc.pid) == 20000
+    assert ("the descriptor limit (20000) is below the %d that max_connections 100000 with "
+            "2 workers may need" % (200000 + 2 * 72 + 32)) in p.stderr_text()
+
+
+def test_the_example_configuration_leaves_connections_and_workers_at_their_defaults():
+    """What the test above starts with is what the example starts with."""
+    text = open(os.path.join(helpers.ROOT, "idemproxy.conf.example")).read()
+    assert not re.search(r"^\s*(max_connections|workers)\s", text, re.M)

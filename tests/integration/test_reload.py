@@ -1,7 +1,13 @@
 """SIGHUP: a new configuration is built, checked and swapped in; requests in
 flight finish under the one they started with; a bad file changes nothing."""
+import shutil
 import signal
+import subprocess
+import time
 
+import pytest
+
+from tests.lib import admin as admin_lib
 from tests.lib import helpers
 from tests.lib.helpers import course, assert_owner
 from tests.lib.proxy import rewrite, wait_for_log
@@ -11,6 +17,14 @@ def conflict_status(p, ids):
     key = ids.key()
     assert_owner(p.post("/api/courses", key=key, actor=ids.actor, body=course()))
     return p.post("/api/courses", key=key, actor=ids.actor, body=course(title="Other")).status
+
+
+def move_listen(p):
+    """A restart-only change in p's file: listen on another port."""
+    other = helpers.free_port()
+    rewrite(p, lambda t: "\n".join(
+        "listen 127.0.0.1:%d" % other if line.startswith("listen ") else line
+        for line in t.splitlines()) + "\n")
 
 
 def test_reload_applies_new_configuration(proxy, upstream, ids):
@@ -39,10 +53,7 @@ def test_broken_file_keeps_running_configuration(proxy, upstream, ids):
 
 def test_restart_only_change_is_refused(proxy, upstream, ids):
     p = proxy()
-    other = helpers.free_port()
-    rewrite(p, lambda t: "\n".join(
-        "listen 127.0.0.1:%d" % other if line.startswith("listen ") else line
-        for line in t.splitlines()) + "\n")
+    move_listen(p)
     p.signal(signal.SIGHUP)
     wait_for_log(p, 'reload refused: \\"listen\\" changed')
     # Still serving on the old port, with the old configuration.
@@ -70,3 +81,79 @@ def test_inflight_request_keeps_its_configuration(proxy, upstream, pg, ids):
         assert r.status == 503
         assert helpers.record_status(pg.records.one(key)) == 503   # stored: new one
     assert upstream.count(actor=ids.actor) == 5
+
+
+def reload_metrics(p):
+    m = admin_lib.metrics(p)
+    return (m.get("idemproxy_config_last_reload_successful"),
+            m.get("idemproxy_config_last_reload_success_timestamp_seconds"))
+
+
+def config_text(p):
+    r = admin_lib.admin(p, "GET", "/config")
+    assert r.status == 200, r
+    assert (r.headers.get("Content-Type") or "").startswith("text/plain"), r
+    return r.body.decode()
+
+
+def test_a_reload_is_seen_in_metrics_and_config(proxy, upstream, ids):
+    """At start the last reload counts as successful at the start time; a
+    broken file sets it to 0, keeps the time and the running configuration,
+    and GET /config says FILE:LINE: message; a good file sets it back."""
+    before = int(time.time())
+    p = admin_lib.admin_proxy(proxy)
+    ok, at = reload_metrics(p)
+    assert ok == 1 and before <= at <= time.time(), (ok, at)
+    text = config_text(p)
+    assert text.startswith("# last reload: none; loaded at start, "), text
+    assert "\nmismatch_status 422\n" in text
+
+    rewrite(p, lambda t: t + "\nmismatch_status 409\nno_such_directive 1\n")
+    p.signal(signal.SIGHUP)
+    wait_for_log(p, "reload failed")
+    lines = len(open(p.conf).read().splitlines())
+    assert helpers.poll(lambda: reload_metrics(p) == (0, at))
+    text = config_text(p)
+    assert ("error: %s:%d: unknown directive \"no_such_directive\"" % (p.conf, lines)) \
+        in text.splitlines()[0], text
+    assert "\nmismatch_status 422\n" in text
+    assert conflict_status(p, ids) == 422
+
+    rewrite(p, lambda t: t.replace("no_such_directive 1\n", ""))
+    p.signal(signal.SIGHUP)
+    wait_for_log(p, "configuration reloaded")
+    assert helpers.poll(lambda: reload_metrics(p)[0] == 1)
+    assert reload_metrics(p)[1] >= at
+    text = config_text(p)
+    assert text.splitlines()[0].startswith("# last reload: ") and \
+        text.splitlines()[0].endswith(" ok"), text
+    assert "\nmismatch_status 409\n" in text
+    assert conflict_status(p, ids) == 409
+
+
+def test_a_refused_reload_is_a_failed_one(proxy, upstream, ids):
+    p = admin_lib.admin_proxy(proxy)
+    move_listen(p)
+    p.signal(signal.SIGHUP)
+    wait_for_log(p, "reload refused")
+    assert helpers.poll(lambda: reload_metrics(p)[0] == 0)
+    assert 'error: "listen" changed, which needs a restart' in config_text(p)
+
+
+def test_metrics_pass_promtool(proxy, upstream, ids):
+    """The exposition, the reload gauges included, as Prometheus's own
+    checker reads it, after a failed reload too."""
+    promtool = shutil.which("promtool")
+    if not promtool:
+        pytest.skip("promtool (Debian package prometheus) is not installed")
+    p = admin_lib.admin_proxy(proxy)
+    assert_owner(p.post("/api/courses", key=ids.key(), actor=ids.actor, body=course()))
+    rewrite(p, lambda t: t + "\nno_such_directive 1\n")
+    p.signal(signal.SIGHUP)
+    wait_for_log(p, "reload failed")
+    r = admin_lib.admin(p, "GET", "/metrics")
+    assert r.status == 200
+    assert b"idemproxy_config_last_reload_successful 0\n" in r.body
+    check = subprocess.run([promtool, "check", "metrics"], input=r.body, capture_output=True,
+                           timeout=30)
+    assert check.returncode == 0, (check.stdout, check.stderr)

@@ -323,7 +323,9 @@ def test_check_reads_certificates_keys_and_cas(binary, pki, tmp_path):
     junk.write_text("not a certificate\n")
     cases = [
         (base + "upstream_ca %s\n" % junk, 6, 'cannot load CA certificates "%s"' % junk),
-        (base + "upstream_ca %s\n" % (tmp_path / "none.pem"), 6, "cannot load CA certificates"),
+        # A file that cannot be read says why, as OpenSSL alone would not.
+        (base + "upstream_ca %s\n" % (tmp_path / "none.pem"), 6,
+         'cannot read CA certificates "%s": No such file or directory' % (tmp_path / "none.pem")),
         (base + "tls_certificate %s\ntls_certificate_key %s\n" % (junk, key), 6,
          'cannot load certificate "%s"' % junk),
         (base + "tls_certificate %s\ntls_certificate_key %s\n" % (crt, junk), 7,

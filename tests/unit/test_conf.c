@@ -119,7 +119,7 @@ static void test_defaults(void)
 	CHECK(c->relay_budget_per_peer == 64u << 20);
 	CHECK(c->store_unavailable == STORE_FAIL_CLOSED);
 	CHECK_STR(c->problem_base, "https://idemproxy.dev/problems/");
-	CHECK(c->max_connections == 10000);
+	CHECK(c->max_connections == 8000);
 	CHECK(c->ntrusted_proxies == 0);
 	CHECK(c->underscores_in_headers == 0);
 	CHECK(c->nroutes == 0);
@@ -691,7 +691,7 @@ static void test_load(void)
 
 	c = NULL;
 	CHECK(conf_load("/nonexistent/idemproxy.conf", &c, err, sizeof(err)) == -1);
-	CHECK_STR(err, "/nonexistent/idemproxy.conf:1: cannot open: No such file or directory");
+	CHECK_STR(err, "/nonexistent/idemproxy.conf: cannot open: No such file or directory");
 	CHECK(c == NULL);
 
 	fd = mkstemp(path);
@@ -937,6 +937,30 @@ static void test_warnings(void)
 	conf_free(c);
 }
 
+/* Routes that can never act: only safe methods, or a match an earlier route already has. */
+static void test_unreachable_routes(void)
+{
+	struct conf *c;
+
+	BAD(UPSTREAM "actor anonymous\nroute r {\n match GET /x\n match head /x\n}\n",
+	    "t.conf:3: route \"r\" matches only safe methods (GET, HEAD, OPTIONS, TRACE), "
+	    "which pass through without a key: it can never enforce anything");
+	BAD(UPSTREAM "actor anonymous\nroute a {\n match POST /o/{id}\n}\n"
+		     "route b {\n match PUT /p\n match POST /O/{x}\n}\n",
+	    "t.conf:8: route \"b\": this match is the same as route \"a\"'s at line 4, "
+	    "which comes first and wins: it is never reached");
+	/* A case-sensitive first route does not catch other spellings. */
+	c = parse(UPSTREAM "actor anonymous\nroute a {\n match POST /o\n match_case sensitive\n}\n"
+			   "route b {\n match POST /O\n}\n");
+	CHECK(c != NULL);
+	conf_free(c);
+	/* Safe methods beside an unsafe one, another method, a longer path: fine. */
+	c = parse(UPSTREAM "actor anonymous\nroute a {\n match GET /o\n match POST /o\n}\n"
+			   "route b {\n match PUT /o\n match POST /o/*\n}\n");
+	CHECK(c != NULL);
+	conf_free(c);
+}
+
 int main(void)
 {
 	test_durations();
@@ -954,5 +978,6 @@ int main(void)
 	test_warnings();
 	test_load();
 	test_restart_only();
+	test_unreachable_routes();
 	UNIT_DONE("conf");
 }

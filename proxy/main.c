@@ -209,12 +209,13 @@ static int supervisor_signals(struct supervisor *sv)
 }
 
 /*
- * Raises the soft descriptor limit to what max_connections can open: each
+ * Raises the soft descriptor limit to the hard limit (as haproxy does; not
+ * just to the need, since max_connections is reloadable and this runs once)
+ * and warns when that cannot hold what max_connections can open: each
  * client connection and the upstream connection it may use, each worker's
  * idle upstream pool and store connection, and a few of the process's own.
- * Warns only when the hard limit is below that need, so the defaults
- * (max_connections 8000) start quietly under a hard limit of 20000 with up
- * to 48 workers.
+ * The defaults (max_connections 8000) fit a hard limit of 20000 with up to
+ * 48 workers.
  */
 static void raise_fd_limit(const struct conf *conf)
 {
@@ -224,10 +225,8 @@ static void raise_fd_limit(const struct conf *conf)
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return;
-	if (rl.rlim_cur != RLIM_INFINITY && (long long)rl.rlim_cur < need) {
-		rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && (long long)rl.rlim_max < need
-				      ? rl.rlim_max
-				      : (rlim_t)need;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
 		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
 			getrlimit(RLIMIT_NOFILE, &rl);
 	}

@@ -233,3 +233,16 @@ def test_starts_without_resolv_conf(proxy, upstream, ids, tmp_path, how):
     assert_owner(owner)
     assert_replay_of(p.post("/api/courses", key=key, actor=ids.actor, body=course()), owner)
     assert upstream.count(key=key) == 1
+
+
+@pytest.mark.parametrize("value,ok", [
+    ("10.0.0.2", True), ("10.0.0.2:5353 [fd00::53]:53 ::1", True),
+    ("db.example", False), ("10.0.0.2:0", False), ("[fd00::53", False),
+])
+def test_resolver_directive(binary, tmp_path, pg, value, ok):
+    text = "upstream http://127.0.0.1:1\ndatabase \"%s\"\nresolver %s\nresolver_timeout 300ms\n" % (
+        pg.conninfo, value)
+    r = helpers.check_config(binary, tmp_path / "r.conf", text)
+    assert (r.returncode == 0) == ok, r.stdout + r.stderr
+    if not ok:
+        assert "r.conf:3:" in r.stderr and "resolver" in r.stderr, r.stderr

@@ -8,7 +8,8 @@
  * store_conn_send, named ones prepared once per session, up to a sync,
  * whose results it collects in order and hands up when the sync arrives.
  * One timer serves it all: the backoff before the next connect, the
- * lookups' deadline, the connect deadline, the deadline of the pipeline in flight.
+ * lookups' deadline, the connect deadline, the deadline of the pipeline
+ * in flight.
  *
  * It knows no operation: it tells the store what happened through the
  * callbacks of struct store_conn_cbs, from the event loop (and lost also

@@ -3,7 +3,7 @@ connect: a name moved from one PostgreSQL to another is followed; a DNS
 server that never answers stalls no worker; a machine without a usable
 /etc/resolv.conf still starts. The DNS server is a small one on loopback
 (python3-dnslib) whose answers the test sets."""
-import os
+import signal
 import socket
 import threading
 import time
@@ -13,6 +13,7 @@ import pytest
 from tests.lib import helpers, procs
 from tests.lib.cluster import PG_USER, Cluster
 from tests.lib.helpers import assert_owner, assert_replay_of, course, problem
+from tests.lib.proxy import rewrite, wait_for_log
 
 dnslib = pytest.importorskip("dnslib", reason="scripts/deps.sh installs python3-dnslib")
 from dnslib import QTYPE, RR, A  # noqa: E402
@@ -246,3 +247,13 @@ def test_resolver_directive(binary, tmp_path, pg, value, ok):
     assert (r.returncode == 0) == ok, r.stdout + r.stderr
     if not ok:
         assert "r.conf:3:" in r.stderr and "resolver" in r.stderr, r.stderr
+
+
+def test_resolver_change_needs_a_restart(proxy, upstream, ids):
+    p = proxy({"resolver": "127.0.0.1:53", "resolver_timeout": "1s"})
+    rewrite(p, lambda text: text.replace("resolver 127.0.0.1:53", "resolver 127.0.0.1:5353"))
+    p.signal(signal.SIGHUP)
+    wait_for_log(p, 'reload refused: \\"resolver\\" changed')
+    key = ids.key()
+    assert_owner(p.post("/api/courses", key=key, actor=ids.actor, body=course()))
+    assert upstream.count(key=key) == 1

@@ -39,7 +39,8 @@ FUZZ_SECONDS ?= 20
 FUZZ_CFLAGS  := -std=gnu11 -O1 -g -I. -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined
 FUZZERS      := build/fuzz/fuzz_http build/fuzz/fuzz_fingerprint build/fuzz/fuzz_conf \
                 build/fuzz/fuzz_path build/fuzz/fuzz_idemkey build/fuzz/fuzz_records \
-                build/fuzz/fuzz_jwt build/fuzz/fuzz_seal build/fuzz/fuzz_keysource
+                build/fuzz/fuzz_jwt build/fuzz/fuzz_seal build/fuzz/fuzz_keysource \
+                build/fuzz/fuzz_store_dns
 CONF_SRC     := conf/conf.c conf/route.c proxy/path.c proxy/marker.c
 
 .PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc check-modules check-docs lint fuzz chaos ha
@@ -194,6 +195,12 @@ build/fuzz/fuzz_keysource: tests/fuzz/fuzz_keysource.c proxy/keysource.c proxy/k
 	clang $(FUZZ_CFLAGS) -I$(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql) \
 		-o $@ tests/fuzz/fuzz_keysource.c proxy/keysource.c proxy/idemkey.c proxy/http.c \
 		proxy/path.c -levent -lyajl
+
+build/fuzz/fuzz_store_dns: tests/fuzz/fuzz_store_dns.c proxy/store_dns.c proxy/store_dns.h \
+		proxy/log.c proxy/digest.c proxy/utf8.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -I/usr/include/postgresql -o $@ tests/fuzz/fuzz_store_dns.c \
+		proxy/store_dns.c proxy/log.c proxy/digest.c proxy/utf8.c -levent -lpq -lcrypto
 
 build/fuzz/fuzz_idemkey: tests/fuzz/fuzz_idemkey.c proxy/idemkey.c proxy/idemkey.h
 	@mkdir -p $(dir $@)

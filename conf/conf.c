@@ -338,6 +338,45 @@ bad:
 
 /* ---- top-level directives ---- */
 
+/*
+ * resolver ADDRESS[:PORT]...: numeric DNS servers ("a.b.c.d", "::1",
+ * "a.b.c.d:port" or "[ipv6]:port"), kept as one space-separated string,
+ * the form evdns_base_nameserver_ip_add takes one at a time.
+ */
+static int conf_set_resolver(struct conf_parser *p, struct route *r, int argc, char **argv)
+{
+	unsigned char bin[sizeof(struct in6_addr)];
+	struct conf_addr a = {0};
+	size_t len = 0;
+	char *joined;
+
+	for (int i = 0; i < argc; i++) {
+		if (inet_pton(AF_INET, argv[i], bin) != 1 && inet_pton(AF_INET6, argv[i], bin) != 1) {
+			if (conf_parse_addr(p, argv[i], &a) < 0)
+				return conf_error(p, "invalid resolver \"%s\" (expected a numeric "
+						     "address: \"a.b.c.d[:port]\" or \"[ipv6][:port]\")",
+						  argv[i]);
+			free(a.host);
+			a.host = NULL;
+		}
+		len += strlen(argv[i]) + 1;
+	}
+	joined = malloc(len);
+	if (!joined)
+		return conf_error(p, "out of memory");
+	len = 0;
+	for (int i = 0; i < argc; i++) {
+		size_t n = strlen(argv[i]);
+
+		memcpy(joined + len, argv[i], n);
+		len += n;
+		joined[len++] = i + 1 < argc ? ' ' : '\0';
+	}
+	free(p->conf->resolver);
+	p->conf->resolver = joined;
+	return 0;
+}
+
 static int conf_hostname_ok(const char *s, size_t len)
 {
 	size_t i;
@@ -1102,6 +1141,8 @@ const struct conf_directive conf_directives[] = {
     CONF_ROW("upstream_timeout", CONF_TOP, 1, 1, CT_DURATION, TOP(upstream_timeout_ms), NULL, "30s", 0),
     CONF_ROW("client_timeout", CONF_TOP, 1, 1, CT_DURATION, TOP(client_timeout_ms), NULL, "60s", 0),
     CONF_ROW("store_timeout", CONF_TOP, 1, 1, CT_DURATION, TOP(store_timeout_ms), NULL, "5s", CF_RESTART),
+    CONF_ROW("resolver", CONF_TOP, 1, CONF_ARGS_ANY, CT_STRING, TOP(resolver), conf_set_resolver, NULL, CF_RESTART),
+    CONF_ROW("resolver_timeout", CONF_TOP, 1, 1, CT_DURATION, TOP(resolver_timeout_ms), NULL, "5s", CF_RESTART),
     CONF_ROW("lease", CONF_TOP, 1, 1, CT_DURATION, TOP(lease_ms), NULL, NULL, 0), /* upstream_timeout + 30s */
     CONF_ROW("shutdown_timeout", CONF_TOP, 1, 1, CT_DURATION, TOP(shutdown_timeout_ms), NULL, "20s", 0),
     CONF_ROW("sweep_interval", CONF_TOP, 1, 1, CT_DURATION, TOP(sweep_interval_ms), NULL, "10s", CF_OFF),
@@ -1708,6 +1749,7 @@ void conf_free(struct conf *conf)
 	free(conf->trusted_proxies);
 	conf_free_names(conf->tunnel_upgrades, conf->ntunnel_upgrades);
 	free(conf->database);
+	free(conf->resolver);
 	free(conf->admin.host);
 	free(conf->key_header);
 	free(conf->problem_base);

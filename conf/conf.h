@@ -196,6 +196,8 @@ struct conf {
 	struct conf_file body_encryption; /* keys sealing stored bodies and headers */
 
 	char *database;                /* NULL: libpq defaults and PG* env */
+	char *resolver;                /* DNS servers, space-separated; NULL: /etc/resolv.conf's */
+	int64_t resolver_timeout_ms;   /* one connect's host name lookups */
 
 	struct conf_addr admin;        /* host NULL: off */
 

@@ -355,6 +355,23 @@ static int dump_tunnel_upgrades(struct dump *d, const struct route *rt)
 	return 0;
 }
 
+/* The servers are kept as one blank-separated string: one word each. */
+static int dump_resolver(struct dump *d, const struct route *rt)
+{
+	const char *s = d->conf->resolver;
+
+	if (!s || !*s)
+		return -1;
+	while (*s) {
+		size_t n = strcspn(s, " ");
+
+		dump_put(d, " ", 1);
+		dump_put(d, s, n);
+		s += n + strspn(s + n, " ");
+	}
+	return 0;
+}
+
 static int dump_trusted_proxies(struct dump *d, const struct route *rt)
 {
 	char host[INET6_ADDRSTRLEN];
@@ -482,6 +499,7 @@ static const struct dump_writer dump_custom[] = {
     {"upstream_client_certificate", dump_client_cert},
     {"tls_ciphers", dump_tls_ciphers},
     {"tunnel_upgrades", dump_tunnel_upgrades},
+    {"resolver", dump_resolver},
     {"trusted_proxies", dump_trusted_proxies},
     {"actor", dump_actor},
     {"fingerprint", dump_fingerprint},

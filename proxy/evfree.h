@@ -8,7 +8,6 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
-#include <event2/dns.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/listener.h>
@@ -32,13 +31,6 @@ static inline void evfree_bufferevent(struct bufferevent **bev)
 	if (*bev)
 		bufferevent_free(*bev);
 	*bev = NULL;
-}
-
-static inline void evfree_dns(struct evdns_base **dns)
-{
-	if (*dns)
-		evdns_base_free(*dns, 0);
-	*dns = NULL;
 }
 
 static inline void evfree_http(struct evhttp **http)

@@ -37,6 +37,7 @@
 #include "proxy/notify.h"
 #include "proxy/pace.h"
 #include "proxy/records_cli.h"
+#include "proxy/resolver.h"
 #include "proxy/secrets.h"
 #include "proxy/stats.h"
 #include "proxy/store.h"
@@ -66,6 +67,7 @@ struct supervisor {
 	int nworkers;
 	int started;
 	int stopping;
+	struct evdns_base *dns;     /* its host names */
 	struct store *store;        /* the sweeper's and the admin's */
 	struct sweeper *sweeper;
 	struct pace *pace;          /* owner durations, shared by the workers */
@@ -254,6 +256,7 @@ static int supervisor_start(struct supervisor *sv, struct conf *conf, struct sec
 	if (!sv->gen) {
 		conf_free(conf);
 		secrets_free(secrets);
+		log_error(NULL, "cannot start: out of memory");
 		return -1;
 	}
 	sv->nworkers = conf->workers;
@@ -261,10 +264,13 @@ static int supervisor_start(struct supervisor *sv, struct conf *conf, struct sec
 	sv->each = calloc((size_t)sv->nworkers, sizeof(*sv->each));
 	sv->base = event_base_new();
 	sv->pace = pace_new(STATS_ROUTES_MAX + 1);
-	if (!sv->workers || !sv->each || !sv->base || !sv->pace || supervisor_signals(sv) < 0)
+	if (!sv->workers || !sv->each || !sv->base || !sv->pace || supervisor_signals(sv) < 0) {
+		log_error(NULL, "cannot start: no memory for the workers, or the main event loop "
+				"or its signal events failed");
 		return -1;
+	}
 	/* Every listener is bound before any thread runs: a bad address fails
-	 * start-up as a whole. */
+	 * start-up as a whole. worker_init says why it failed. */
 	for (int i = 0; i < sv->nworkers; i++) {
 		sv->each[i] = &sv->workers[i].stats;
 		if (worker_init(&sv->workers[i], i, sv->gen, sv->pace) < 0)
@@ -272,18 +278,27 @@ static int supervisor_start(struct supervisor *sv, struct conf *conf, struct sec
 	}
 	gethostname(host, sizeof(host) - 1);
 	snprintf(owner_id, sizeof(owner_id), "%s:%d:main", host, (int)getpid());
-	sv->store = store_new(sv->base, conf->database, conf->store_timeout_ms, owner_id, 0);
-	sv->sweeper = sv->store ? sweeper_new(sv->base, sv->store, conf->sweep_interval_ms) : NULL;
-	if (!sv->sweeper)
+	sv->dns = resolver_new(sv->base, conf);
+	if (!sv->dns)
 		return -1;
+	sv->store = store_new(sv->base, sv->dns, conf->resolver_timeout_ms, conf->database,
+			      conf->store_timeout_ms, owner_id, 0);
+	sv->sweeper = sv->store ? sweeper_new(sv->base, sv->store, conf->sweep_interval_ms) : NULL;
+	if (!sv->sweeper) {
+		log_error(NULL, "cannot start: the sweeper's store: out of memory");
+		return -1;
+	}
 	if (conf->admin.host) {
 		sv->admin = admin_new(sv->base, conf, sv->gen->secrets, sv->store, sv->each, sv->nworkers, sv->sweeper);
 		if (!sv->admin)
 			return -1;
 	}
-	for (; sv->started < sv->nworkers; sv->started++)
-		if (worker_start(&sv->workers[sv->started]) < 0)
+	for (; sv->started < sv->nworkers; sv->started++) {
+		if (worker_start(&sv->workers[sv->started]) < 0) {
+			log_error(NULL, "cannot start worker %d: %s", sv->started, strerror(errno));
 			return -1;
+		}
+	}
 	log_info(NULL, "idemproxy %s listening on %s:%d with %d workers, upstream %s",
 		 IDEMPROXY_VERSION, conf->listen.host, conf->listen.port, sv->nworkers,
 		 conf->upstream_url);
@@ -307,6 +322,7 @@ static void supervisor_free(struct supervisor *sv)
 	conf_gen_release(sv->gen);
 	for (size_t i = 0; i < sizeof(sv->signals) / sizeof(sv->signals[0]); i++)
 		evfree_event(&sv->signals[i]);
+	resolver_free(sv->base, &sv->dns);
 	evfree_base(&sv->base);
 	free(sv->workers);
 	free(sv->each);
@@ -332,19 +348,27 @@ static int run(struct conf *conf, struct secrets *secrets)
 	int rc = 1;
 
 	event_set_log_callback(libevent_log);
-	if (evthread_use_pthreads() < 0)
+	if (evthread_use_pthreads() < 0) {
+		log_error(NULL, "cannot start: libevent's thread support failed");
 		return 1;
+	}
 	conf_warnings(conf, warning_log, NULL);
 	secrets_warnings(conf, secrets, warning_log, NULL);
-	if (supervisor_start(&sv, conf, secrets) == 0 &&
-	    pthread_create(&joiner, NULL, joiner_main, &sv) == 0) {
-		/* Every listener is open: traffic may come. */
-		notify_send("READY=1");
-		event_base_dispatch(sv.base);
-		pthread_join(joiner, NULL);
-		sv.started = 0;
-		log_info(NULL, "stopped");
-		rc = 0;
+	/* supervisor_start says why it failed. */
+	if (supervisor_start(&sv, conf, secrets) == 0) {
+		int err = pthread_create(&joiner, NULL, joiner_main, &sv);
+
+		if (err) {
+			log_error(NULL, "cannot start: a thread: %s", strerror(err));
+		} else {
+			/* Every listener is open: traffic may come. */
+			notify_send("READY=1");
+			event_base_dispatch(sv.base);
+			pthread_join(joiner, NULL);
+			sv.started = 0;
+			log_info(NULL, "stopped");
+			rc = 0;
+		}
 	}
 	supervisor_free(&sv);
 	return rc;

@@ -345,7 +345,9 @@ out:
 	return rc;
 }
 
-/* A connection for the migrator, or NULL with a message in err. */
+/* A connection for the migrator, or NULL with a message in err. The
+ * command runs no event loop, so libpq's own (blocking) host name lookup
+ * is fine here, unlike in the store (store_dns.c). */
 static PGconn *migrate_connect(const char *conninfo, char *err, size_t errlen)
 {
 	PGconn *conn = PQconnectdb(conninfo ? conninfo : "");

@@ -313,6 +313,8 @@ static int records_exec(const struct conf *conf, enum records_cmd cmd, const str
 	values[0] = timeout;
 	if (!conf->database)
 		keys[2] = NULL;
+	/* A blocking command outside any event loop: libpq may look host
+	 * names up itself (the store does it with evdns, store_dns.c). */
 	conn = PQconnectdbParams(keys, values, 1);
 	if (PQstatus(conn) != CONNECTION_OK) {
 		snprintf(err, errlen, "cannot connect to the database: %s", PQerrorMessage(conn));

@@ -1148,8 +1148,8 @@ static int64_t store_forget_wait_ms(int64_t timeout_ms)
 	return half < STORE_FORGET_WAIT_MS ? half : STORE_FORGET_WAIT_MS;
 }
 
-struct store *store_new(struct event_base *base, const char *conninfo, int64_t timeout_ms,
-			const char *owner_id, int named)
+struct store *store_new(struct event_base *base, struct evdns_base *dns, int64_t dns_timeout_ms,
+			const char *conninfo, int64_t timeout_ms, const char *owner_id, int named)
 {
 	static const struct store_conn_cbs events = {
 	    .connected = store_connected,
@@ -1162,7 +1162,8 @@ struct store *store_new(struct event_base *base, const char *conninfo, int64_t t
 
 	if (!st)
 		return NULL;
-	conn_ok = store_conn_init(&st->conn, base, conninfo, timeout_ms, named, &events, st) == 0;
+	conn_ok = store_conn_init(&st->conn, base, dns, dns_timeout_ms, conninfo, timeout_ms, named,
+				  &events, st) == 0;
 	st->timeout_ms = timeout_ms;
 	store_sql_timeouts(st->timeout_sql, st->forget_timeout_sql, timeout_ms,
 			   store_forget_wait_ms(timeout_ms));

@@ -20,6 +20,7 @@
 #include "proxy/store_stmt.h"
 
 struct event_base;
+struct evdns_base;
 struct pg_result; /* libpq's PGresult */
 struct store;
 
@@ -52,14 +53,16 @@ enum store_flags {
 };
 
 /*
- * A store for one event loop. conninfo NULL means libpq defaults. It starts
+ * A store for one event loop. Its host names are looked up on dns, each
+ * connect's within dns_timeout_ms (resolver_timeout); dns NULL leaves them
+ * to libpq, which blocks: only for a loop that may. conninfo NULL means libpq defaults. It starts
  * connecting at once and reconnects with backoff whenever the connection is
  * lost. timeout_ms bounds every round trip (store_timeout). named: 1 sends
  * batches as named prepared statements, 0 unnamed, -1 named unless each
  * new connection turns out to go through a pooler (prepared_statements).
  */
-struct store *store_new(struct event_base *base, const char *conninfo, int64_t timeout_ms,
-			const char *owner_id, int named);
+struct store *store_new(struct event_base *base, struct evdns_base *dns, int64_t dns_timeout_ms,
+			const char *conninfo, int64_t timeout_ms, const char *owner_id, int named);
 void store_free(struct store *st);
 
 /* 1 while connected and usable. */

@@ -28,8 +28,10 @@
 #include "proxy/clock.h"
 #include "proxy/evfree.h"
 #include "proxy/store_conn.h"
+#include "proxy/store_dns.h"
 
 #define STORE_APPLICATION_NAME "idemproxy"
+#define STORE_MSG_MAX 512
 
 static void store_conn_io_event(evutil_socket_t fd, short what, void *arg);
 
@@ -104,6 +106,8 @@ void store_conn_fail(struct store_conn *c, const char *msg, const char *error)
 	struct timeval tv;
 
 	store_log(LOG_WARN, msg, error);
+	store_dns_free(c->lookup);
+	c->lookup = NULL;
 	c->cb->lost(c->arg);
 	c->busy = 0;
 	PQclear(c->res);
@@ -119,14 +123,13 @@ void store_conn_fail(struct store_conn *c, const char *msg, const char *error)
 		c->backoff_ms = STORE_BACKOFF_MAX_MS;
 }
 
-void store_conn_start(struct store_conn *c)
+/* Start connecting with libpq's parameters (see PQconnectStartParams). */
+static void store_conn_connect(struct store_conn *c, const char *const *keywords,
+			       const char *const *values, int expand_dbname)
 {
-	static const char *const keywords[] = {"dbname", "fallback_application_name", NULL};
-	const char *values[] = {c->conninfo, STORE_APPLICATION_NAME, NULL};
 	struct timeval tv;
 
-	/* The conninfo string goes in as dbname, which libpq expands. */
-	c->pg = PQconnectStartParams(keywords, values, 1);
+	c->pg = PQconnectStartParams(keywords, values, expand_dbname);
 	if (!c->pg) {
 		store_conn_fail(c, "store connect failed", "out of memory");
 		return;
@@ -144,6 +147,49 @@ void store_conn_start(struct store_conn *c)
 	}
 	tv = clock_tv(c->timeout_ms);
 	event_add(c->timer_ev, &tv);
+}
+
+/* The conninfo's host names were looked up: connect to the addresses. */
+static void store_conn_resolved(void *arg, struct store_dns *d, const char *error)
+{
+	struct store_conn *c = arg;
+
+	if (error) {
+		store_conn_fail(c, "store host name lookup failed", error);
+		return;
+	}
+	c->lookup = NULL;
+	event_del(c->timer_ev);
+	/* libpq copies the parameters. */
+	store_conn_connect(c, store_dns_keywords(d), store_dns_values(d), 0);
+	store_dns_free(d);
+}
+
+void store_conn_start(struct store_conn *c)
+{
+	static const char *const keywords[] = {"dbname", "fallback_application_name", NULL};
+	const char *values[] = {c->conninfo, STORE_APPLICATION_NAME, NULL};
+	struct timeval tv;
+	int oom = 0;
+
+	/* Host names are looked up here, without blocking, at every connect,
+	 * so a name that moves is followed; libpq would block on them. */
+	if (c->dns) {
+		c->lookup = store_dns_start(c->base, c->dns, c->conninfo, STORE_APPLICATION_NAME,
+					    store_conn_resolved, c, &oom);
+		if (oom) {
+			store_conn_fail(c, "store connect failed", "out of memory");
+			return;
+		}
+		if (c->lookup) {
+			c->state = STORE_RESOLVING;
+			tv = clock_tv(c->dns_timeout_ms);
+			event_add(c->timer_ev, &tv);
+			return;
+		}
+	}
+	/* The conninfo string goes in as dbname, which libpq expands. */
+	store_conn_connect(c, keywords, values, 1);
 }
 
 /* Advance the connect state machine after socket activity. */
@@ -183,9 +229,16 @@ static void store_conn_timer_event(evutil_socket_t fd, short what, void *arg)
 {
 	struct store_conn *c = arg;
 
+	char msg[STORE_MSG_MAX];
+
 	switch (c->state) {
 	case STORE_DISCONNECTED:
 		store_conn_start(c);
+		break;
+	case STORE_RESOLVING:
+		snprintf(msg, sizeof(msg), "%s: no answer within %lld ms (resolver_timeout)",
+			 store_dns_pending(c->lookup), (long long)c->dns_timeout_ms);
+		store_conn_fail(c, "store host name lookup failed", msg);
 		break;
 	case STORE_CONNECTING:
 		store_conn_fail(c, "store connect timed out", NULL);
@@ -321,13 +374,16 @@ static void store_conn_io_event(evutil_socket_t fd, short what, void *arg)
 	store_conn_notifies(c);
 }
 
-int store_conn_init(struct store_conn *c, struct event_base *base, const char *conninfo,
-		    int64_t timeout_ms, int named, const struct store_conn_cbs *cb, void *arg)
+int store_conn_init(struct store_conn *c, struct event_base *base, struct evdns_base *dns,
+		    int64_t dns_timeout_ms, const char *conninfo, int64_t timeout_ms, int named,
+		    const struct store_conn_cbs *cb, void *arg)
 {
 	memset(c, 0, sizeof(*c));
 	c->cb = cb;
 	c->arg = arg;
 	c->base = base;
+	c->dns = dns;
+	c->dns_timeout_ms = dns_timeout_ms;
 	c->timeout_ms = timeout_ms;
 	c->backoff_ms = STORE_BACKOFF_MIN_MS;
 	c->io_fd = -1;
@@ -343,6 +399,8 @@ int store_conn_init(struct store_conn *c, struct event_base *base, const char *c
 
 void store_conn_free(struct store_conn *c)
 {
+	store_dns_free(c->lookup);
+	c->lookup = NULL;
 	evfree_event(&c->io_ev);
 	evfree_event(&c->timer_ev);
 	PQclear(c->res);

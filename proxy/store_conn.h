@@ -1,13 +1,15 @@
 /*
  * The store's connection to PostgreSQL, under the store as pgbouncer's
  * sbuf.c is under server.c: it connects without blocking
- * (PQconnectStartParams, then PQconnectPoll on socket events), reconnects
+ * (its host names looked up with evdns, store_dns.c, then
+ * PQconnectStartParams and PQconnectPoll on socket events), reconnects
  * after a backoff whenever the connection is lost, watches the socket,
  * and carries one pipeline at a time: statements added with
  * store_conn_send, named ones prepared once per session, up to a sync,
  * whose results it collects in order and hands up when the sync arrives.
  * One timer serves it all: the backoff before the next connect, the
- * connect deadline, the deadline of the pipeline in flight.
+ * lookups' deadline, the connect deadline, the deadline of the pipeline
+ * in flight.
  *
  * It knows no operation: it tells the store what happened through the
  * callbacks of struct store_conn_cbs, from the event loop (and lost also
@@ -28,8 +30,10 @@
 
 struct event;
 struct event_base;
+struct evdns_base;
 struct pg_conn;	  /* libpq's PGconn */
 struct pg_result; /* libpq's PGresult */
+struct store_dns;
 
 /* The backoff before a reconnect, doubling while connects and statements
  * fail (a lost claim's removal waits between attempts the same way). */
@@ -47,6 +51,7 @@ struct pg_result; /* libpq's PGresult */
 
 enum store_conn_state {
 	STORE_DISCONNECTED, /* timer: backoff before the next connect */
+	STORE_RESOLVING,    /* timer: the host name lookups' deadline */
 	STORE_CONNECTING,   /* timer: connect deadline */
 	STORE_CONNECTED,    /* timer: deadline of the pipeline in flight */
 };
@@ -74,6 +79,9 @@ struct store_conn {
 	/* The connection. */
 	struct event_base *base;
 	char *conninfo;
+	struct evdns_base *dns;	   /* NULL: libpq looks host names up (blocking) */
+	int64_t dns_timeout_ms;	   /* the lookups' deadline */
+	struct store_dns *lookup;  /* the lookups under way (STORE_RESOLVING) */
 	int64_t timeout_ms; /* a connect's deadline */
 	int64_t backoff_ms; /* before the next connect */
 	enum store_conn_state state;
@@ -106,12 +114,13 @@ struct store_conn {
 void store_log(enum log_level level, const char *msg, const char *error);
 
 /*
- * Set c up, not connected yet: conninfo (copied; NULL: libpq's defaults),
- * timeout_ms for a connect, named as store_new's. 0, or -1 when out of
- * memory (store_conn_free then frees what was made).
+ * Set c up, not connected yet: dns and dns_timeout_ms, conninfo (copied;
+ * NULL: libpq's defaults), timeout_ms for a connect, named as store_new's.
+ * 0, or -1 when out of memory (store_conn_free then frees what was made).
  */
-int store_conn_init(struct store_conn *c, struct event_base *base, const char *conninfo,
-		    int64_t timeout_ms, int named, const struct store_conn_cbs *cb, void *arg);
+int store_conn_init(struct store_conn *c, struct event_base *base, struct evdns_base *dns,
+		    int64_t dns_timeout_ms, const char *conninfo, int64_t timeout_ms, int named,
+		    const struct store_conn_cbs *cb, void *arg);
 
 /* Start connecting; a failure is reported as lost, then retried after the backoff. */
 void store_conn_start(struct store_conn *c);

@@ -9,7 +9,6 @@
 #include "proxy/worker.h"
 
 #include <errno.h>
-#include <event2/dns.h>
 #include <event2/event.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
@@ -27,6 +26,7 @@
 #include "proxy/listener.h"
 #include "proxy/log.h"
 #include "proxy/request.h"
+#include "proxy/resolver.h"
 #include "proxy/secrets.h"
 #include "proxy/store.h"
 #include "proxy/upstream.h"
@@ -190,16 +190,22 @@ int worker_init(struct worker *w, int id, struct conf_gen *gen, struct pace *pac
 	cfg = event_config_new();
 	if (!cfg || event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK) < 0) {
 		event_config_free(cfg);
+		log_error(NULL, "worker %d: cannot configure its event loop", id);
 		return -1;
 	}
 	w->base = event_base_new_with_config(cfg);
 	event_config_free(cfg);
 	w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (!w->base || w->wake_fd < 0)
+	if (!w->base || w->wake_fd < 0) {
+		log_error(NULL, "worker %d: cannot make its event loop: %s", id,
+			  w->base ? strerror(errno) : "libevent failed");
 		return -1;
-	w->dns = evdns_base_new(w->base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
-	w->store = store_new(w->base, conf->database, conf->store_timeout_ms, w->owner_id,
-			     conf->prepared_statements);
+	}
+	w->dns = resolver_new(w->base, conf);
+	if (!w->dns)
+		return -1;
+	w->store = store_new(w->base, w->dns, conf->resolver_timeout_ms, conf->database,
+			     conf->store_timeout_ms, w->owner_id, conf->prepared_statements);
 	w->pool = upstream_pool_new(w->base, w->dns, conf->upstream_host, conf->upstream_port,
 				    gen->secrets->upstream_tls,
 				    conf->upstream_server_name ? conf->upstream_server_name
@@ -211,10 +217,13 @@ int worker_init(struct worker *w, int id, struct conf_gen *gen, struct pace *pac
 	w->drain_timer = evtimer_new(w->base, drain_cb, w);
 	w->wake_ev = event_new(w->base, w->wake_fd, EV_READ | EV_PERSIST, wake_cb, w);
 	w->tick_timer = event_new(w->base, -1, EV_PERSIST, worker_tick_cb, w);
-	if (!w->dns || !w->store || !w->pool || !w->cache || !w->budget || !w->reqs ||
-	    !w->drain_timer || !w->wake_ev || !w->tick_timer || event_add(w->wake_ev, NULL) < 0 ||
-	    event_add(w->tick_timer, &tick_tv) < 0)
+	if (!w->store || !w->pool || !w->cache || !w->budget || !w->reqs || !w->drain_timer ||
+	    !w->wake_ev || !w->tick_timer || event_add(w->wake_ev, NULL) < 0 ||
+	    event_add(w->tick_timer, &tick_tv) < 0) {
+		log_error(NULL, "worker %d: cannot set up its store, upstream pool, cache or "
+				"timers: out of memory", id);
 		return -1;
+	}
 	worker_listen(w, conf);
 	worker_budget(w, conf);
 	w->listener = listener_new(w->base, &w->gens, w->reqs, w->budget);
@@ -236,7 +245,7 @@ void worker_free(struct worker *w)
 	/* Requests are gone, so are the retired configurations; then ours. */
 	conf_gen_release(atomic_exchange(&w->pending_gen, NULL));
 	conf_gens_clear(&w->gens);
-	evfree_dns(&w->dns);
+	resolver_free(w->base, &w->dns);
 	/* wake_fd is set (maybe -1) once worker_init made the base. */
 	if (w->base && w->wake_fd >= 0)
 		close(w->wake_fd);

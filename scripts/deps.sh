@@ -14,7 +14,8 @@
 #          (openssl, curl, pgbouncer, clang for the sanitizer build, node
 #          and npm for the SDK tests in tests/sdk, nghttp for the upgrade
 #          tests, hypercorn and node as upstreams of the upgrade and
-#          spelling tests)
+#          spelling tests, python3-dnslib for the DNS server of the
+#          store host name tests)
 #   bench  `make bench`: wrk, nginx, gnuplot, openssl, curl and the JWT
 #          helper's python3-cryptography
 #   fuzz   `make fuzz`: clang with libFuzzer
@@ -29,7 +30,7 @@ set -eu
 RUN="build-essential gcc make pkg-config libevent-dev libpq-dev libssl-dev
 libyajl-dev postgresql python3 curl"
 TEST="python3-pytest python3-psycopg2 python3-cryptography python3-websocket
-python3-yaml python3-hypercorn curl openssl clang libclang-rt-14-dev pgbouncer
+python3-yaml python3-hypercorn python3-dnslib curl openssl clang libclang-rt-14-dev pgbouncer
 mandoc groff-base nghttp2-client nodejs npm"
 # promtool (test_reload.py checks /metrics with it) and systemd-analyze
 # (test_install.py verifies the unit with it).

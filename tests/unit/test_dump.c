@@ -40,6 +40,7 @@ static const char full[] =
     "tunnel_upgrades websocket foo/2\n"
     "max_connections 77\n"
     "trusted_proxies 10.0.0.0/8 fd00::/8 127.0.0.1\n"
+    "resolver 127.0.0.1:5353 [::1]:53 10.0.0.2\n"
     "underscores_in_headers on\n"
     "store_unavailable fail-open\n"
     "problem_base https://p.example/\n"
@@ -116,6 +117,7 @@ static void test_round_trip(void)
 	HAS(text, "max_stored_body 2g\n");
 	HAS(text, "max_request_body 65537\n");
 	HAS(text, "trusted_proxies 10.0.0.0/8 fd00::/8 127.0.0.1/32\n");
+	HAS(text, "resolver 127.0.0.1:5353 [::1]:53 10.0.0.2\n");
 	HAS(text, "actor jwt /etc/jwks.json \"issuer=the iss\" audience=api claim=uid leeway=5s "
 		  "header=X-T require=exp\n");
 	HAS(text, "    match POST /o/{id}/*\n    match PUT /\n");

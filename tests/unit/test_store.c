@@ -506,7 +506,7 @@ static void test_header_bytes(struct store *st, const unsigned char *fp)
 /* A connection that cannot be made: answers later, never inside the call. */
 static void test_unavailable(const unsigned char *fp)
 {
-	struct store *st = store_new(base, "host=127.0.0.1 port=1", 500, "test", -1);
+	struct store *st = store_new(base, NULL, 0, "host=127.0.0.1 port=1", 500, "test", -1);
 	struct scope sc = {actor, "order.pay", "key-down"};
 	struct result r;
 
@@ -556,7 +556,7 @@ static void test_read_only(const char *dsn, const unsigned char *fp)
 		return;
 	}
 	setenv("PGOPTIONS", opts, 1);
-	st = store_new(base, dsn, TEST_TIMEOUT_MS, "test", -1);
+	st = store_new(base, NULL, 0, dsn, TEST_TIMEOUT_MS, "test", -1);
 	unsetenv("PGOPTIONS");
 	CHECK(wait_ready(st));
 	r = claim(st, &sc, fp, TEST_LEASE_MS);
@@ -574,7 +574,7 @@ static void test_timeout(const char *dsn, const unsigned char *fp)
 {
 	struct scope sc = {actor, "order.pay", "key-locked"};
 	struct scope next = {actor, "order.pay", "key-after-lock"};
-	struct store *st = store_new(base, dsn, 300, "test", -1);
+	struct store *st = store_new(base, NULL, 0, dsn, 300, "test", -1);
 	struct result a = {0}, r;
 	PGconn *locker = PQconnectdb(dsn);
 	const char *values[3] = {actor, sc.operation, sc.key};
@@ -625,7 +625,7 @@ static void test_lost(const char *dsn, const unsigned char *fp)
 	int killed;
 
 	setenv("PGAPPNAME", actor, 1);
-	st = store_new(base, dsn, TEST_TIMEOUT_MS, "test", -1);
+	st = store_new(base, NULL, 0, dsn, TEST_TIMEOUT_MS, "test", -1);
 	unsetenv("PGAPPNAME");
 	CHECK(wait_ready(st));
 	res = PQexecParams(admin,
@@ -668,7 +668,7 @@ static void test_lost_mid_batch(const char *dsn, const unsigned char *fp)
 
 	snprintf(app, sizeof(app), "%s-lost", actor);
 	setenv("PGAPPNAME", app, 1);
-	st = store_new(base, dsn, TEST_WAIT_MS, "test", -1);
+	st = store_new(base, NULL, 0, dsn, TEST_WAIT_MS, "test", -1);
 	unsetenv("PGAPPNAME");
 	CHECK(wait_ready(st));
 	for (int i = 0; i < TEST_BAD_BATCH; i++) {
@@ -759,7 +759,7 @@ static void test_multi_host(const char *dsn, const unsigned char *fp)
 	if (PQpass(conn) && PQpass(conn)[0])
 		conninfo_add(info, sizeof(info), "password", PQpass(conn));
 	PQfinish(conn);
-	st = store_new(base, info, TEST_TIMEOUT_MS, "test", -1);
+	st = store_new(base, NULL, 0, info, TEST_TIMEOUT_MS, "test", -1);
 	CHECK(wait_ready(st));
 	r = claim(st, &sc, fp, TEST_LEASE_MS);
 	CHECK(r.res == STORE_OK);
@@ -779,7 +779,7 @@ static void free_in_callback(void *arg, enum store_result res, int64_t generatio
 static void test_free_in_callback(const char *dsn, const unsigned char *fp)
 {
 	struct scope sc = {actor, "order.pay", "key-free"};
-	struct store *st = store_new(base, "host=127.0.0.1 port=1", 500, "test", -1);
+	struct store *st = store_new(base, NULL, 0, "host=127.0.0.1 port=1", 500, "test", -1);
 	struct result r = {0};
 
 	store_claim(st, &sc, fp, TEST_LEASE_MS, 0, free_in_callback, &st);
@@ -842,7 +842,7 @@ static void test_notify(const char *dsn, struct store *st, const unsigned char *
 {
 	struct scope sc = {actor, "order.wait", "key-notify"};
 	struct scope quiet = {actor, "order.wait", "key-quiet"};
-	struct store *ear = store_new(base, dsn, TEST_TIMEOUT_MS, "ear", -1);
+	struct store *ear = store_new(base, NULL, 0, dsn, TEST_TIMEOUT_MS, "ear", -1);
 	struct heard h = {0};
 	struct result q = {0}, n = {0}, c;
 	char token[SCOPE_TOKEN_SIZE];
@@ -882,7 +882,7 @@ static void test_race(const char *dsn, const unsigned char *fp)
 	char key[32];
 
 	for (int i = 0; i < TEST_RACERS; i++) {
-		st[i] = store_new(base, dsn, TEST_TIMEOUT_MS, "racer", -1);
+		st[i] = store_new(base, NULL, 0, dsn, TEST_TIMEOUT_MS, "racer", -1);
 		CHECK(wait_ready(st[i]));
 	}
 	for (int round = 0; round < TEST_RACE_ROUNDS; round++) {
@@ -967,7 +967,7 @@ static void bench(const char *dsn, const unsigned char *fp)
 	static struct bench_slot slots[TEST_BENCH_SLOTS];
 	const char *conc_env = getenv("IDEMPROXY_STORE_BENCH_CONC");
 	int conc = conc_env ? atoi(conc_env) : TEST_BENCH_SLOTS;
-	struct store *st = store_new(base, dsn, TEST_TIMEOUT_MS, "bench", -1);
+	struct store *st = store_new(base, NULL, 0, dsn, TEST_TIMEOUT_MS, "bench", -1);
 	struct timespec start, now;
 	int64_t batches, ops;
 	double secs;
@@ -1254,7 +1254,7 @@ int main(void)
 		event_base_free(base);
 		UNIT_DONE("store bench");
 	}
-	st = store_new(base, dsn, TEST_TIMEOUT_MS, "test-owner", -1);
+	st = store_new(base, NULL, 0, dsn, TEST_TIMEOUT_MS, "test-owner", -1);
 	CHECK(st != NULL);
 	CHECK(wait_ready(st));
 	test_claim_finish(st, fp, fp2);

@@ -17,6 +17,10 @@ SWEEP_LOCK_KEY = 7594869612733442170    # the sweeper's advisory lock (sweeper.c
 SWEEPS_WHILE_LOCKED = 3
 LIST_LIMIT = 1000
 JSON_CTYPE = "application/json"
+# The latency buckets' upper bounds in seconds, +Inf aside: up to 60 s, past
+# upstream_timeout's 30 s default.
+BUCKET_BOUNDS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+                 30, 60]
 
 
 def admin_json(resp, status):
@@ -39,6 +43,7 @@ def check_histogram(m, name, at_least):
     assert bounds[-1] == "+Inf", bounds
     finite = [float(b) for b in bounds[:-1]]
     assert finite == sorted(finite) and len(set(finite)) == len(finite), bounds
+    assert finite == BUCKET_BOUNDS, bounds
     counts = [v for _, v in buckets]
     assert all(a <= b for a, b in zip(counts, counts[1:])), (name, counts)
     count = m.get(name + "_count")

@@ -54,6 +54,7 @@
 #include "proxy/evfree.h"
 #include "proxy/log.h"
 #include "proxy/migrate.h"
+#include "proxy/procstat.h"
 #include "proxy/records.h"
 #include "proxy/secrets.h"
 #include "proxy/stats.h"
@@ -366,6 +367,7 @@ static void admin_metrics(struct admin *a, struct evhttp_request *req)
 	};
 
 	stats_render(out, a->each, a->nworkers, &limits);
+	procstat_render(out);
 	evbuffer_add_printf(out,
 			    "# HELP idemproxy_config_last_reload_successful Whether the last "
 			    "reload applied its file (1 at start).\n"

@@ -41,7 +41,8 @@ FUZZ_CFLAGS  := -std=gnu11 -O1 -g -I. -D_GNU_SOURCE -fsanitize=fuzzer,address,un
                 -DIDEMPROXY_VERSION='"$(VERSION)"'
 FUZZERS      := build/fuzz/fuzz_http build/fuzz/fuzz_fingerprint build/fuzz/fuzz_conf \
                 build/fuzz/fuzz_path build/fuzz/fuzz_idemkey build/fuzz/fuzz_records \
-                build/fuzz/fuzz_jwt build/fuzz/fuzz_seal build/fuzz/fuzz_keysource
+                build/fuzz/fuzz_jwt build/fuzz/fuzz_seal build/fuzz/fuzz_keysource \
+                build/fuzz/fuzz_procstat
 
 # Each fuzz target's sources (one list: what it is built from and what
 # rebuilds it; the headers they include come from clang's -MMD) and libraries.
@@ -68,6 +69,8 @@ FUZZ_LIB_fuzz_jwt := -lyajl -lcrypto
 FUZZ_SRC_fuzz_seal := tests/fuzz/fuzz_seal.c proxy/seal.c proxy/base64.c proxy/record.c \
                       proxy/http.c http/header.c http/path.c
 FUZZ_LIB_fuzz_seal := -levent -lcrypto
+FUZZ_SRC_fuzz_procstat := tests/fuzz/fuzz_procstat.c proxy/procstat.c proxy/stats.c proxy/outcome.c
+FUZZ_LIB_fuzz_procstat := -levent
 
 .PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc check-modules check-docs lint fuzz chaos ha image image-test
 

@@ -381,7 +381,10 @@ def test_every_series_is_there_from_the_start(binary, proxy):
                  "idemproxy_replay_cache_entries", "idemproxy_replay_cache_bytes",
                  "idemproxy_store_seconds", "idemproxy_upstream_seconds",
                  "idemproxy_client_connections", "idemproxy_upstream_connections",
-                 "idemproxy_store_connections"):
+                 "idemproxy_store_connections", "idemproxy_ready",
+                 "process_cpu_seconds_total", "process_resident_memory_bytes",
+                 "process_virtual_memory_bytes", "process_start_time_seconds",
+                 "process_open_fds", "process_max_fds"):
         assert name in fams, name
     assert fams["idemproxy_client_connections_limit"].samples[0][2] == 8000
     assert fams["idemproxy_replay_cache_bytes_limit"].samples[0][2] > 0

@@ -6,7 +6,8 @@
  *   GET  /healthz                 200 while the process serves
  *   GET  /readyz                  200 while this instance should get traffic, else
  *                                 503 with a one-line reason (admin_ready)
- *   GET  /metrics                 Prometheus text (stats.c), the last reload's result
+ *   GET  /metrics                 Prometheus text (stats.c), the last reload's result,
+ *                                 readiness (admin_ready_gauge), the process (procstat.c)
  *   GET  /config                  the running configuration (conf/dump.c) below the
  *                                 last reload's time and result
  *   GET  /contract                the idempotency contract, Markdown (contract.c)
@@ -54,6 +55,7 @@
 #include "proxy/evfree.h"
 #include "proxy/log.h"
 #include "proxy/migrate.h"
+#include "proxy/procstat.h"
 #include "proxy/records.h"
 #include "proxy/secrets.h"
 #include "proxy/stats.h"
@@ -77,6 +79,8 @@ struct admin {
 	int nworkers;
 	struct sweeper *sweeper;
 	int draining; /* stopping: not ready, whatever the store says */
+	int ready;    /* the last readiness check's verdict: 1 ready, 0 not, -1 none yet */
+	int checking; /* a scrape's readiness check is in flight */
 	LIST_HEAD(, admin_call) calls;
 	/* The last reload: none yet (reload_at 0), applied, or refused with why. */
 	time_t reload_at, success_at; /* success_at: start, then each applied reload */
@@ -88,7 +92,7 @@ struct admin {
 struct admin_call {
 	LIST_ENTRY(admin_call) link;
 	struct admin *a;
-	struct evhttp_request *req;
+	struct evhttp_request *req; /* NULL: a scrape's readiness check, answered to nobody */
 	enum records_cmd cmd;
 	struct records_args args;
 	struct records_stmt stmt;
@@ -268,23 +272,36 @@ fail:
 
 static struct log_limit admin_schema_hints;
 
-static void admin_not_ready(struct evhttp_request *req, const char *reason)
+/* Not ready for reason: kept for idemproxy_ready, and answered when a request asked. */
+static void admin_not_ready(struct admin *a, struct evhttp_request *req, const char *reason)
 {
 	char line[ADMIN_ERR_MAX + ADMIN_NAMES_MAX];
 	int n = snprintf(line, sizeof(line), "not ready: %s\n", reason);
 
-	admin_reply(req, 503, "text/plain", line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+	a->ready = 0;
+	if (req)
+		admin_reply(req, 503, "text/plain", line,
+			    (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+}
+
+/* A readiness check is over. */
+static void admin_ready_end(struct admin_call *call)
+{
+	if (!call->req)
+		call->a->checking = 0;
+	admin_call_free(call);
 }
 
 /* The schema is not what this binary needs: say so in the log too, now and then. */
-static void admin_schema_not_ready(struct evhttp_request *req, const char *reason)
+static void admin_schema_not_ready(struct admin *a, struct evhttp_request *req,
+				   const char *reason)
 {
 	int skipped;
 
 	if (log_limit_pass(&admin_schema_hints, clock_now_us(), ADMIN_HINT_INTERVAL_US, &skipped))
 		log_warn(NULL, "not ready: %s: run \"idemproxy migrate -c FILE\" against the "
 			       "configured database", reason);
-	admin_not_ready(req, reason);
+	admin_not_ready(a, req, reason);
 }
 
 static void admin_ready_applied(void *arg, enum store_result res, const PGresult *result)
@@ -294,15 +311,17 @@ static void admin_ready_applied(void *arg, enum store_result res, const PGresult
 	int pending;
 
 	if (res != STORE_OK) {
-		admin_not_ready(call->req, "the store is unreachable");
+		admin_not_ready(call->a, call->req, "the store is unreachable");
 	} else if ((pending = migrate_pending(result, names, sizeof(names))) > 0) {
 		snprintf(reason, sizeof(reason), "%d migration%s pending (%s)", pending,
 			 pending == 1 ? "" : "s", names);
-		admin_schema_not_ready(call->req, reason);
+		admin_schema_not_ready(call->a, call->req, reason);
 	} else {
-		admin_reply(call->req, 200, "text/plain", "ready\n", 6);
+		call->a->ready = 1;
+		if (call->req)
+			admin_reply(call->req, 200, "text/plain", "ready\n", 6);
 	}
-	admin_call_free(call);
+	admin_ready_end(call);
 }
 
 static void admin_ready_schema(void *arg, enum store_result res, const PGresult *result)
@@ -311,43 +330,67 @@ static void admin_ready_schema(void *arg, enum store_result res, const PGresult 
 	struct admin_call *call = arg;
 
 	if (res != STORE_OK || PQntuples(result) != 1)
-		admin_not_ready(call->req, "the store is unreachable");
+		admin_not_ready(call->a, call->req, "the store is unreachable");
 	else if (strcmp(PQgetvalue(result, 0, 0), "off") != 0)
-		admin_not_ready(call->req, "the store is read-only (a standby?)");
+		admin_not_ready(call->a, call->req, "the store is read-only (a standby?)");
 	else if (strcmp(PQgetvalue(result, 0, 1), "t") != 0)
-		admin_schema_not_ready(call->req, "the schema is missing");
+		admin_schema_not_ready(call->a, call->req, "the schema is missing");
 	else {
 		store_query(call->a->store, &applied, admin_ready_applied, call);
 		return;
 	}
-	admin_call_free(call);
+	admin_ready_end(call);
+}
+
+/* Draining, or some worker's store connection is down: not ready, asking nothing. */
+static const char *admin_not_ready_now(const struct admin *a)
+{
+	if (a->draining)
+		return "draining: idemproxy is stopping";
+	for (int i = 0; i < a->nworkers; i++)
+		if (!atomic_load_explicit(&a->each[i]->store_connected, memory_order_relaxed))
+			return "the store is unreachable";
+	return NULL;
 }
 
 /*
  * Ready (docs/operations.md, "Readiness"): not draining, every worker's store connection
- * up, the server takes writes, and every migration compiled in is applied.
+ * up, the server takes writes, and every migration compiled in is applied. With req
+ * NULL (a scrape's check), the verdict is only kept.
  */
 static void admin_ready(struct admin *a, struct evhttp_request *req)
 {
 	static const struct store_stmt schema = {MIGRATE_SQL_SCHEMA, 0, NULL, NULL, NULL, NULL};
+	const char *why = admin_not_ready_now(a);
 	struct admin_call *call;
 
-	if (a->draining) {
-		admin_not_ready(req, "draining: idemproxy is stopping");
+	if (why) {
+		admin_not_ready(a, req, why);
 		return;
-	}
-	for (int i = 0; i < a->nworkers; i++) {
-		if (!atomic_load_explicit(&a->each[i]->store_connected, memory_order_relaxed)) {
-			admin_not_ready(req, "the store is unreachable");
-			return;
-		}
 	}
 	call = admin_call_new(a, req);
 	if (!call) {
-		admin_error(req, 500, "out of memory");
+		if (req)
+			admin_error(req, 500, "out of memory");
 		return;
 	}
+	if (!req)
+		a->checking = 1;
 	store_query(a->store, &schema, admin_ready_schema, call);
+}
+
+/*
+ * idemproxy_ready: 0 at once while draining or with a worker's store connection down,
+ * else the verdict of the last readiness check (a /readyz or the scrape before this
+ * one: each scrape starts one, unless the last is still in flight); 0 before any.
+ */
+static int admin_ready_gauge(struct admin *a)
+{
+	int ready = !admin_not_ready_now(a) && a->ready == 1;
+
+	if (!a->checking)
+		admin_ready(a, NULL);
+	return ready;
 }
 
 static void admin_metrics(struct admin *a, struct evhttp_request *req)
@@ -366,6 +409,10 @@ static void admin_metrics(struct admin *a, struct evhttp_request *req)
 	};
 
 	stats_render(out, a->each, a->nworkers, &limits);
+	stats_metric(out, "idemproxy_ready", "gauge",
+		     "1 while /readyz answers 200 (as of the last check), else 0.",
+		     admin_ready_gauge(a));
+	procstat_render(out);
 	evbuffer_add_printf(out,
 			    "# HELP idemproxy_config_last_reload_successful Whether the last "
 			    "reload applied its file (1 at start).\n"
@@ -685,6 +732,7 @@ struct admin *admin_new(struct event_base *base, const struct conf *conf,
 	a->sweeper = sw;
 	a->success_at = time(NULL);
 	a->reload_ok = 1;
+	a->ready = -1;
 	LIST_INIT(&a->calls);
 	a->http = evhttp_new(base);
 	if (!a->http)

@@ -8,10 +8,14 @@
 
 #include "proxy/stats.h"
 
-/* Upper bounds of the latency buckets, in microseconds; the last is +Inf. */
+/*
+ * Upper bounds of the latency buckets, in microseconds; the last is +Inf.
+ * They reach 60 s so that a request held to upstream_timeout (30 s by
+ * default) or a little past it still lands in a finite bucket.
+ */
 static const int64_t stats_bounds_us[STATS_BUCKETS - 1] = {
 	500, 1000, 2500, 5000, 10000, 25000, 50000, 100000,
-	250000, 500000, 1000000, 2500000, 5000000, 10000000,
+	250000, 500000, 1000000, 2500000, 5000000, 10000000, 30000000, 60000000,
 };
 
 static const char *const stats_hist_names[STATS_HISTS] = {

@@ -15,7 +15,7 @@ struct evbuffer;
 
 #define STATS_ROUTES_MAX 256 /* distinct operation names over all reloads */
 #define STATS_NO_ROUTE	 0   /* requests no route matched */
-#define STATS_BUCKETS	 15  /* latency histogram buckets, +Inf included */
+#define STATS_BUCKETS	 17  /* latency histogram buckets, +Inf included */
 
 enum stats_hist {
 	STATS_STORE_SECONDS,	/* a claim's or an outcome write's round trip */

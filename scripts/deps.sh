@@ -32,7 +32,8 @@ libyajl-dev postgresql python3 curl"
 TEST="python3-pytest python3-psycopg2 python3-cryptography python3-websocket
 python3-yaml python3-hypercorn python3-dnslib curl openssl clang libclang-rt-14-dev pgbouncer
 mandoc groff-base nghttp2-client nodejs npm"
-# promtool (test_reload.py checks /metrics with it) and systemd-analyze
+# promtool (test_reload.py and test_alerts.py check /metrics and the alert
+# rules with it; the package's service is not needed) and systemd-analyze
 # (test_install.py verifies the unit with it).
 TEST="$TEST prometheus systemd"
 BENCH="wrk nginx-light gnuplot-nox curl openssl python3-cryptography"
@@ -125,4 +126,15 @@ $SUDO env DEBIAN_FRONTEND=noninteractive apt-get -qq update </dev/null
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get -y -qq \
 	-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
 	install --no-install-recommends $missing </dev/null >/dev/null
+# Debian's prometheus package starts a Prometheus server; the tests want
+# promtool only: do not leave the server running or enabled.
+case " $missing " in
+*" prometheus "*)
+	if [ -d /run/systemd/system ]; then
+		$SUDO systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+	elif [ -x /etc/init.d/prometheus ]; then
+		$SUDO /etc/init.d/prometheus stop >/dev/null 2>&1 || true
+	fi
+	;;
+esac
 echo "deps: done"

@@ -2,6 +2,8 @@
 records API over HTTP (the CLI's twin is test_records.py) and the sweeper
 under its advisory lock. Every idempotency test counts upstream effects
 exactly."""
+import os
+import time
 import urllib.parse
 
 from tests.lib import helpers
@@ -17,6 +19,12 @@ SWEEP_LOCK_KEY = 7594869612733442170    # the sweeper's advisory lock (sweeper.c
 SWEEPS_WHILE_LOCKED = 3
 LIST_LIMIT = 1000
 JSON_CTYPE = "application/json"
+# The latency buckets' upper bounds in seconds, +Inf aside: up to 60 s, past
+# upstream_timeout's 30 s default.
+BUCKET_BOUNDS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+                 30, 60]
+START_SLACK = 2.0       # seconds: process_start_time_seconds has the kernel's boot time, whole seconds
+FD_SLACK = 2            # descriptors a scrape opens itself: its connection, /proc/self/fd
 
 
 def admin_json(resp, status):
@@ -39,6 +47,7 @@ def check_histogram(m, name, at_least):
     assert bounds[-1] == "+Inf", bounds
     finite = [float(b) for b in bounds[:-1]]
     assert finite == sorted(finite) and len(set(finite)) == len(finite), bounds
+    assert finite == BUCKET_BOUNDS, bounds
     counts = [v for _, v in buckets]
     assert all(a <= b for a, b in zip(counts, counts[1:])), (name, counts)
     count = m.get(name + "_count")
@@ -150,6 +159,57 @@ def test_metrics_count_outcomes(proxy, upstream, ids):
     assert runs is not None, m.text
     assert helpers.poll(lambda: metrics(p).get("idemproxy_sweeper_runs_total") >= runs + 3), \
         metrics(p).text
+    assert upstream.count(actor=ids.actor) == 2
+
+
+def proc_limits_soft_nofile(pid):
+    with open("/proc/%d/limits" % pid) as f:
+        for line in f:
+            if line.startswith("Max open files"):
+                soft = line.split()[3]
+                return float("inf") if soft == "unlimited" else int(soft)
+    raise AssertionError("no Max open files in /proc/%d/limits" % pid)
+
+
+def proc_rss_bytes(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS in /proc/%d/status" % pid)
+
+
+def test_process_metrics(proxy, upstream, ids):
+    """The process collector's families, against what the test reads of the
+    same process in procfs: descriptors, their limit, memory, start time,
+    CPU time that only grows."""
+    before = time.time()
+    p = admin_proxy(proxy)
+    started = time.time()
+    pid = p.proc.pid
+    assert_owner(p.post("/api/courses", key=ids.key(), actor=ids.actor, body=course()))
+    fds_before = len(os.listdir("/proc/%d/fd" % pid))
+    m = metrics(p)
+    fds_after = len(os.listdir("/proc/%d/fd" % pid))
+    for name, kind in (("process_cpu_seconds_total", "counter"),
+                       ("process_resident_memory_bytes", "gauge"),
+                       ("process_virtual_memory_bytes", "gauge"),
+                       ("process_start_time_seconds", "gauge"),
+                       ("process_open_fds", "gauge"), ("process_max_fds", "gauge")):
+        assert m.types.get(name) == kind, (name, m.types.get(name))
+        assert len(m.all(name)) == 1 and m.all(name)[0][0] == {}, m.all(name)
+    fds = m.get("process_open_fds")
+    assert min(fds_before, fds_after) <= fds <= max(fds_before, fds_after) + FD_SLACK, \
+        (fds, fds_before, fds_after)
+    assert m.get("process_max_fds") == proc_limits_soft_nofile(pid)
+    rss = m.get("process_resident_memory_bytes")
+    assert 0 < rss / proc_rss_bytes(pid) < 2 and proc_rss_bytes(pid) / rss < 2, rss
+    assert m.get("process_virtual_memory_bytes") >= rss
+    assert before - START_SLACK <= m.get("process_start_time_seconds") <= started + START_SLACK
+    cpu = m.get("process_cpu_seconds_total")
+    assert 0 <= cpu <= (time.time() - before) * os.cpu_count() + 0.01, cpu
+    assert_owner(p.post("/api/courses", key=ids.key(), actor=ids.actor, body=course()))
+    assert metrics(p).get("process_cpu_seconds_total") >= cpu
     assert upstream.count(actor=ids.actor) == 2
 
 

@@ -24,7 +24,7 @@ try:
 except ImportError:  # reported by the test that needs it, not skipped
     yaml = None
 
-from tests.lib.admin import DASHBOARD, DASHBOARD_METRICS, dashboard_exprs
+from tests.lib.admin import DASHBOARD, DASHBOARD_METRICS, METRIC_NAME, dashboard_exprs
 from tests.lib.helpers import ROOT
 
 CONF_C = os.path.join(ROOT, "conf", "conf.c")
@@ -54,6 +54,8 @@ ALLOWED_METRICS = {
     "idemproxy_sweeper_errors_total", "idemproxy_store_retries_total",
     "idemproxy_relay_budget_bytes", "idemproxy_relay_budget_bytes_limit",
     "idemproxy_relay_budget_pauses_total",
+    "process_open_fds", "process_max_fds", "process_resident_memory_bytes",
+    "process_cpu_seconds_total",
 }
 # ... and those it must show.
 REQUIRED_METRICS = ALLOWED_METRICS - {
@@ -520,12 +522,16 @@ def test_dashboard_uses_only_exposed_metrics():
     exprs = dashboard_exprs()
     assert exprs
     for e in exprs:
-        names = re.findall(r"\bidemproxy_\w+", e)
-        assert names, "no idemproxy metric in %r" % e
+        names = METRIC_NAME.findall(e)
+        assert any(n.startswith("idemproxy_") for n in names), "no idemproxy metric in %r" % e
         for n in names:
-            assert re.fullmatch(r"idemproxy_[a-z_]+", n), n
+            assert re.fullmatch(r"(idemproxy|process)_[a-z_]+", n), n
     assert set(DASHBOARD_METRICS) <= ALLOWED_METRICS, set(DASHBOARD_METRICS) - ALLOWED_METRICS
     assert REQUIRED_METRICS <= set(DASHBOARD_METRICS), REQUIRED_METRICS - set(DASHBOARD_METRICS)
+    # The p99 of each outcome on its own: a replay's time beside an owner's.
+    assert any(re.fullmatch(r"histogram_quantile\(0\.99, sum by \(le, outcome\) \(rate\("
+                            r"idemproxy_request_duration_seconds_bucket\{[^}]*\}\[5m\]\)\)\)", e)
+               for e in exprs), exprs
     panels = dash["panels"]
     assert len({p["id"] for p in panels}) == len(panels)
     for p in panels:

@@ -26,6 +26,8 @@ REFUSAL_STATUSES = ("400", "408", "413", "414", "431", "503")
 HEAD_LIMIT = 32768          # HTTP_MAX_HEAD: start line and headers
 MAX_HEADERS = 100           # HTTP_MAX_HEADERS
 NOTIFY_WAIT = 10.0          # seconds to wait for one notify datagram
+WORKERS = 2                 # the base configuration's `workers`
+SCRAPES_NOT_READY = 3       # scrapes that must all say not ready
 MIGRATIONS = sorted(f[:-4] for f in os.listdir(
     os.path.join(os.path.dirname(__file__), "..", "..", "sql")) if f.endswith(".sql"))
 
@@ -145,6 +147,35 @@ def test_readyz_names_pending_migrations(binary, proxy, fresh_db, tmp_path, upst
         (int(last[:3]), last))
     assert helpers.poll(lambda: readyz(p).status == 200)
     assert run(binary, "migrate", "status", "-c", conf).returncode == 0
+
+
+def ready_gauge(p):
+    """idemproxy_ready in one scrape of p (no /readyz asked)."""
+    return metrics(p).get("idemproxy_ready")
+
+
+def test_ready_gauge_follows_readiness(binary, proxy, fresh_db, tmp_path, upstream):
+    """idemproxy_ready without any /readyz probe: the scrapes' own checks
+    keep it 0 while the schema is missing and make it 1 once it is migrated;
+    it is 0 with a store that cannot be reached."""
+    conf = write_conf(tmp_path, fresh_db)
+    p = admin_proxy(proxy, database=fresh_db, wait_store=True)
+    assert poll_metrics(p, lambda m: m.get("idemproxy_store_connections") == WORKERS)
+    # A scrape's check has found the schema missing: its hint is in the log.
+    assert helpers.poll(lambda: ready_gauge(p) == 0 and any(
+        "the schema is missing" in l.get("msg", "") and "idemproxy migrate" in l["msg"]
+        for l in p.log_lines()))
+    for _ in range(SCRAPES_NOT_READY):
+        assert ready_gauge(p) == 0
+    assert run(binary, "migrate", "-c", conf).returncode == 0
+    assert poll_metrics(p, lambda m: m.get("idemproxy_ready") == 1), metrics(p).text
+    assert readyz(p).status == 200
+
+    down = admin_proxy(proxy, database="host=127.0.0.1 port=%d connect_timeout=1"
+                       % helpers.free_port())
+    for _ in range(SCRAPES_NOT_READY):
+        assert ready_gauge(down) == 0
+    not_ready(readyz(down), "the store is unreachable")
 
 
 def test_migrate_status_reports_an_unreachable_database(binary, tmp_path):
@@ -350,7 +381,10 @@ def test_every_series_is_there_from_the_start(binary, proxy):
                  "idemproxy_replay_cache_entries", "idemproxy_replay_cache_bytes",
                  "idemproxy_store_seconds", "idemproxy_upstream_seconds",
                  "idemproxy_client_connections", "idemproxy_upstream_connections",
-                 "idemproxy_store_connections"):
+                 "idemproxy_store_connections", "idemproxy_ready",
+                 "process_cpu_seconds_total", "process_resident_memory_bytes",
+                 "process_virtual_memory_bytes", "process_start_time_seconds",
+                 "process_open_fds", "process_max_fds"):
         assert name in fams, name
     assert fams["idemproxy_client_connections_limit"].samples[0][2] == 8000
     assert fams["idemproxy_replay_cache_bytes_limit"].samples[0][2] > 0

@@ -122,7 +122,11 @@ def metric_family(name):
     return name
 
 
+# The metric names of a PromQL expression: idemproxy's own and the
+# process collector's (process_*).
+METRIC_NAME = re.compile(r"\b(?:idemproxy|process)_\w+")
+
 # The metric families the dashboard's queries use (histogram series reduced
 # to their family), for comparison with a live /metrics.
 DASHBOARD_METRICS = sorted({metric_family(m) for e in dashboard_exprs()
-                            for m in re.findall(r"\bidemproxy_\w+", e)})
+                            for m in METRIC_NAME.findall(e)})

@@ -122,7 +122,7 @@ def test_stalled_readers_of_one_peer_stay_within_its_budget(proxy, upstream, ids
     assert m.get("idemproxy_relay_budget_bytes_limit") == 4 * MIB
     assert pauses(m, "process") == 0 and pauses(m, "peer") == 0
     base = footprint(p)
-    size = streams.scaled(16 * MIB, 4 * MIB)
+    size = streams.stall_size(16 * MIB, 4 * MIB)
     conns = stall(p, ids, stalled, size)
     try:
         assert upstream.wait_for(stalled, actor=ids.actor)
@@ -164,7 +164,7 @@ def test_a_spent_budget_slows_reads_but_never_stops_them(proxy, upstream, ids):
     do the stalled ones once they read again."""
     stalled, budget = 16, 1 * MIB
     p = budget_proxy(proxy, "1m", "0")
-    size = streams.scaled(16 * MIB, 4 * MIB)
+    size = streams.stall_size(16 * MIB, 4 * MIB)
     conns = stall(p, ids, stalled, size)
     try:
         assert upstream.wait_for(stalled, actor=ids.actor)
@@ -233,7 +233,7 @@ def test_a_reader_behind_when_the_budget_runs_out_still_completes(proxy, upstrea
     goes out, and the rest follows: the exchange stops on the budget while
     bytes wait for its client and reads again once they are out."""
     p = budget_proxy(proxy, "4m", "0")
-    size = 8 * MIB      # more than the kernel's buffers take, in either build
+    size = streams.stall_size(8 * MIB, 8 * MIB)
     (behind,) = stall(p, ids, 1, size)
     try:
         assert helpers.poll(lambda: metrics(p).get("idemproxy_relay_budget_bytes")

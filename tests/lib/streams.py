@@ -44,6 +44,23 @@ def scaled(n, asan_n):
     return asan_n if is_asan() else n
 
 
+def kernel_send_max():
+    """The most a socket's send buffer grows to by itself (tcp_wmem's
+    maximum): what the kernel may take of a response its client does not read."""
+    try:
+        with open("/proc/sys/net/ipv4/tcp_wmem") as f:
+            return int(f.read().split()[2])
+    except (OSError, ValueError, IndexError):
+        return 4 * MIB
+
+
+def stall_size(n, asan_n):
+    """A response size for a client that stops reading: scaled(n, asan_n),
+    and always more than the kernel's send buffer and the client's receive
+    buffer take together, so the rest must wait in idemproxy."""
+    return max(scaled(n, asan_n), kernel_send_max() + 4 * MIB)
+
+
 def status_mib(proc, field):
     """A memory field of /proc/PID/status (VmRSS, VmHWM: the peak so far), in MiB."""
     with open("/proc/%d/status" % proc.pid) as f:

@@ -30,6 +30,7 @@
 #include "proxy/admin.h"
 #include "proxy/conf_gen.h"
 #include "proxy/contract.h"
+#include "proxy/clock.h"
 #include "proxy/evalloc.h"
 #include "proxy/evfree.h"
 #include "proxy/log.h"
@@ -73,6 +74,8 @@ struct supervisor {
 	struct pace *pace;          /* owner durations, shared by the workers */
 	struct admin *admin;        /* NULL: no admin listener */
 	struct event *signals[3];   /* SIGTERM, SIGINT, SIGHUP */
+	struct event *ready_ev;     /* polls for every worker's first store connection */
+	int ready;                  /* READY=1 sent */
 };
 
 /* SIGTERM/SIGINT: every worker drains; a second signal stops them at once. */
@@ -180,9 +183,45 @@ static void signal_hup_cb(evutil_socket_t sig, short what, void *arg)
 
 	if (sv->stopping)
 		return;
-	notify_reloading();
+	/* Before the first READY=1 the service manager still waits for it. */
+	if (sv->ready)
+		notify_reloading();
 	reload(sv);
+	if (sv->ready)
+		notify_send("READY=1");
+}
+
+/* How often the supervisor looks whether every worker's store is up, at start. */
+#define READY_POLL_MS 20
+
+/*
+ * At start: READY=1 once every worker's store connection is up (until then
+ * keyed requests wait for it, and /readyz says 503), looked at every
+ * READY_POLL_MS. With PostgreSQL down the service manager keeps waiting,
+ * up to its start timeout.
+ */
+static void ready_poll_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct supervisor *sv = arg;
+
+	for (int i = 0; i < sv->nworkers; i++)
+		if (!atomic_load_explicit(&sv->each[i]->store_connected, memory_order_relaxed))
+			return;
+	event_del(sv->ready_ev);
+	sv->ready = 1;
 	notify_send("READY=1");
+	log_info(NULL, "ready: every worker's store connection is up");
+}
+
+/* Start waiting for readiness (ready_poll_cb). Returns 0 or -1. */
+static int supervisor_wait_ready(struct supervisor *sv)
+{
+	struct timeval tv = clock_tv(READY_POLL_MS);
+
+	sv->ready_ev = event_new(sv->base, -1, EV_PERSIST, ready_poll_cb, sv);
+	if (!sv->ready_ev || event_add(sv->ready_ev, &tv) < 0)
+		return -1;
+	return 0;
 }
 
 /* A thread that waits for the workers and ends the supervisor's loop. */
@@ -322,6 +361,7 @@ static void supervisor_free(struct supervisor *sv)
 	conf_gen_release(sv->gen);
 	for (size_t i = 0; i < sizeof(sv->signals) / sizeof(sv->signals[0]); i++)
 		evfree_event(&sv->signals[i]);
+	evfree_event(&sv->ready_ev);
 	resolver_free(sv->base, &sv->dns);
 	evfree_base(&sv->base);
 	free(sv->workers);
@@ -356,13 +396,14 @@ static int run(struct conf *conf, struct secrets *secrets)
 	secrets_warnings(conf, secrets, warning_log, NULL);
 	/* supervisor_start says why it failed. */
 	if (supervisor_start(&sv, conf, secrets) == 0) {
-		int err = pthread_create(&joiner, NULL, joiner_main, &sv);
+		int err = 0;
 
-		if (err) {
+		if (supervisor_wait_ready(&sv) < 0)
+			log_error(NULL, "cannot start: out of memory");
+		else if ((err = pthread_create(&joiner, NULL, joiner_main, &sv)))
 			log_error(NULL, "cannot start: a thread: %s", strerror(err));
-		} else {
-			/* Every listener is open: traffic may come. */
-			notify_send("READY=1");
+		else {
+			/* Every listener is open: traffic may come, and waits for the store. */
 			event_base_dispatch(sv.base);
 			pthread_join(joiner, NULL);
 			sv.started = 0;

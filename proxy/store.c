@@ -22,6 +22,13 @@
  * queries (store_query) go alone, unnamed, and answer in text. Besides
  * prepared statements, the one piece of session state is LISTEN, asked
  * for by store_listen and sent again on every new connection.
+ *
+ * Until the first connection is up (a start, PostgreSQL still accepting
+ * its first connections), operations queue and wait for it, each within
+ * store_timeout of its submission (first_ev fails the late ones), then get
+ * a store_timeout for their round trip; once a
+ * connection has been up, an operation submitted while there is none fails
+ * at once, and a lost connection fails every queued one.
  */
 #include <inttypes.h>
 #include <limits.h>
@@ -157,6 +164,11 @@ struct store {
 	int nforget;		   /* not removed yet: waiting, queued or sent */
 	struct event *forget_ev;   /* the first of them may run */
 
+	/* Before the first connection operations wait in the queue until their
+	 * deadline: first_ev fails the late ones. */
+	int connected_once;
+	struct event *first_ev;
+
 	/* Who hears the notifications on STORE_CHANNEL (store_listen). */
 	store_notify_cb notify_cb;
 	void *notify_arg;
@@ -259,6 +271,7 @@ static void store_destroy(struct store *st)
 	while ((op = store_queue_pop(&st->forget)))
 		store_op_free(op);
 	evfree_event(&st->forget_ev);
+	evfree_event(&st->first_ev);
 	evfree_event(&st->retry_ev);
 	evfree_event(&st->done_ev);
 	store_conn_free(&st->conn);
@@ -324,6 +337,17 @@ static void store_connected(void *arg)
 {
 	struct store *st = arg;
 
+	if (!st->connected_once) {
+		int64_t deadline = clock_now_ms() + st->timeout_ms;
+
+		/* What waited for this connection: its round trip gets a whole
+		 * store_timeout, as if submitted now. */
+		st->connected_once = 1;
+		event_del(st->first_ev);
+		for (struct store_op *op = st->queue.head; op; op = op->next)
+			op->run.deadline_ms = deadline;
+		store_send(st);
+	}
 	if (store_conn_auto(&st->conn))
 		store_query(st, &store_sql_probe, store_probe_done, st);
 	if (st->forget.head)
@@ -443,6 +467,8 @@ static void store_lost(void *arg)
 	struct store *st = arg;
 	struct store_op *op;
 
+	if (!st->connected_once)
+		return; /* nothing was sent; the queue waits for the first connection */
 	for (int i = 0; i < st->nbatch; i++)
 		store_drop(st, st->batch[i], 1);
 	st->nbatch = 0;
@@ -1102,13 +1128,47 @@ static void store_send(struct store *st)
 		store_conn_fail(&st->conn, "store send failed", "cannot watch the socket");
 }
 
-/* Queue op (or fail it at once, asynchronously, when not connected). */
+/* Arm first_ev for the queue's head, the first to run out of time (deadlines
+ * grow along the queue while nothing is sent), or disarm it with none. */
+static void store_first_arm(struct store *st)
+{
+	struct timeval tv;
+
+	if (!st->queue.head) {
+		event_del(st->first_ev);
+		return;
+	}
+	tv = clock_tv(st->queue.head->run.deadline_ms - clock_now_ms());
+	event_add(st->first_ev, &tv);
+}
+
+/* No first connection in time for the operations at the queue's head: they fail. */
+static void store_first_event(evutil_socket_t fd, short what, void *arg)
+{
+	struct store *st = arg;
+	int64_t now = clock_now_ms();
+
+	if (st->connected_once)
+		return;
+	while (st->queue.head && st->queue.head->run.deadline_ms <= now)
+		store_complete(st, store_queue_pop(&st->queue), STORE_UNAVAILABLE);
+	store_first_arm(st);
+}
+
+/* Queue op; when not connected fail it at once (asynchronously), or, before
+ * the first connection, let it wait for that within its deadline. */
 static void store_submit(struct store *st, struct store_op *op)
 {
 	op->run.deadline_ms = clock_now_ms() + st->timeout_ms;
 	st->npending++;
 	if (!store_conn_ready(&st->conn)) {
-		store_complete(st, op, STORE_UNAVAILABLE);
+		if (st->connected_once) {
+			store_complete(st, op, STORE_UNAVAILABLE);
+			return;
+		}
+		store_queue_push(&st->queue, op);
+		if (st->queue.head == op)
+			store_first_arm(st);
 		return;
 	}
 	store_queue_push(&st->queue, op);
@@ -1170,12 +1230,14 @@ struct store *store_new(struct event_base *base, struct evdns_base *dns, int64_t
 	st->owner_id = strdup(owner_id ? owner_id : "");
 	st->done_ev = event_new(base, -1, 0, store_done_event, st);
 	st->forget_ev = evtimer_new(base, store_forget_event, st);
+	st->first_ev = evtimer_new(base, store_first_event, st);
 	st->retry_ev = evtimer_new(base, store_retry_event, st);
 	if (getrandom(&st->nonce, sizeof(st->nonce), GRND_NONBLOCK) != sizeof(st->nonce))
 		st->nonce = (uint64_t)clock_now_ms() ^ (uint64_t)(uintptr_t)st ^
 			    (uint64_t)getpid() << 32;
 	st->rng = st->nonce * UINT64_C(0x9E3779B97F4A7C15) | 1;
-	if (!conn_ok || !st->owner_id || !st->done_ev || !st->forget_ev || !st->retry_ev) {
+	if (!conn_ok || !st->owner_id || !st->done_ev || !st->forget_ev || !st->first_ev ||
+	    !st->retry_ev) {
 		store_destroy(st);
 		return NULL;
 	}

@@ -90,8 +90,8 @@ class Proxy:
         self.proc = None
         self.returncode = None
         self.starts = 0
-        # Store connections start() waits for (0: none): a request that
-        # arrives before its worker's store connected gets 503, by design.
+        # Store connections start() waits for (0: none): a keyed request
+        # that arrives earlier waits for its worker's, up to store_timeout.
         self.stores = 0
         self.env = None   # added to the environment the process starts with
         self.prefix = []  # a command the binary runs under (prlimit ...)

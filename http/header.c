@@ -13,6 +13,7 @@
 #define WHY_PRIVATE "credentials and hop-by-hop headers"
 #define WHY_MARKER  "only idemproxy sets it"
 #define WHY_FRAMING "a replay frames the stored body itself"
+#define WHY_DATE    "a replay is dated when it is sent"
 
 #define HOP (HEADER_HOP | HEADER_NEVER_STORED)
 
@@ -42,6 +43,9 @@ const struct header_policy header_policies[] = {
     {NAME("X-Forwarded-Proto"), HTTP_N_X_FORWARDED_PROTO, HEADER_REBUILT, NULL, NULL, NULL},
     {NAME("X-Forwarded-Host"), HTTP_N_X_FORWARDED_HOST, HEADER_REBUILT, NULL, NULL, NULL},
     {NAME("X-Real-IP"), HTTP_N_X_REAL_IP, HEADER_REBUILT, NULL, NULL, NULL},
+
+    /* relayed as the upstream sent it (idemproxy dates a response without one) */
+    {NAME("Date"), HTTP_N_DATE, HEADER_NEVER_STORED, WHY_DATE, NULL, NULL},
 
     /* credentials and cookies: forwarded and relayed, never stored */
     {NAME("Authorization"), HTTP_N_OTHER, HEADER_NEVER_STORED, WHY_PRIVATE, NULL, NULL},

@@ -39,6 +39,8 @@ enum http_name {
 	HTTP_N_X_FORWARDED_PROTO,
 	HTTP_N_X_FORWARDED_HOST,
 	HTTP_N_X_REAL_IP,
+	/* the time of a response: the upstream's is relayed, replays get the current one */
+	HTTP_N_DATE,
 };
 
 /* What idemproxy does with a header of a row's name (header_policy.flags). */

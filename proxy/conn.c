@@ -62,6 +62,8 @@ void conn_respond_frame(struct client_conn *c, size_t body_len, int flags)
 
 	if (flags & RESPOND_CLOSE)
 		c->close_after = 1;
+	if (!(flags & RESPOND_DATED))
+		http_add_date_now(out);
 	if (!(flags & RESPOND_NO_LENGTH))
 		http_add_length(out, "Content-Length", body_len);
 	if (c->close_after)

@@ -63,6 +63,7 @@ enum respond_flags {
 	RESPOND_NO_LENGTH = 2,    /* head already frames the body (HEAD, 204, 304) */
 	RESPOND_KEEP_ALIVE = 4,   /* HTTP/1.0 client asked for keep-alive: say yes */
 	RESPOND_HEAD = 8,         /* answer to HEAD: headers only, no body bytes */
+	RESPOND_DATED = 16,       /* head already has a Date (the upstream's) */
 };
 
 /* c serves req from now on (NULL: no request any more). */
@@ -71,8 +72,8 @@ void conn_attach(struct client_conn *c, struct request *req);
 /*
  * A response on c, written straight into its output buffer: start returns
  * that buffer (the caller adds the status line and header lines, each with
- * CRLF); frame adds Content-Length (unless RESPOND_NO_LENGTH), Connection
- * and the blank line; then the caller adds body_len bytes of body and
+ * CRLF); frame adds Date (unless RESPOND_DATED), Content-Length (unless
+ * RESPOND_NO_LENGTH), Connection and the blank line; then the caller adds body_len bytes of body and
  * calls send, which writes what it can at once and detaches the
  * connection's request. Once everything is written the listener reads the
  * next request or closes.

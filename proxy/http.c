@@ -1171,28 +1171,61 @@ void http_add_str(struct evbuffer *out, const char *s)
 	evbuffer_add(out, s, strlen(s));
 }
 
-void http_add_date_after(struct evbuffer *out, const char *name, int64_t ms_from_now)
-{
-	/* The last date formatted on this thread: replays of one record in one
-	 * second, most of them, format nothing. */
-	static __thread time_t last_t = -1;
-	static __thread char date[HTTP_DATE_MAX];
-	time_t t = time(NULL) + (time_t)((ms_from_now + 999) / 1000);
-	struct tm tm;
+/* One formatted date per thread: the last second asked for. */
+struct http_date_cache {
+	time_t t;
+	char text[HTTP_DATE_MAX];
+};
 
-	/* RFC 9110 5.6.7, in English whatever the locale. */
+/* t as an IMF-fixdate (RFC 9110 5.6.7), in English whatever the locale,
+ * formatted only when the second changed since the last call with cache. */
+static const char *http_date(struct http_date_cache *cache, time_t t)
+{
 	static const char days[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
 	static const char months[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
 					   "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+	struct tm tm;
 
-	if (t != last_t) {
+	if (t != cache->t || !cache->text[0]) {
 		gmtime_r(&t, &tm);
-		snprintf(date, sizeof(date), "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday],
-			 tm.tm_mday, months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min,
-			 tm.tm_sec);
-		last_t = t;
+		snprintf(cache->text, sizeof(cache->text), "%s, %02d %s %04d %02d:%02d:%02d GMT",
+			 days[tm.tm_wday], tm.tm_mday, months[tm.tm_mon], tm.tm_year + 1900,
+			 tm.tm_hour, tm.tm_min, tm.tm_sec);
+		cache->t = t;
 	}
-	http_add_header(out, name, date);
+	return cache->text;
+}
+
+void http_add_date_after(struct evbuffer *out, const char *name, int64_t ms_from_now)
+{
+	/* Replays of one record in one second, most of them, format nothing. */
+	static __thread struct http_date_cache after;
+
+	http_add_header(out, name, http_date(&after, time(NULL) + (time_t)((ms_from_now + 999) / 1000)));
+}
+
+void http_add_date_now(struct evbuffer *out)
+{
+	static __thread struct http_date_cache now;
+
+	http_add_header(out, "Date", http_date(&now, time(NULL)));
+}
+
+void http_add_lines_except(struct evbuffer *out, const char *lines, size_t len, const char *name)
+{
+	size_t n = strlen(name), from = 0, at = 0;
+
+	while (at < len) {
+		const char *eol = memchr(lines + at, '\n', len - at);
+		size_t next = eol ? (size_t)(eol - lines) + 1 : len;
+
+		if (next - at > n && lines[at + n] == ':' && strncasecmp(lines + at, name, n) == 0) {
+			evbuffer_add(out, lines + from, at - from);
+			from = next;
+		}
+		at = next;
+	}
+	evbuffer_add(out, lines + from, len - from);
 }
 
 void http_add_length(struct evbuffer *out, const char *name, uint64_t value)

@@ -217,6 +217,10 @@ void http_add_field(struct evbuffer *out, const struct http_header *h);
 void http_add_length(struct evbuffer *out, const char *name, uint64_t value);
 /* "Name: IMF-fixdate\r\n" for the time ms_from_now milliseconds (rounded up) from now. */
 void http_add_date_after(struct evbuffer *out, const char *name, int64_t ms_from_now);
+/* "Date: IMF-fixdate\r\n" for now (formatted once a second per thread). */
+void http_add_date_now(struct evbuffer *out);
+/* The len bytes of "Name: value\r\n" lines at lines, but for those named name (any case). */
+void http_add_lines_except(struct evbuffer *out, const char *lines, size_t len, const char *name);
 /* "HTTP/1.1 STATUS REASON\r\n"; reason NULL or "" gives the standard phrase. */
 void http_add_status_line(struct evbuffer *out, int status, const char *reason);
 

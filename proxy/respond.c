@@ -189,11 +189,13 @@ int respond_upstream_failure(struct client_conn *c, const struct conf *conf,
 /*
  * Status line and the upstream's headers, minus hop-by-hop ones, the
  * markers only idemproxy sets, the upstream's framing and, unless
- * keep_length, its Content-Length.
+ * keep_length, its Content-Length. RESPOND_DATED when they had a Date.
  */
-static void respond_upstream_head(struct evbuffer *out, const struct http_msg *resp,
-				  int keep_length)
+static int respond_upstream_head(struct evbuffer *out, const struct http_msg *resp,
+				 int keep_length)
 {
+	int dated = 0;
+
 	http_add_status_line(out, resp->status, resp->reason);
 	for (int i = 0; i < resp->nheaders; i++) {
 		const struct http_header *h = &resp->headers[i];
@@ -201,17 +203,21 @@ static void respond_upstream_head(struct evbuffer *out, const struct http_msg *r
 			continue;
 		if (!keep_length && h->known == HTTP_N_CONTENT_LENGTH)
 			continue;
+		if (h->known == HTTP_N_DATE)
+			dated = RESPOND_DATED;
 		http_add_field(out, h);
 	}
+	return dated;
 }
 
-/* The final response's start: its status line and headers. */
+/* The final response's start: its status line and headers; *flags gets
+ * RESPOND_DATED when the upstream dated it. */
 static struct evbuffer *respond_relay_start(struct client_conn *c, const struct http_msg *resp,
-					    int keep_length, int unenforced)
+					    int keep_length, int unenforced, int *flags)
 {
 	struct evbuffer *out = conn_respond_start(c);
 
-	respond_upstream_head(out, resp, keep_length);
+	*flags |= respond_upstream_head(out, resp, keep_length);
 	if (unenforced)
 		http_add_lit(out, MARKER_ENFORCED ": false\r\n");
 	return out;
@@ -224,7 +230,7 @@ void respond_interim(struct client_conn *c, const struct http_msg *m)
 	if (!c)
 		return;
 	out = bufferevent_get_output(c->bev);
-	respond_upstream_head(out, m, 0);
+	(void)respond_upstream_head(out, m, 0);
 	http_add_lit(out, "\r\n");
 	conn_stream_flush(c);
 }
@@ -237,7 +243,7 @@ int respond_relay(struct client_conn *c, const struct http_msg *resp, int flags,
 
 	if (!c)
 		return resp->status;
-	out = respond_relay_start(c, resp, no_body, unenforced);
+	out = respond_relay_start(c, resp, no_body, unenforced, &flags);
 	if (key_expires_ms > 0)
 		http_add_date_after(out, MARKER_KEY_EXPIRES, key_expires_ms);
 	if (no_body) {
@@ -274,7 +280,7 @@ int respond_relay_head(struct client_conn *c, const struct http_msg *resp, int f
 
 	if (!c)
 		return resp->status;
-	out = respond_relay_start(c, resp, framing == RESPOND_BODILESS, unenforced);
+	out = respond_relay_start(c, resp, framing == RESPOND_BODILESS, unenforced, &flags);
 	switch (framing) {
 	case RESPOND_SWITCH:
 		http_add_lit(out, "Connection: upgrade\r\n");

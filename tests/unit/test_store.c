@@ -775,16 +775,18 @@ static void free_in_callback(void *arg, enum store_result res, int64_t generatio
 	*st = NULL;
 }
 
-/* store_free from inside a callback drops the rest without running them. */
+/* store_free from inside a callback drops the rest without running them.
+ * The store never connects: the claims wait for a first connection until
+ * their store_timeout (100 ms), then fail. */
 static void test_free_in_callback(const char *dsn, const unsigned char *fp)
 {
 	struct scope sc = {actor, "order.pay", "key-free"};
-	struct store *st = store_new(base, NULL, 0, "host=127.0.0.1 port=1", 500, "test", -1);
+	struct store *st = store_new(base, NULL, 0, "host=127.0.0.1 port=1", 100, "test", -1);
 	struct result r = {0};
 
 	store_claim(st, &sc, fp, TEST_LEASE_MS, 0, free_in_callback, &st);
 	store_claim(st, &sc, fp, TEST_LEASE_MS, 0, claim_cb, &r);
-	run_for(50);
+	run_for(500);
 	CHECK(st == NULL);
 	CHECK(r.called == 0);
 }

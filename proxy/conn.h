@@ -73,8 +73,8 @@ void conn_attach(struct client_conn *c, struct request *req);
  * A response on c, written straight into its output buffer: start returns
  * that buffer (the caller adds the status line and header lines, each with
  * CRLF); frame adds Date (unless RESPOND_DATED), Content-Length (unless
- * RESPOND_NO_LENGTH), Connection and the blank line; then the caller adds body_len bytes of body and
- * calls send, which writes what it can at once and detaches the
+ * RESPOND_NO_LENGTH), Connection and the blank line; then the caller adds
+ * body_len bytes of body and calls send, which writes what it can at once and detaches the
  * connection's request. Once everything is written the listener reads the
  * next request or closes.
  */

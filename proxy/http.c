@@ -1200,8 +1200,9 @@ void http_add_date_after(struct evbuffer *out, const char *name, int64_t ms_from
 {
 	/* Replays of one record in one second, most of them, format nothing. */
 	static __thread struct http_date_cache after;
+	time_t t = time(NULL) + (time_t)((ms_from_now + 999) / 1000);
 
-	http_add_header(out, name, http_date(&after, time(NULL) + (time_t)((ms_from_now + 999) / 1000)));
+	http_add_header(out, name, http_date(&after, t));
 }
 
 void http_add_date_now(struct evbuffer *out)

@@ -26,9 +26,9 @@
  * Until the first connection is up (a start, PostgreSQL still accepting
  * its first connections), operations queue and wait for it, each within
  * store_timeout of its submission (first_ev fails the late ones), then get
- * a store_timeout for their round trip; once a
- * connection has been up, an operation submitted while there is none fails
- * at once, and a lost connection fails every queued one.
+ * a store_timeout for their round trip. Once a connection has been up, an
+ * operation submitted while there is none fails at once, and a lost
+ * connection fails every queued one.
  */
 #include <inttypes.h>
 #include <limits.h>

@@ -29,7 +29,9 @@ VERSION := $(shell cat VERSION 2>/dev/null || echo 0.1.0)
 CFLAGS  += -DIDEMPROXY_VERSION='"$(VERSION)"'
 
 LIB_SRC  := $(filter-out proxy/main.c,$(wildcard proxy/*.c)) $(wildcard conf/*.c) $(wildcard http/*.c)
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/migrations.o
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/migrations.o $(BUILD)/gen/ui_files.o
+# The operator page (GET /ui), compiled in: every file of ui/.
+UI_FILES := $(sort $(wildcard ui/*))
 MAIN_OBJ := $(BUILD)/proxy/main.o
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -91,6 +93,13 @@ $(BUILD)/gen/migrations.c: scripts/embed-sql.sh $(sort $(wildcard sql/*.sql))
 	sh scripts/embed-sql.sh $(sort $(wildcard sql/*.sql)) > $@.tmp && mv $@.tmp $@
 
 $(BUILD)/gen/migrations.o: $(BUILD)/gen/migrations.c proxy/migrations.h
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/gen/ui_files.c: scripts/embed-ui.sh $(UI_FILES)
+	@mkdir -p $(dir $@)
+	sh scripts/embed-ui.sh $(UI_FILES) > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/gen/ui_files.o: $(BUILD)/gen/ui_files.c proxy/ui.h
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(LIB_OBJ)

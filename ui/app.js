@@ -343,6 +343,7 @@
       skewMs = date - Date.now();
     if (r.status === 401) {
       say("auth-status", REFUSED_TOKEN, "bad");
+      $("auth").classList.remove("connected");
       clearRecords("Records need the admin token.", "bad");
       return;
     }
@@ -353,6 +354,7 @@
     const doc = await r.json();
     records = Array.isArray(doc.records) ? doc.records : [];
     say("auth-status", token() ? "Token accepted." : "Connected without a token.", "good");
+    $("auth").classList.add("connected");
     renderRoutes();
     renderRecords();
   }
@@ -551,6 +553,7 @@
 
   function noToken() {
     selected = shown = null;
+    $("auth").classList.remove("connected");
     renderDetail();
     clearRecords("Enter the admin token to list the records.");
     say("auth-status", "No token given: the records are not shown and nothing can be " +

@@ -218,6 +218,8 @@ def test_ui_lists_resolves_and_releases(proxy, upstream, pg, ids, tmp_path, page
     page.until(lambda: "records needing an operator" in page.text("#counter-list"), "counters")
     shot = os.environ.get("IDEMPROXY_UI_SCREENSHOT")
     if shot:
+        page.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+            "width": WINDOW[0], "height": WINDOW[1], "deviceScaleFactor": 1, "mobile": False})
         page.driver.save_screenshot(shot)
 
     # Resolve: the answer typed in becomes the record; retries replay it.

@@ -13,6 +13,7 @@
   const TOKEN_KEY = "idemproxy.admin_token";
   const REFRESH_MS = 5000;
   const LIST_LIMIT = 1000;
+  const API_TIMEOUT_MS = 10000;  /* a call that takes longer is given up (and asked again) */
   const NONE = "\u2014";
   const OUTCOMES = ["owner", "replay", "conflict", "in_progress", "unknown", "released",
     "rejected", "store_unavailable", "pass"];
@@ -24,7 +25,10 @@
   let shown = null;       /* that record as last fetched, or null */
   let pending = null;     /* the action the dialog asks about: "release" or "resolve" */
   let skewMs = 0;         /* the listener's clock minus ours, from its Date header */
-  let refreshing = false;
+  /* Refreshes and actions run one after the other, so that no question about
+   * a record is in flight while it is released (it would find it gone). */
+  let queue = Promise.resolve();
+  let refreshQueued = false;
 
   /* ---- the token ---- */
 
@@ -60,6 +64,7 @@
       cache: "no-store",
       credentials: "omit",
       redirect: "error",
+      signal: AbortSignal.timeout(API_TIMEOUT_MS),
     });
   }
 
@@ -437,7 +442,7 @@
     shown = r;
     renderRecords();
     renderDetail();
-    refreshDetail();
+    serial(refreshDetail);
   }
 
   /* ---- release and resolve ---- */
@@ -507,6 +512,12 @@
       body = bodyText === "" ? null : new Blob([bodyText]);
     }
     closeConfirm();
+    await serial(() => send(action, target, path, body, type, status));
+    await refresh();
+  }
+
+  /* Post the action, then say how it went. */
+  async function send(action, target, path, body, type, status) {
     let r;
     try {
       r = await api("POST", path, body, type);
@@ -532,23 +543,31 @@
       say("action-status", "Not changed: no such record (released, or expired).", "warn");
     else
       say("action-status", "Refused (" + r.status + "): " + (await errorText(r)), "bad");
-    await refresh();
   }
 
   /* ---- the loop ---- */
 
-  async function refresh() {
-    if (refreshing)
-      return;
-    refreshing = true;
-    try {
-      const given = token() !== null;
-      await Promise.all([refreshHealth(), given ? refreshRecords() : null,
-        given ? refreshDetail() : null]);
-      $("updated").textContent = "updated " + new Date().toLocaleTimeString();
-    } finally {
-      refreshing = false;
-    }
+  /* Run fn once everything queued before it is done; its promise. */
+  function serial(fn) {
+    const run = queue.then(fn);
+    queue = run.catch(() => {});
+    return run;
+  }
+
+  async function refreshAll() {
+    refreshQueued = false;
+    const given = token() !== null;
+    await Promise.all([refreshHealth(), given ? refreshRecords() : null,
+      given ? refreshDetail() : null]);
+    $("updated").textContent = "updated " + new Date().toLocaleTimeString();
+  }
+
+  /* Everything asked again, after what is queued; one refresh waits at most. */
+  function refresh() {
+    if (refreshQueued)
+      return queue;
+    refreshQueued = true;
+    return serial(refreshAll);
   }
 
   function noToken() {

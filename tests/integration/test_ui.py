@@ -37,6 +37,7 @@ try:
     from selenium import webdriver
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 except ImportError:
@@ -102,19 +103,26 @@ class Page:
                 and url_part in m["params"]["response"]["url"]]
 
     def until(self, cond, what):
-        """Wait (at most WAIT seconds) for cond() to be true; its value."""
-        return WebDriverWait(self.driver, WAIT).until(lambda _d: cond(), what)
+        """Wait (at most WAIT seconds) for cond() to be true; its value. The
+        page redraws its list every few seconds: an element that was
+        replaced meanwhile is asked again."""
+        return WebDriverWait(self.driver, WAIT,
+                             ignored_exceptions=[StaleElementReferenceException]).until(
+                                 lambda _d: cond(), what)
 
     def el(self, css):
         return self.driver.find_element(By.CSS_SELECTOR, css)
 
     def text(self, css):
-        return self.el(css).text
+        """The rendered text of css's element, read in one step."""
+        return self.driver.execute_script(
+            "return document.querySelector(arguments[0]).innerText", css)
 
     def rows(self):
-        """The records table's rows, each its cells' texts."""
-        return [[td.text for td in tr.find_elements(By.TAG_NAME, "td")]
-                for tr in self.driver.find_elements(By.CSS_SELECTOR, "#record-rows tr")]
+        """The records table's rows, each its cells' texts, read in one step."""
+        return self.driver.execute_script(
+            "return [...document.querySelectorAll('#record-rows tr')]"
+            ".map((tr) => [...tr.cells].map((td) => td.innerText))")
 
     def type_token(self, token):
         field = self.el("#token")
@@ -131,7 +139,11 @@ class Page:
         """Filter the list by key, wait for its one row, open it."""
         self.filter_text(key)
         rows = self.until(lambda: len(self.rows()) == 1 and self.rows(), "one row for " + key)
-        self.driver.find_element(By.CSS_SELECTOR, "#record-rows tr").click()
+
+        def click():
+            self.driver.find_element(By.CSS_SELECTOR, "#record-rows tr").click()
+            return True
+        self.until(click, "a click on the row")
         self.until(lambda: self.el("#detail").is_displayed()
                    and key in self.text("#detail-facts")
                    and self.el("#release").is_enabled(), "the record's facts")

@@ -10,7 +10,9 @@ record (docs/ui.png is one)."""
 import http.server
 import json
 import os
+import re
 import shutil
+import signal
 import threading
 
 import pytest
@@ -18,6 +20,7 @@ import pytest
 from tests.lib import helpers
 from tests.lib.admin import admin, admin_proxy, scope
 from tests.lib.helpers import assert_owner, course, problem
+from tests.lib.proxy import rewrite, wait_for_log
 from tests.lib.records import make_unknown
 
 TOKEN = "ui-admin-token-0123456789abcdef"
@@ -298,6 +301,33 @@ def test_ui_cannot_act_without_the_token(proxy, upstream, pg, ids, tmp_path, pag
     page.el("#token-forget").click()
     page.until(lambda: page.rows() == [] and not page.el("#detail").is_displayed(),
                "the page to forget the records")
+    assert_only_admin_requests(page, p)
+
+
+def counter(page, label):
+    """The value the page shows for a counter, or None."""
+    m = re.search(re.escape(label) + r"\n(\S+)", page.text("#counter-list"))
+    return m.group(1) if m else None
+
+
+def test_ui_follows_counters_and_reloads_live(proxy, upstream, ids, tmp_path, page):
+    """The counters and the last reload's result change on the page without a
+    reload of the page."""
+    p = token_proxy(proxy, tmp_path)
+    page.driver.get(origin(p) + "/ui")
+    page.type_token(TOKEN)
+    page.until(lambda: "loaded at start" in page.text("#reload"), "the last reload")
+    page.until(lambda: counter(page, "requests: unknown") == "0", "the counters")
+    make_unknown(p, ids, ids.key())
+    page.until(lambda: counter(page, "requests: unknown") == "2", "the counters to follow")
+
+    rewrite(p, lambda t: t + "\nno_such_directive 1\n")
+    p.signal(signal.SIGHUP)
+    wait_for_log(p, "reload failed")
+    page.until(lambda: "error" in page.text("#reload"), "the failed reload")
+    said = page.text("#reload")
+    assert os.path.basename(p.conf) in said and "no_such_directive" in said, said
+    assert page.console_errors() == []
     assert_only_admin_requests(page, p)
 
 

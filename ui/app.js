@@ -462,8 +462,8 @@
         "sent it: from now on every retry with this key gets that status, Content-Type and " +
         "body replayed, and the request is never forwarded again. The record gets a new " +
         "generation, so an owner that stalled cannot overwrite it, and it expires after " +
-        "its route's retention. Resolve when you know the request took effect: give the " +
-        "answer the upstream gave.",
+        "its route's retention (or the one given). Resolve when you know the request took " +
+        "effect: give the answer the upstream gave.",
       button: "Resolve: retries replay this answer",
     },
   };
@@ -474,6 +474,8 @@
     pending = action;
     const c = CONFIRM[action];
     $("confirm-title").textContent = c.title;
+    $("confirm-scope").textContent = "route " + selected.operation + ", actor " +
+      selected.actor + ", key " + selected.key;
     $("confirm-text").textContent = c.text;
     $("confirm-ok").textContent = c.button;
     $("resolve-fields").hidden = action !== "resolve";
@@ -507,6 +509,9 @@
         return;
       }
       path += "&status=" + status;
+      const retention = $("resolve-retention").value.trim();
+      if (retention)
+        path += "&retention=" + encodeURIComponent(retention);
       type = $("resolve-type").value.trim() || null;
       const bodyText = $("resolve-body").value;
       body = bodyText === "" ? null : new Blob([bodyText]);

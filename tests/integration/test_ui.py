@@ -170,11 +170,11 @@ def page(tmp_path):
     if webdriver is None or not CHROMIUM or not CHROMEDRIVER:
         pytest.skip("no headless browser: install chromium, chromium-driver and "
                     "python3-selenium (scripts/deps.sh test does)")
-    pg_page = Page(tmp_path)
+    browser = Page(tmp_path)
     try:
-        yield pg_page
+        yield browser
     finally:
-        pg_page.quit()
+        browser.quit()
 
 
 def assert_only_admin_requests(page, p):

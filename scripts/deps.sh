@@ -16,7 +16,8 @@
 #          and npm for the SDK tests in tests/sdk, nghttp for the upgrade
 #          tests, hypercorn and node as upstreams of the upgrade and
 #          spelling tests, python3-dnslib for the DNS server of the
-#          store host name tests)
+#          store host name tests, chromium and its WebDriver for the
+#          operator page's test)
 #   bench  `make bench`: wrk, nginx, gnuplot, openssl, curl and the JWT
 #          helper's python3-cryptography
 #   fuzz   `make fuzz`: clang with libFuzzer

@@ -29,7 +29,9 @@ VERSION := $(shell cat VERSION 2>/dev/null || echo 0.1.0)
 CFLAGS  += -DIDEMPROXY_VERSION='"$(VERSION)"'
 
 LIB_SRC  := $(filter-out proxy/main.c,$(wildcard proxy/*.c)) $(wildcard conf/*.c) $(wildcard http/*.c)
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/migrations.o
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/migrations.o $(BUILD)/gen/ui_files.o
+# The operator page (GET /ui), compiled in: every file of ui/.
+UI_FILES := $(sort $(wildcard ui/*))
 MAIN_OBJ := $(BUILD)/proxy/main.o
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -42,7 +44,7 @@ FUZZ_CFLAGS  := -std=gnu11 -O1 -g -I. -D_GNU_SOURCE -fsanitize=fuzzer,address,un
 FUZZERS      := build/fuzz/fuzz_http build/fuzz/fuzz_fingerprint build/fuzz/fuzz_conf \
                 build/fuzz/fuzz_path build/fuzz/fuzz_idemkey build/fuzz/fuzz_records \
                 build/fuzz/fuzz_jwt build/fuzz/fuzz_seal build/fuzz/fuzz_keysource \
-                build/fuzz/fuzz_store_dns build/fuzz/fuzz_procstat
+                build/fuzz/fuzz_store_dns build/fuzz/fuzz_procstat build/fuzz/fuzz_ui
 
 # Each fuzz target's sources (one list: what it is built from and what
 # rebuilds it; the headers they include come from clang's -MMD) and libraries.
@@ -74,6 +76,7 @@ FUZZ_SRC_fuzz_store_dns := tests/fuzz/fuzz_store_dns.c proxy/store_dns.c proxy/l
 FUZZ_LIB_fuzz_store_dns := -levent -lpq -lcrypto
 FUZZ_SRC_fuzz_procstat := tests/fuzz/fuzz_procstat.c proxy/procstat.c proxy/stats.c proxy/outcome.c
 FUZZ_LIB_fuzz_procstat := -levent
+FUZZ_SRC_fuzz_ui := tests/fuzz/fuzz_ui.c proxy/ui.c build/fuzz/gen/ui_files.c
 
 .PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc check-modules check-docs lint fuzz chaos ha image image-test
 
@@ -91,6 +94,14 @@ $(BUILD)/gen/migrations.c: scripts/embed-sql.sh $(sort $(wildcard sql/*.sql))
 	sh scripts/embed-sql.sh $(sort $(wildcard sql/*.sql)) > $@.tmp && mv $@.tmp $@
 
 $(BUILD)/gen/migrations.o: $(BUILD)/gen/migrations.c proxy/migrations.h
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+# Every variant's (release, asan, fuzz) from the same files.
+build/%/gen/ui_files.c: scripts/embed-ui.sh $(UI_FILES)
+	@mkdir -p $(dir $@)
+	sh scripts/embed-ui.sh $(UI_FILES) > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/gen/ui_files.o: $(BUILD)/gen/ui_files.c proxy/ui.h
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(LIB_OBJ)

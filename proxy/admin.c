@@ -17,6 +17,8 @@
  *   POST /records/release?actor=A&operation=O&key=K
  *   POST /records/resolve?actor=A&operation=O&key=K&status=S[&retention=DUR]
  *        (body: the stored body; Content-Type: the stored Content-Type)
+ *   GET  /ui, /ui/NAME            the operator page and its files (ui.c), which hold
+ *                                 no data: the page calls the paths above
  *
  * Record statements come from records.c and run through the main thread's
  * store, so nothing here blocks. ACTOR is the stored form ("h:alice").
@@ -24,9 +26,10 @@
  * Access (admin_access): with admin_token /config and every /records path
  * need "Authorization: Bearer TOKEN", and health, readiness, metrics and the
  * contract stay open for probes, scrapers and the clients the contract is
- * published to; without it every path is served only to loopback peers
- * that name a loopback Host (a DNS-rebinding page names its own). A POST
- * with an Origin (a web page's) is always refused.
+ * published to, as does the operator page's static files; without it every
+ * path is served only to loopback peers that name a loopback Host (a
+ * DNS-rebinding page names its own). A POST with an Origin other than the
+ * listener's own (the operator page's) is always refused.
  *
  * HEAD is answered like GET, without the body; a known path asked with
  * another method gets 405 with Allow.
@@ -60,6 +63,7 @@
 #include "proxy/secrets.h"
 #include "proxy/stats.h"
 #include "proxy/sweeper.h"
+#include "proxy/ui.h"
 
 #define ADMIN_TIMEOUT_S	     10
 #define ADMIN_ACCEPT_PAUSE_MS 100     /* accept(2) failed (descriptors): pause this long */
@@ -531,9 +535,26 @@ static int admin_token_given(struct admin *a, struct evhttp_request *req)
 }
 
 /*
+ * 1 when origin (a POST's Origin) is this listener's own as the browser
+ * names it: "http://" and the request's Host, the origin of a page that
+ * the listener served under that name (the operator page). "null", and
+ * every page of another scheme, host or port, is someone else's.
+ */
+static int admin_own_origin(const char *origin, const char *host)
+{
+	static const char scheme[] = "http://";
+	size_t n = sizeof(scheme) - 1;
+
+	return host && *host && strncasecmp(origin, scheme, n) == 0 &&
+	       strcasecmp(origin + n, host) == 0;
+}
+
+/*
  * May req to path be served? The admin listener's one access decision,
  * made before the path is even looked up: 1, or 0 with the refusal sent.
- * A POST with an Origin (a web page's) is refused whatever else it has.
+ * A POST with an Origin (a web page's) other than the listener's own is
+ * refused whatever else it has: a page elsewhere can send a form here, but
+ * only the operator page may act, and only with what else it needs.
  * With admin_token the records API (every /records path) needs the token
  * and the rest is open, as probes and scrapers send the pod's address as
  * Host. Without it every path answers only a loopback peer that names a
@@ -546,9 +567,10 @@ static int admin_access(struct admin *a, struct evhttp_request *req, const char 
 	/* The configuration names the files and database an attacker would want. */
 	int records = strcmp(path, "/records") == 0 || strncmp(path, "/records/", 9) == 0 ||
 		      strcmp(path, "/config") == 0;
+	const char *origin = evhttp_find_header(in, "Origin");
 
-	if (evhttp_request_get_command(req) == EVHTTP_REQ_POST &&
-	    evhttp_find_header(in, "Origin")) {
+	if (evhttp_request_get_command(req) == EVHTTP_REQ_POST && origin &&
+	    !admin_own_origin(origin, evhttp_find_header(in, "Host"))) {
 		admin_error(req, 403, "requests from web pages are not accepted");
 		return 0;
 	}
@@ -613,23 +635,58 @@ static void admin_resolve(struct admin *a, struct evhttp_request *req)
 	admin_records(a, req, RECORDS_RESOLVE);
 }
 
+/*
+ * The operator page's file the path names, with headers that keep it
+ * self-contained: its own files only (no inline script, no other site),
+ * never framed (a frame could lure a click on its buttons), its types as
+ * sent.
+ */
+static void admin_ui(struct admin *a, struct evhttp_request *req)
+{
+	const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
+	const char *type = NULL;
+	const struct ui_file *f = ui_lookup(path ? path : "", &type);
+	struct evkeyvalq *out = evhttp_request_get_output_headers(req);
+
+	if (!f) {
+		admin_error(req, 404, "no such file of the operator page");
+		return;
+	}
+	evhttp_add_header(out, "Content-Security-Policy", UI_CSP);
+	evhttp_add_header(out, "X-Content-Type-Options", "nosniff");
+	evhttp_add_header(out, "Referrer-Policy", "no-referrer");
+	admin_reply(req, 200, type, (const char *)f->data, f->len);
+}
+
 /* What the admin listener serves: a path, its method, its handler. */
 static const struct admin_path {
 	const char *path;
 	int post;	/* 1: POST; 0: GET and HEAD */
+	int tree;	/* 1: the path and every path under it */
 	void (*serve)(struct admin *a, struct evhttp_request *req);
 } admin_paths[] = {
-	{"/healthz", 0, admin_healthz},
-	{"/readyz", 0, admin_ready},
-	{"/metrics", 0, admin_metrics},
-	{"/config", 0, admin_config},
-	{"/contract", 0, admin_contract},
-	{"/contract/openapi.json", 0, admin_contract_openapi},
-	{"/records", 0, admin_list},
-	{"/records/scope", 0, admin_show},
-	{"/records/release", 1, admin_release},
-	{"/records/resolve", 1, admin_resolve},
+	{"/healthz", 0, 0, admin_healthz},
+	{"/readyz", 0, 0, admin_ready},
+	{"/metrics", 0, 0, admin_metrics},
+	{"/config", 0, 0, admin_config},
+	{"/contract", 0, 0, admin_contract},
+	{"/contract/openapi.json", 0, 0, admin_contract_openapi},
+	{"/records", 0, 0, admin_list},
+	{"/records/scope", 0, 0, admin_show},
+	{"/records/release", 1, 0, admin_release},
+	{"/records/resolve", 1, 0, admin_resolve},
+	{UI_PATH, 0, 1, admin_ui},
 };
+
+/* 1 when path is p's. */
+static int admin_path_is(const struct admin_path *p, const char *path)
+{
+	size_t n = strlen(p->path);
+
+	if (!p->tree)
+		return strcmp(path, p->path) == 0;
+	return strncmp(path, p->path, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
 
 /* Routes the admin path to its handler; the method must fit. */
 static void admin_request(struct evhttp_request *req, void *arg)
@@ -645,7 +702,7 @@ static void admin_request(struct evhttp_request *req, void *arg)
 	if (!admin_access(a, req, path))
 		return;
 	for (size_t i = 0; !p && i < sizeof(admin_paths) / sizeof(admin_paths[0]); i++)
-		if (strcmp(path, admin_paths[i].path) == 0)
+		if (admin_path_is(&admin_paths[i], path))
 			p = &admin_paths[i];
 	if (!p) {
 		admin_error(req, 404, "no such admin endpoint");

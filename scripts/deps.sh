@@ -8,14 +8,16 @@
 #
 # Profiles (each includes run):
 #   run    build ./idemproxy and run it (`make run`: PostgreSQL, the demo
-#          upstream, which needs only python3's standard library, and curl
-#          for the requests the banner suggests)
+#          upstream, which needs only python3's standard library, curl
+#          for the requests the banner suggests, and xxd, which compiles
+#          the operator page's files into the binary)
 #   test   `make test` and `make chaos`: the pytest suite and its tools
 #          (openssl, curl, pgbouncer, clang for the sanitizer build, node
 #          and npm for the SDK tests in tests/sdk, nghttp for the upgrade
 #          tests, hypercorn and node as upstreams of the upgrade and
 #          spelling tests, python3-dnslib for the DNS server of the
-#          store host name tests)
+#          store host name tests, chromium and its WebDriver for the
+#          operator page's test)
 #   bench  `make bench`: wrk, nginx, gnuplot, openssl, curl and the JWT
 #          helper's python3-cryptography
 #   fuzz   `make fuzz`: clang with libFuzzer
@@ -28,7 +30,7 @@
 set -eu
 
 RUN="build-essential gcc make pkg-config libevent-dev libpq-dev libssl-dev
-libyajl-dev postgresql python3 curl"
+libyajl-dev postgresql python3 curl xxd"
 TEST="python3-pytest python3-psycopg2 python3-cryptography python3-websocket
 python3-yaml python3-hypercorn python3-dnslib curl openssl clang libclang-rt-14-dev pgbouncer
 mandoc groff-base nghttp2-client nodejs npm"
@@ -36,6 +38,9 @@ mandoc groff-base nghttp2-client nodejs npm"
 # rules with it; the package's service is not needed) and systemd-analyze
 # (test_install.py verifies the unit with it).
 TEST="$TEST prometheus systemd"
+# A real headless browser for the operator page (test_ui.py): Debian's
+# chromium, its WebDriver and the Python bindings that drive it.
+TEST="$TEST chromium chromium-driver python3-selenium"
 BENCH="wrk nginx-light gnuplot-nox curl openssl python3-cryptography"
 FUZZ="clang libclang-rt-14-dev"
 IMAGE="mmdebstrap umoci podman runc"

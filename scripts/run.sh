@@ -133,6 +133,10 @@ Try, from another terminal:
   curl -s http://$PROXY_ADDR:$ADMIN_PORT/metrics | grep requests_total
   curl -s http://$PROXY_ADDR:$ADMIN_PORT/records
 
+  # the operator page, in a browser on this machine (leave the token empty:
+  # this configuration has no admin_token)
+  http://$PROXY_ADDR:$ADMIN_PORT/ui
+
   # the records CLI: the records that need an operator, then the one above
   # (its actor in the stored form, "h:" and the X-Actor-Id value), run $RECORDS_HOW
   $BIN records -c $CONF list

@@ -1,7 +1,9 @@
 """Admin access: with the admin token the records API needs it and the
 other paths are open to probes and scrapers, whatever Host they name;
 without it every path answers only loopback clients naming a loopback
-Host (a DNS-rebinding page names its own)."""
+Host (a DNS-rebinding page names its own). Either way a POST from a web
+page of another origin is refused; the listener's own page (GET /ui) may
+post, with what else the rules ask of it."""
 import socket
 
 from tests.lib import helpers
@@ -49,10 +51,13 @@ def test_token_protects_every_records_path(proxy, upstream, ids, tmp_path):
     r = admin(p, "GET", "/records/scope", scope(ids.actor, key), headers=auth)
     assert r.status == 200, r
     assert r.json()["record"]["state"] == "completed"
-    # Not even a token lets a web page change state.
+    # Not even a token lets a web page of another origin change state.
     r = admin(p, "POST", "/records/release", scope(ids.actor, key), body=b"",
               headers=auth + [("Origin", "http://evil.example")])
     assert r.status == 403, r
+    r = admin(p, "POST", "/records/release", scope(ids.actor, key), body=b"",
+              headers=[("Origin", "http://127.0.0.1:%d" % p.admin)])
+    assert r.status == 401, r
     # Token holders are not bound to loopback Host names.
     r = admin(p, "GET", "/records", headers=auth + [("Host", "idemproxy.internal:9")])
     assert r.status == 200, r
@@ -78,9 +83,20 @@ def test_without_token_only_loopback_hosts(proxy, upstream, ids):
         assert r.status == 200, (host, r)
     r = admin(p, "GET", "/records/scope", scope(ids.actor, key), headers=[("Host", "localhost")])
     assert r.status == 200 and r.json()["record"]["state"] == "completed", r
+    # A page of another origin, the loopback names' included, cannot act.
+    own = "localhost:%d" % p.admin
+    for host, origin in ((own, "http://localhost"), (own, "http://localhost:1"),
+                         (own, "https://" + own), (own, "http://127.0.0.1:%d" % p.admin),
+                         (own, "null"), (own, "http://" + own + ".evil.example"),
+                         ("localhost", "http://localhost:%d" % p.admin)):
+        r = admin(p, "POST", "/records/release", scope(ids.actor, key), body=b"",
+                  headers=[("Host", host), ("Origin", origin)])
+        assert r.status == 403, (host, origin, r)
+    # The listener's own page (the operator page, GET /ui) may: the record
+    # is completed, so the release itself is refused as not stuck.
     r = admin(p, "POST", "/records/release", scope(ids.actor, key), body=b"",
-              headers=[("Host", "localhost"), ("Origin", "http://localhost")])
-    assert r.status == 403, r
+              headers=[("Host", own), ("Origin", "http://LOCALHOST:%d" % p.admin)])
+    assert r.status == 409, r
     assert_open(p)
     assert upstream.count(key=key) == 1
 

@@ -186,6 +186,10 @@ def test_deps_profiles():
     assert "mmdebstrap" not in test and "python3-pytest" not in image
     assert "patroni" in ha and "etcd-server" in ha and "patroni" not in test
     assert "python3-pytest" in test and "pgbouncer" in test and "nginx-light" not in test
+    # xxd compiles the operator page into the binary; a browser tests it.
+    assert "xxd" in run
+    assert {"chromium", "chromium-driver", "python3-selenium"} <= set(test)
+    assert "chromium" not in run and "chromium" not in bench
     assert "wrk" in bench and "nginx-light" in bench and "python3-pytest" not in bench
     assert "clang" in fuzz and "libclang-rt-14-dev" in fuzz and "wrk" not in fuzz
     for profile in (test, bench, fuzz, ha, image):

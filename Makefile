@@ -71,7 +71,7 @@ FUZZ_SRC_fuzz_seal := tests/fuzz/fuzz_seal.c proxy/seal.c proxy/base64.c proxy/r
 FUZZ_LIB_fuzz_seal := -levent -lcrypto
 FUZZ_SRC_fuzz_store_dns := tests/fuzz/fuzz_store_dns.c proxy/store_dns.c proxy/log.c proxy/digest.c \
                            proxy/utf8.c
-FUZZ_LIB_fuzz_store_dns := -levent -lpq -lcrypto
+FUZZ_LIB_fuzz_store_dns := -levent -lpq -lcrypto -lyajl
 FUZZ_SRC_fuzz_procstat := tests/fuzz/fuzz_procstat.c proxy/procstat.c proxy/stats.c proxy/outcome.c
 FUZZ_LIB_fuzz_procstat := -levent
 

@@ -11,6 +11,7 @@ import socket
 import time
 import uuid
 
+import pytest
 import websocket
 
 from tests.lib import helpers, streams
@@ -88,14 +89,24 @@ def test_owner_replay_and_duplicate(proxy, upstream, ids):
     assert upstream.count(actor=ids.actor) == 2
 
 
-def test_owner_whose_upstream_resets(proxy, upstream, ids):
-    p = proxy()
+@pytest.mark.parametrize("action", ["reset", "break:%d" % BROKEN])
+def test_owner_whose_upstream_fails(proxy, upstream, ids, action):
+    """The upstream resets, or breaks off a response that was streaming
+    (over max_stored_body, its head already sent): the outcome is unknown."""
+    p = proxy({"max_stored_body": "1k"})
     path = order_path()
-    send = lambda: p.post(path, key=ids.key(), actor=ids.actor, body='{"amount": 1}',
-                          headers=[act("reset")])
+
+    def send():
+        try:
+            p.post(path, key=ids.key(), actor=ids.actor, body='{"amount": 1}',
+                   headers=[act(action)])
+        except helpers.ConnectionClosed:  # the response broke off
+            assert action != "reset"
+
     line, wall = timed(p, send, on_path(path))
     assert_durations(line, wall)
-    assert line["status"] == 502 and line["outcome"] == "unknown", line
+    assert line["outcome"] == "unknown", line
+    assert line["status"] == (502 if action == "reset" else 201), line  # 201: its head went out
     assert line["upstream_us"] > 0 and line["store_us"] > 0, line
     assert upstream.count(actor=ids.actor) == 1
 

@@ -152,10 +152,11 @@ static size_t log_json_width(unsigned char c)
  * The n bytes at s as the text of a JSON string that yajl writes in at
  * most max bytes (LOG_CUT_MARK_MAX <= max <= LOG_MSG_MAX): into
  * log_thread.text, bytes that are not UTF-8 as U+FFFD; a longer value is
- * cut at a character and ends with a mark that says how long it was.
- * Returns the text's length.
+ * cut at a character and ends with a mark that says how long it was
+ * (total bytes: n, or more when s is already a cut). Returns the text's
+ * length.
  */
-static size_t log_text(const char *s, size_t n, size_t max)
+static size_t log_text(const char *s, size_t n, size_t total, size_t max)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	char *out = log_thread.text;
@@ -176,7 +177,7 @@ static size_t log_text(const char *s, size_t n, size_t max)
 		if (width + w > max) {
 			/* Back to the last character that leaves room for the mark. */
 			return keep + (size_t)snprintf(out + keep, LOG_CUT_MARK_MAX,
-						       "\xe2\x80\xa6(%zu bytes)", n);
+						       "\xe2\x80\xa6(%zu bytes)", total);
 		}
 		memcpy(out + len, from, bytes);
 		len += bytes;
@@ -207,10 +208,12 @@ static void log_name(yajl_gen g, const char *name)
 }
 
 /*
- * The field name: the n bytes at value, written in at most max bytes
- * and no more than the line has room for (cut and marked otherwise).
+ * The field name: the n bytes at value, of a value of total bytes, written
+ * in at most max bytes and no more than the line has room for (cut and
+ * marked otherwise).
  */
-static void field_str_max(yajl_gen g, const char *name, const char *value, size_t n, size_t max)
+static void field_text(yajl_gen g, const char *name, const char *value, size_t n, size_t total,
+		       size_t max)
 {
 	struct log_line *l = &log_thread.line;
 	size_t used = l->len + strlen(name) + sizeof(",\"\":\"\"") + LOG_TAIL_ROOM;
@@ -223,12 +226,18 @@ static void field_str_max(yajl_gen g, const char *name, const char *value, size_
 	if (max < LOG_CUT_MARK_MAX) /* a full line: this overflows, the line is refused */
 		max = LOG_CUT_MARK_MAX;
 	log_name(g, name);
-	if (log_plain(value, n, max)) {
+	if (n == total && log_plain(value, n, max)) {
 		yajl_gen_string(g, (const unsigned char *)value, n);
 		return;
 	}
-	n = log_text(value, n, max);
+	n = log_text(value, n, total, max);
 	yajl_gen_string(g, (const unsigned char *)log_thread.text, n);
+}
+
+/* The field name: the n bytes at value, to max bytes (field_text). */
+static void field_str_max(yajl_gen g, const char *name, const char *value, size_t n, size_t max)
+{
+	field_text(g, name, value, n, n, max);
 }
 
 /* The field name: the string value, to LOG_FIELD_MAX; none when value is NULL. */
@@ -372,7 +381,7 @@ static void line_emit_batched(yajl_gen g)
 
 void log_write(enum log_level level, const struct log_tag *tag, const char *fmt, ...)
 {
-	char msg[2 * LOG_MSG_MAX];
+	char msg[2 * LOG_MSG_MAX]; /* more than "msg" holds: a longer one is cut anyway */
 	va_list ap;
 	yajl_gen g;
 	int n;
@@ -385,7 +394,7 @@ void log_write(enum log_level level, const struct log_tag *tag, const char *fmt,
 	line_start(g, level);
 	if (tag)
 		line_tag(g, tag);
-	field_str_max(g, "msg", msg, n < 0 ? 0 : strlen(msg), LOG_MSG_MAX);
+	field_text(g, "msg", msg, n < 0 ? 0 : strlen(msg), n < 0 ? 0 : (size_t)n, LOG_MSG_MAX);
 	line_emit(g, level);
 }
 

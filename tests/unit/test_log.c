@@ -156,7 +156,7 @@ static char *repeat(const char *unit, size_t n)
 static void test_cut_fields(void)
 {
 	char *path = repeat("\xc3\xa9", 3000); /* 'é': a cut must fall between characters */
-	char *long_msg = repeat("m", 3000);
+	char *long_msg = repeat("m", 3000), *longer_msg = repeat("n", 10000);
 	struct log_tag tag = {.request_id = 7, .route = "r", .key = "k", .key_len = 1};
 	const char *s;
 	yajl_val v;
@@ -170,8 +170,9 @@ static void test_cut_fields(void)
 					      .outcome = "owner",
 					      .duration_us = 5});
 	log_write(LOG_ERROR, NULL, "%s", long_msg);
+	log_write(LOG_ERROR, NULL, "%s", longer_msg);
 	capture_end();
-	CHECK(capture_lines() == 2);
+	CHECK(capture_lines() == 3);
 
 	v = capture_line(0, &len);
 	CHECK(v != NULL);
@@ -191,8 +192,14 @@ static void test_cut_fields(void)
 	CHECK(s && ends_with(s, "\xe2\x80\xa6(3000 bytes)"));
 	CHECK(s && strlen(s) <= 2048 && strlen(s) > 2000);
 	yajl_tree_free(v);
+	/* Longer than the message's own buffer: the mark still names its length. */
+	v = capture_line(2, &len);
+	s = str_of(v, "msg");
+	CHECK(s && ends_with(s, "\xe2\x80\xa6(10000 bytes)"));
+	yajl_tree_free(v);
 	free(path);
 	free(long_msg);
+	free(longer_msg);
 }
 
 /*

@@ -247,19 +247,32 @@ static void field_str(yajl_gen g, const char *name, const char *value)
 		field_str_max(g, name, value, strlen(value), LOG_FIELD_MAX);
 }
 
+/* The decimal digits of v, written backwards from end (no printf: every line has several). */
+static char *log_digits(char *end, uint64_t v)
+{
+	do
+		*--end = (char)('0' + v % 10);
+	while (v /= 10);
+	return end;
+}
+
 static void field_i64(yajl_gen g, const char *name, int64_t value)
 {
+	char num[24], *end = num + sizeof(num), *start;
+
+	start = log_digits(end, value < 0 ? 0 - (uint64_t)value : (uint64_t)value);
+	if (value < 0)
+		*--start = '-';
 	log_name(g, name);
-	yajl_gen_integer(g, (long long)value);
+	yajl_gen_number(g, start, (size_t)(end - start));
 }
 
 static void field_u64(yajl_gen g, const char *name, uint64_t value)
 {
-	char num[24];
-	int n = snprintf(num, sizeof(num), "%llu", (unsigned long long)value);
+	char num[24], *end = num + sizeof(num), *start = log_digits(end, value);
 
 	log_name(g, name);
-	yajl_gen_number(g, num, (size_t)n);
+	yajl_gen_number(g, start, (size_t)(end - start));
 }
 
 /* An object, the member name's (NULL: the line's own); its fields follow until object_end. */
@@ -282,8 +295,8 @@ static void line_start(yajl_gen g, enum log_level level)
 {
 	struct timespec ts;
 	struct tm tm;
-	char t[LOG_TIME_MAX];
-	int n;
+	char t[LOG_TIME_MAX], ms[4];
+	size_t n;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	/* The formatted second changes once a second: keep it per thread. */
@@ -293,10 +306,16 @@ static void line_start(yajl_gen g, enum log_level level)
 		    log_thread.clock_text, sizeof(log_thread.clock_text), "%Y-%m-%dT%H:%M:%S", &tm);
 		log_thread.clock_sec = ts.tv_sec;
 	}
-	n = snprintf(t, sizeof(t), "%.*s.%03ldZ", (int)log_thread.clock_len, log_thread.clock_text,
-		     ts.tv_nsec / 1000000);
+	/* ".mmmZ": 1000 + ms keeps the leading zeros. */
+	log_digits(ms + sizeof(ms), (uint64_t)(1000 + ts.tv_nsec / 1000000));
+	n = log_thread.clock_len;
+	memcpy(t, log_thread.clock_text, n);
+	t[n++] = '.';
+	memcpy(t + n, ms + 1, 3);
+	n += 3;
+	t[n++] = 'Z';
 	object_begin(g, NULL);
-	field_str_max(g, "time", t, (size_t)n, LOG_TIME_MAX);
+	field_str_max(g, "time", t, n, LOG_TIME_MAX);
 	field_str(g, "level", level_names[level]);
 }
 

@@ -5,6 +5,7 @@
  */
 #include "proxy/log.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +116,23 @@ static void test_escaping(void)
 	      strcmp(YAJL_GET_NUMBER(num_of(v, "request_id")), "18446744073709551615") == 0);
 	CHECK(str_of(v, "time") && strlen(str_of(v, "time")) == strlen("2026-01-01T00:00:00.000Z"));
 	CHECK(str_of(v, "time") && ends_with(str_of(v, "time"), "Z"));
+	yajl_tree_free(v);
+
+	/* Numbers at both ends of their range, exactly. */
+	capture_begin();
+	log_access(&tag, &(struct log_access){.method = "GET",
+					      .path = "/",
+					      .path_len = 1,
+					      .outcome = "pass",
+					      .duration_us = INT64_MAX,
+					      .upstream_us = INT64_MIN});
+	capture_end();
+	v = capture_line(0, &len);
+	CHECK(v && num_of(v, "duration_us") &&
+	      !strcmp(YAJL_GET_NUMBER(num_of(v, "duration_us")), "9223372036854775807"));
+	CHECK(v && num_of(v, "upstream_us") &&
+	      !strcmp(YAJL_GET_NUMBER(num_of(v, "upstream_us")), "-9223372036854775808"));
+	CHECK(v && num_of(v, "store_us") && !strcmp(YAJL_GET_NUMBER(num_of(v, "store_us")), "0"));
 	yajl_tree_free(v);
 }
 

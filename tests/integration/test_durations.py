@@ -252,3 +252,16 @@ def test_log_level_warn_hides_access_lines_until_reload(proxy, upstream, ids):
     lines = p.log_lines()
     first_info = next(i for i, l in enumerate(lines) if l["level"] == "info")
     assert lines[first_info]["msg"].startswith("configuration reloaded"), lines[:first_info + 1]
+
+
+def test_log_level_is_one_of_four(tmp_path):
+    binary = helpers.env_bin()
+    text = ("upstream http://127.0.0.1:1\nlog_level %s\n"
+            "route r {\n  match POST /x\n  actor anonymous\n}\n")
+    for level in ("debug", "info", "warn", "error"):
+        r = helpers.check_config(binary, str(tmp_path / "ok.conf"), text % level)
+        assert r.returncode == 0, (level, r.stderr)
+    for level in ("trace", "warning", "warn error", "0"):
+        r = helpers.check_config(binary, str(tmp_path / "bad.conf"), text % level)
+        assert r.returncode == 1 and ":2: " in r.stderr and "log_level" in r.stderr, \
+            (level, r.stderr)

@@ -1,5 +1,7 @@
 """Every access line's durations are durations, never clock readings, on
-every path a request can take: an owner, a replay, a duplicate, a
+every path a request can take: an owner (its upstream answering,
+resetting, breaking off, or cut off at the shutdown deadline), a replay, a
+duplicate (answered in progress, or waiting for its owner), a
 pass-through, one the client leaves mid-response, one whose upstream
 breaks off, a tunnel, and the answers idemproxy makes itself. Each line
 is bounded by the test's own wall time for its request (from before the
@@ -108,6 +110,47 @@ def test_owner_whose_upstream_fails(proxy, upstream, ids, action):
     assert line["outcome"] == "unknown", line
     assert line["status"] == (502 if action == "reset" else 201), line  # 201: its head went out
     assert line["upstream_us"] > 0 and line["store_us"] > 0, line
+    assert upstream.count(actor=ids.actor) == 1
+
+
+WAIT_ROUTE = """
+route wait.op {
+    match        POST /api/wait/{id}
+    fingerprint  json
+    in_progress  wait 5s
+}
+"""
+
+
+def test_duplicate_that_waits_for_its_owner(proxy, upstream, ids):
+    """in_progress wait: the duplicate claims again when its owner is done,
+    and replays; its store time is both claims."""
+    p = proxy(routes=WAIT_ROUTE)
+    path, key = "/api/wait/%s" % uuid.uuid4().hex, ids.key()
+    with helpers.SlowOwner(p, upstream, path, key, ids.actor, 1.0, body='{"a": 1}'):
+        dup = lambda: p.post(path, key=key, actor=ids.actor, body='{"a": 1}')
+        line, wall = timed(p, dup, on_path(path, outcome="replay"))
+    assert_durations(line, wall)
+    assert line["status"] == 201 and line["upstream_us"] == 0 and line["store_us"] > 0, line
+    assert upstream.count(actor=ids.actor) == 1
+
+
+def test_owner_cut_off_at_the_shutdown_deadline(proxy, upstream, ids):
+    """SIGTERM with an owner at the upstream past shutdown_timeout: it is
+    cut off (503 shutting-down, outcome unknown), its line bounded by the
+    time from its start to the process's exit."""
+    p = proxy({"upstream_timeout": "5s", "lease": "30s", "shutdown_timeout": "1s"})
+    path = order_path()
+    started = time.monotonic()
+    with helpers.SlowOwner(p, upstream, path, ids.key(), ids.actor, 3.0, body='{"a": 1}'):
+        p.signal(signal.SIGTERM)
+        assert p.proc.wait(10) == 0, p.stderr_tail()
+    wall_us = (time.monotonic() - started) * 1e6
+    lines = access_lines(p, on_path(path))
+    assert len(lines) == 1, p.stderr_tail()
+    assert_durations(lines[0], wall_us)
+    assert lines[0]["status"] == 503 and lines[0]["outcome"] == "unknown", lines[0]
+    assert lines[0]["upstream_us"] > 0 and lines[0]["store_us"] > 0, lines[0]
     assert upstream.count(actor=ids.actor) == 1
 
 

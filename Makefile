@@ -44,7 +44,8 @@ FUZZ_CFLAGS  := -std=gnu11 -O1 -g -I. -D_GNU_SOURCE -fsanitize=fuzzer,address,un
 FUZZERS      := build/fuzz/fuzz_http build/fuzz/fuzz_fingerprint build/fuzz/fuzz_conf \
                 build/fuzz/fuzz_path build/fuzz/fuzz_idemkey build/fuzz/fuzz_records \
                 build/fuzz/fuzz_jwt build/fuzz/fuzz_seal build/fuzz/fuzz_keysource \
-                build/fuzz/fuzz_store_dns build/fuzz/fuzz_procstat build/fuzz/fuzz_ui
+                build/fuzz/fuzz_store_dns build/fuzz/fuzz_procstat build/fuzz/fuzz_ui \
+                build/fuzz/fuzz_log
 
 # Each fuzz target's sources (one list: what it is built from and what
 # rebuilds it; the headers they include come from clang's -MMD) and libraries.
@@ -73,10 +74,12 @@ FUZZ_SRC_fuzz_seal := tests/fuzz/fuzz_seal.c proxy/seal.c proxy/base64.c proxy/r
 FUZZ_LIB_fuzz_seal := -levent -lcrypto
 FUZZ_SRC_fuzz_store_dns := tests/fuzz/fuzz_store_dns.c proxy/store_dns.c proxy/log.c proxy/digest.c \
                            proxy/utf8.c
-FUZZ_LIB_fuzz_store_dns := -levent -lpq -lcrypto
+FUZZ_LIB_fuzz_store_dns := -levent -lpq -lcrypto -lyajl
 FUZZ_SRC_fuzz_procstat := tests/fuzz/fuzz_procstat.c proxy/procstat.c proxy/stats.c proxy/outcome.c
 FUZZ_LIB_fuzz_procstat := -levent
 FUZZ_SRC_fuzz_ui := tests/fuzz/fuzz_ui.c proxy/ui.c build/fuzz/gen/ui_files.c
+FUZZ_SRC_fuzz_log := tests/fuzz/fuzz_log.c proxy/log.c proxy/digest.c proxy/utf8.c
+FUZZ_LIB_fuzz_log := -lyajl -lcrypto
 
 .PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc check-modules check-docs lint fuzz chaos ha image image-test
 

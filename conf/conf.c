@@ -1099,6 +1099,9 @@ static const struct conf_choice conf_recovery_modes[] = {
     {"hold", RECOVERY_HOLD}, {"forward", RECOVERY_FORWARD}, {NULL, 0}};
 static const struct conf_choice conf_errors_modes[] = {
     {"problem", ERRORS_PROBLEM}, {"stripe", ERRORS_STRIPE}, {NULL, 0}};
+static const struct conf_choice conf_log_levels[] = {
+    {"debug", CONF_LOG_DEBUG}, {"info", CONF_LOG_INFO}, {"warn", CONF_LOG_WARN},
+    {"error", CONF_LOG_ERROR}, {NULL, 0}};
 static const struct conf_choice conf_on_off[] = {{"off", 0}, {"on", 1}, {NULL, 0}};
 static const struct conf_choice conf_match_cases[] = {
     {"insensitive", MATCH_CASE_INSENSITIVE}, {"sensitive", MATCH_CASE_SENSITIVE}, {NULL, 0}};
@@ -1158,6 +1161,7 @@ const struct conf_directive conf_directives[] = {
     CONF_ROW("trusted_proxies", CONF_TOP, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_trusted_proxies, NULL, 0),
     CONF_ENUM_ROW("underscores_in_headers", CONF_TOP, TOP(underscores_in_headers), "off", conf_on_off, NULL, 0),
     CONF_ENUM_ROW("store_unavailable", CONF_TOP, TOP(store_unavailable), "fail-closed", conf_store_modes, NULL, 0),
+    CONF_ENUM_ROW("log_level", CONF_TOP, TOP(log_level), "info", conf_log_levels, NULL, 0),
     CONF_ROW("problem_base", CONF_TOP, 1, 1, CT_STRING, TOP(problem_base), conf_set_problem_base, CONF_PROBLEM_BASE_DEFAULT, 0),
     CONF_ROW("route", CONF_TOP, 1, 1, CT_CUSTOM, 0, conf_open_route, NULL, CF_BLOCK | CF_REPEAT),
     CONF_ROW("match", CONF_ROUTE, 2, 2, CT_CUSTOM, 0, conf_set_match, NULL, CF_REPEAT),

@@ -62,6 +62,14 @@ enum prepared_mode {
 	PREPARED_ON = 1,
 };
 
+/* log_level: the values are enum log_level's (proxy/log.h). */
+enum conf_log_level {
+	CONF_LOG_DEBUG,
+	CONF_LOG_INFO,
+	CONF_LOG_WARN,
+	CONF_LOG_ERROR,
+};
+
 enum store_unavailable_mode {
 	STORE_FAIL_CLOSED = 0,
 	STORE_FAIL_OPEN,
@@ -225,6 +233,7 @@ struct conf {
 	size_t replay_cache;           /* bytes per worker; 0 = off */
 
 	enum store_unavailable_mode store_unavailable;
+	enum conf_log_level log_level; /* the least level logged */
 	char *problem_base;
 	char *contract_url;            /* NULL: no Link header on problems */
 

@@ -1,8 +1,10 @@
 /*
- * Logging: one JSON object per line on stderr. The level is checked before
- * anything is formatted. Credentials and bodies are never logged; keys are
- * logged only as a short hash. A line is always whole, valid JSON: a long
- * field is cut, marked with "…(N bytes)", never the line.
+ * Logging: one JSON object per line on stderr, written with yajl's
+ * generator. The level is checked before anything is formatted.
+ * Credentials and bodies are never logged; keys are logged only as a short
+ * hash. A line is always whole, valid JSON of at most 8 KiB: a long field
+ * is cut, marked with "…(N bytes)", never the line; bytes that are not
+ * UTF-8 are written as U+FFFD.
  */
 #ifndef IDEMPROXY_LOG_H
 #define IDEMPROXY_LOG_H
@@ -18,7 +20,17 @@ enum log_level {
 	LOG_ERROR,
 };
 
-extern enum log_level log_min_level;
+/* The least level written; threads read it as it is set (log_set_level). */
+extern _Atomic enum log_level log_min_level;
+
+/* Set the least level written (log_level: at start and on reload). */
+void log_set_level(enum log_level level);
+
+/* 1 when a line at level is written. */
+static inline int log_enabled(enum log_level level)
+{
+	return level >= atomic_load_explicit(&log_min_level, memory_order_relaxed);
+}
 
 /*
  * What a line says about the request it concerns: its id, its route's
@@ -49,7 +61,7 @@ struct log_access {
 	int64_t store_us;           /* waiting for the store */
 };
 
-/* Batched per thread; written by the next log_flush() or other log line. */
+/* At info; batched per thread, written by the next log_flush() or other log line. */
 void log_access(const struct log_tag *tag, const struct log_access *a);
 
 /* Write this thread's batched access lines. */
@@ -71,9 +83,9 @@ struct log_limit {
  */
 int log_limit_pass(struct log_limit *l, int64_t now_us, int64_t interval_us, int *skipped);
 
-#define log_debug(tag, ...) do { if (log_min_level <= LOG_DEBUG) log_write(LOG_DEBUG, tag, __VA_ARGS__); } while (0)
-#define log_info(tag, ...)  do { if (log_min_level <= LOG_INFO) log_write(LOG_INFO, tag, __VA_ARGS__); } while (0)
-#define log_warn(tag, ...)  do { if (log_min_level <= LOG_WARN) log_write(LOG_WARN, tag, __VA_ARGS__); } while (0)
+#define log_debug(tag, ...) do { if (log_enabled(LOG_DEBUG)) log_write(LOG_DEBUG, tag, __VA_ARGS__); } while (0)
+#define log_info(tag, ...)  do { if (log_enabled(LOG_INFO)) log_write(LOG_INFO, tag, __VA_ARGS__); } while (0)
+#define log_warn(tag, ...)  do { if (log_enabled(LOG_WARN)) log_write(LOG_WARN, tag, __VA_ARGS__); } while (0)
 #define log_error(tag, ...) log_write(LOG_ERROR, tag, __VA_ARGS__)
 
 #endif

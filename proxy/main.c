@@ -168,6 +168,7 @@ static void reload(struct supervisor *sv)
 	for (int i = 0; i < sv->nworkers; i++)
 		worker_reload(&sv->workers[i], gen);
 	sweeper_set_interval(sv->sweeper, conf->sweep_interval_ms);
+	log_set_level((enum log_level)conf->log_level);
 	if (sv->admin)
 		admin_reload(sv->admin, conf, secrets);
 	/* file is the old configuration's: it may go with the release. */
@@ -369,6 +370,10 @@ static void supervisor_free(struct supervisor *sv)
 	pace_free(sv->pace);
 }
 
+_Static_assert((int)CONF_LOG_DEBUG == (int)LOG_DEBUG && (int)CONF_LOG_INFO == (int)LOG_INFO &&
+		   (int)CONF_LOG_WARN == (int)LOG_WARN && (int)CONF_LOG_ERROR == (int)LOG_ERROR,
+	       "log_level's values are enum log_level's");
+
 /* libevent's own messages, as log lines like every other. */
 static void libevent_log(int severity, const char *msg)
 {
@@ -376,7 +381,7 @@ static void libevent_log(int severity, const char *msg)
 			       : severity == EVENT_LOG_WARN ? LOG_WARN
 							    : LOG_DEBUG;
 
-	if (level >= log_min_level)
+	if (log_enabled(level))
 		log_write(level, NULL, "libevent: %s", msg);
 }
 
@@ -387,6 +392,7 @@ static int run(struct conf *conf, struct secrets *secrets)
 	pthread_t joiner;
 	int rc = 1;
 
+	log_set_level((enum log_level)conf->log_level);
 	event_set_log_callback(libevent_log);
 	if (evthread_use_pthreads() < 0) {
 		log_error(NULL, "cannot start: libevent's thread support failed");

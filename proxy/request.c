@@ -137,12 +137,15 @@ struct request {
 	enum request_write write;   /* an owner's: what its record becomes */
 	struct log_tag tag;         /* what its log lines say about it */
 	int status;                 /* status sent to the client, for the log */
-	int64_t started_us;
-	int64_t upstream_us;        /* time spent waiting for the upstream */
 	int64_t retry_after_ms;     /* a problem's Retry-After; 0: the default */
 	int64_t key_expires_ms;     /* the owner's record was written: its time left */
-	int64_t store_us;           /* time spent waiting for the store */
-	int64_t store_sent_us;      /* when the pending store operation was sent */
+	/* Clock readings (*_sent_us) apart from the durations they make: a
+	 * duration grows when what it times ends, at the latest with req. */
+	int64_t started_us;         /* its first byte arrived */
+	int64_t upstream_sent_us;   /* the exchange under way began (forwarding) */
+	int64_t store_sent_us;      /* the pending store operation was sent */
+	int64_t upstream_us;        /* duration: waiting for the upstream, exchanges ended */
+	int64_t store_us;           /* duration: waiting for the store, operations answered */
 
 	char key[IDEMKEY_MAX + 1];
 	size_t key_len;
@@ -565,7 +568,7 @@ static void request_forward(struct request *req, int streamed)
 			  dropped);
 	}
 	request_set_state(req, REQ_FORWARDING);
-	req->upstream_us = clock_now_us();
+	req->upstream_sent_us = clock_now_us();
 	req->forwarding = 1;
 	req->ctx->nforwarding++;
 	req->relay = relay_start(req->ctx->base, req->ctx->pool, req->conn, req->msg, streamed, &p,
@@ -574,15 +577,18 @@ static void request_forward(struct request *req, int streamed)
 		request_relay_done(req, UPSTREAM_NOT_SENT, NULL, 0);
 }
 
-/* The exchange with the upstream is over (ended or cut off): upstream_us becomes its duration. */
+/* The exchange with the upstream is over (ended, cut off, or req ended): its duration counts. */
 static void request_forwarded(struct request *req)
 {
+	int64_t us;
+
 	if (!req->forwarding)
 		return;
+	us = clock_now_us() - req->upstream_sent_us;
 	req->forwarding = 0;
 	req->ctx->nforwarding--;
-	req->upstream_us = clock_now_us() - req->upstream_us;
-	stats_observe(&req->ctx->stats->hist[STATS_UPSTREAM_SECONDS], req->upstream_us);
+	req->upstream_us += us;
+	stats_observe(&req->ctx->stats->hist[STATS_UPSTREAM_SECONDS], us);
 }
 
 /* The exchange ends before the relay's own end: what it answered stays known, the relay goes. */
@@ -820,11 +826,13 @@ static void request_account(struct request_ctx *ctx, const struct log_tag *tag, 
 	log_access(tag, a);
 }
 
-/* The end of every request: counted, logged, freed. */
+/* The end of every request: an exchange under way ends with it; counted, logged, freed. */
 static void request_done(struct request *req)
 {
-	int64_t duration_us = clock_now_us() - req->started_us;
+	int64_t duration_us;
 
+	request_forwarded(req);
+	duration_us = clock_now_us() - req->started_us;
 	if (!role_may_end(req->role, req->outcome))
 		request_bad_end(req);
 	if (req->write == WRITE_FINISH)

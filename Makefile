@@ -42,7 +42,7 @@ FUZZ_CFLAGS  := -std=gnu11 -O1 -g -I. -D_GNU_SOURCE -fsanitize=fuzzer,address,un
 FUZZERS      := build/fuzz/fuzz_http build/fuzz/fuzz_fingerprint build/fuzz/fuzz_conf \
                 build/fuzz/fuzz_path build/fuzz/fuzz_idemkey build/fuzz/fuzz_records \
                 build/fuzz/fuzz_jwt build/fuzz/fuzz_seal build/fuzz/fuzz_keysource \
-                build/fuzz/fuzz_store_dns build/fuzz/fuzz_procstat
+                build/fuzz/fuzz_store_dns build/fuzz/fuzz_procstat build/fuzz/fuzz_trace
 
 # Each fuzz target's sources (one list: what it is built from and what
 # rebuilds it; the headers they include come from clang's -MMD) and libraries.
@@ -74,6 +74,8 @@ FUZZ_SRC_fuzz_store_dns := tests/fuzz/fuzz_store_dns.c proxy/store_dns.c proxy/l
 FUZZ_LIB_fuzz_store_dns := -levent -lpq -lcrypto
 FUZZ_SRC_fuzz_procstat := tests/fuzz/fuzz_procstat.c proxy/procstat.c proxy/stats.c proxy/outcome.c
 FUZZ_LIB_fuzz_procstat := -levent
+FUZZ_SRC_fuzz_trace := tests/fuzz/fuzz_trace.c proxy/trace.c
+FUZZ_LIB_fuzz_trace := -lcrypto
 
 .PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc check-modules check-docs lint fuzz chaos ha image image-test
 

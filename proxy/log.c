@@ -25,12 +25,14 @@
 #define LOG_MSG_MAX 2048   /* escaped bytes of "msg" */
 #define LOG_FIELD_MAX 1024 /* escaped bytes of any other string field */
 #define LOG_FIXED_MAX 1024 /* everything else: names, numbers, time, braces */
-#define LOG_KEY_HASH_BYTES 6
+/* A replay's object naming its owner, up to the owner's request id. */
+#define LOG_REPLAY_OF_OPEN ",\"replay_of\":{\"request_id\":\""
+#define LOG_ID_MAX	   320 /* escaped bytes of a request id (128 bytes, each may be escaped) */
 #define LOG_BATCH_MAX 16384
 #define LOG_CUT_MARK_MAX 32 /* "…(N bytes)" */
 
-/* The access line is the longest: msg and its three string fields. */
-_Static_assert(LOG_MSG_MAX + 3 * LOG_FIELD_MAX + LOG_FIXED_MAX <= LOG_LINE_MAX,
+/* The access line is the longest: msg, its three string fields and two request ids. */
+_Static_assert(LOG_MSG_MAX + 3 * LOG_FIELD_MAX + 2 * LOG_ID_MAX + LOG_FIXED_MAX <= LOG_LINE_MAX,
 	       "log fields can outgrow the line");
 
 static __thread struct {
@@ -185,20 +187,15 @@ static void line_start(struct line *l, enum log_level level)
 
 static void line_tag(struct line *l, const struct log_tag *tag)
 {
-	unsigned char md[DIGEST_SHA256_LEN];
-	char hex[LOG_KEY_HASH_BYTES * 2 + 1];
+	char hex[DIGEST_SHORT_HEX + 1];
 
-	line_num(l, "request_id", (long long)tag->request_id);
+	if (tag->request_id)
+		line_str_n(l, "request_id", tag->request_id, strlen(tag->request_id), LOG_ID_MAX);
+	line_num(l, "seq", (long long)tag->seq);
 	if (tag->route)
 		line_str(l, "route", tag->route);
 	if (tag->key_len) {
-		if (digest_sha256_of(tag->key, tag->key_len, md) < 0)
-			memset(md, 0, sizeof(md));
-		for (int i = 0; i < LOG_KEY_HASH_BYTES; i++) {
-			hex[2 * i] = "0123456789abcdef"[md[i] >> 4];
-			hex[2 * i + 1] = "0123456789abcdef"[md[i] & 15];
-		}
-		hex[2 * LOG_KEY_HASH_BYTES] = '\0';
+		digest_short_hex(tag->key, tag->key_len, hex);
 		line_str(l, "key_hash", hex);
 	}
 }
@@ -263,6 +260,7 @@ void log_write(enum log_level level, const struct log_tag *tag, const char *fmt,
 
 void log_access(const struct log_tag *tag, const struct log_access *a)
 {
+	char hash[DIGEST_SHORT_HEX + 1];
 	struct line l;
 
 	if (log_min_level > LOG_INFO)
@@ -279,6 +277,25 @@ void log_access(const struct log_tag *tag, const struct log_access *a)
 	line_num(&l, "duration_us", (long long)a->duration_us);
 	line_num(&l, "upstream_us", (long long)a->upstream_us);
 	line_num(&l, "store_us", (long long)a->store_us);
+	if (a->trace_id && a->trace_id[0]) {
+		line_str(&l, "trace_id", a->trace_id);
+		line_str(&l, "parent_id", a->parent_id);
+	}
+	if (a->actor) {
+		digest_short_hex(a->actor, strlen(a->actor), hash);
+		line_str(&l, "actor_hash", hash);
+	}
+	if (a->replay_of_request_id) {
+		/* {"request_id":...[,"trace_id":...]}: the owner's, from its record */
+		line_raw(&l, LOG_REPLAY_OF_OPEN, sizeof(LOG_REPLAY_OF_OPEN) - 1);
+		line_escaped(&l, a->replay_of_request_id, strlen(a->replay_of_request_id),
+			     LOG_ID_MAX);
+		line_raw(&l, "\"", 1);
+		if (a->replay_of_trace_id && a->replay_of_trace_id[0])
+			line_str_n(&l, "trace_id", a->replay_of_trace_id,
+				   strlen(a->replay_of_trace_id), LOG_ID_MAX);
+		line_raw(&l, "}", 1);
+	}
 	line_emit_batched(&l);
 }
 

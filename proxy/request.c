@@ -50,6 +50,7 @@
 #include "proxy/scope.h"
 #include "proxy/stats.h"
 #include "proxy/store.h"
+#include "proxy/trace.h"
 #include "proxy/upstream.h"
 #include "proxy/waiters.h"
 
@@ -136,6 +137,8 @@ struct request {
 	enum outcome outcome;       /* what became of it: set from what happened */
 	enum request_write write;   /* an owner's: what its record becomes */
 	struct log_tag tag;         /* what its log lines say about it */
+	struct trace trace;	    /* its request id and trace context (tag's) */
+	struct trace owner;	    /* a replay's: the owner's ids, from its record */
 	int status;                 /* status sent to the client, for the log */
 	int64_t started_us;
 	int64_t upstream_us;        /* time spent waiting for the upstream */
@@ -248,11 +251,14 @@ void request_start(struct request_ctx *ctx, struct client_conn *c, struct http_m
 	req->gen = conf_gens_hold(ctx->gens);
 	req->conf = req->gen->conf;
 	req->msg = msg;
-	req->tag.request_id = ++ctx->next_id;
+	req->tag.seq = ++ctx->next_id;
+	trace_of(&req->trace, http_msg_known(msg, HTTP_N_X_REQUEST_ID),
+		 http_msg_header(msg, "traceparent"));
+	req->tag.request_id = req->trace.request_id;
 	req->started_us = c->started_us;
 	req->state = REQ_NEW;
 	req->wait.arg = req;
-	conn_attach(c, req);
+	conn_attach(c, req, req->trace.request_id);
 	LIST_INSERT_HEAD(&ctx->requests, req, link);
 	ctx->nrequests++;
 
@@ -551,6 +557,7 @@ static void request_forward(struct request *req, int streamed)
 	int dropped;
 
 	relay_params_init(&p, req->conf, req->conn, req->msg, owner, req->role == ROLE_UNENFORCED);
+	p.view.request_id = req->trace.request_id;
 	dropped = forward_dropped_names(req->msg, &p.view);
 
 	/* Forwarded without a claim: the outcome says so, whatever the upstream does. */
@@ -796,7 +803,7 @@ static void request_free(struct request *req)
 	LIST_REMOVE(req, link);
 	ctx->nrequests--;
 	if (req->conn)
-		conn_attach(req->conn, NULL);
+		conn_attach(req->conn, NULL, NULL);
 	request_forwarded(req);
 	relay_free(req->relay);
 	record_stored_free(&req->stored);
@@ -820,6 +827,12 @@ static void request_account(struct request_ctx *ctx, const struct log_tag *tag, 
 	log_access(tag, a);
 }
 
+/* What a replay's log line names of its owner: id, or NULL for any other outcome. */
+static const char *request_replay_of(const struct request *req, const char *id)
+{
+	return req->outcome == OUT_REPLAY && id[0] ? id : NULL;
+}
+
 /* The end of every request: counted, logged, freed. */
 static void request_done(struct request *req)
 {
@@ -841,6 +854,11 @@ static void request_done(struct request *req)
 			    .duration_us = duration_us,
 			    .upstream_us = req->upstream_us,
 			    .store_us = req->store_us,
+			    .trace_id = req->trace.trace_id,
+			    .parent_id = req->trace.parent_id,
+			    .actor = req->actor,
+			    .replay_of_request_id = request_replay_of(req, req->owner.request_id),
+			    .replay_of_trace_id = request_replay_of(req, req->owner.trace_id),
 			});
 	request_free(req);
 }
@@ -850,7 +868,8 @@ void request_refuse(struct request_ctx *ctx, struct client_conn *c, enum problem
 {
 	const struct http_msg *head = http_parser_head_complete(c->parser) ? http_parser_msg(c->parser)
 									     : NULL;
-	struct log_tag tag = {.request_id = ++ctx->next_id};
+	struct trace t;
+	struct log_tag tag = {.seq = ++ctx->next_id, .request_id = t.request_id};
 	struct log_access a = {
 	    .method = head ? head->method : "-",
 	    .path = head ? head->target : "-",
@@ -859,6 +878,11 @@ void request_refuse(struct request_ctx *ctx, struct client_conn *c, enum problem
 	};
 	int row;
 
+	trace_of(&t, head ? http_msg_known(head, HTTP_N_X_REQUEST_ID) : NULL,
+		 head ? http_msg_header(head, "traceparent") : NULL);
+	a.trace_id = t.trace_id;
+	a.parent_id = t.parent_id;
+	conn_attach(c, c->req, t.request_id);
 	/* The log line is written before the answer may free c (and head). */
 	a.status = respond_problem_status(conf_gens_conf(ctx->gens), NULL, kind);
 	row = stats_refusal(a.status);

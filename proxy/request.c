@@ -365,7 +365,8 @@ static void request_claim(struct request *req)
 	req->store_sent_us = clock_now_us();
 	req->lease_deadline_us = req->store_sent_us + req->conf->lease_ms * 1000;
 	STATS_ADD(req->ctx->stats->claims, 1);
-	store_claim(req->ctx->store, &req->scope, req->fp, req->conf->lease_ms, flags,
+	store_claim(req->ctx->store, &req->scope, req->fp, req->trace.request_id,
+		    req->trace.trace_id[0] ? req->trace.trace_id : NULL, req->conf->lease_ms, flags,
 		    claim_done_cb, req);
 }
 
@@ -486,6 +487,11 @@ static void request_existing(struct request *req, const struct record *rec, int 
 		if (!cached)
 			request_cache_put(req, rec, rec->expires_in_ms);
 		req->outcome = OUT_REPLAY;
+		/* Its log line names the owner's request (as far as it fits). */
+		snprintf(req->owner.request_id, sizeof(req->owner.request_id), "%s",
+			 rec->request_id ? rec->request_id : "");
+		snprintf(req->owner.trace_id, sizeof(req->owner.trace_id), "%s",
+			 rec->trace_id ? rec->trace_id : "");
 		STATS_ADD(req->ctx->stats->replays[cached], 1);
 		req->status = replay_send(req->conn, rec, respond_flags(req->msg));
 		req->conn = NULL;
@@ -729,8 +735,12 @@ static void record_done_cb(void *arg, enum store_result res)
 			 * sent: no later than the database's completed_at. */
 			req->key_expires_ms = req->route->retention_ms -
 					      (clock_now_us() - req->store_sent_us) / 1000;
-			if (req->key_expires_ms > 0)
+			if (req->key_expires_ms > 0) {
+				req->stored.plain.request_id = req->trace.request_id;
+				req->stored.plain.trace_id =
+				    req->trace.trace_id[0] ? req->trace.trace_id : NULL;
 				request_cache_put(req, &req->stored.plain, req->key_expires_ms);
+			}
 		}
 		/* Local waiters need not wait for the notification's trip. */
 		if (request_write_flags(req)) {

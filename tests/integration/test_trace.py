@@ -9,8 +9,10 @@ import json
 import re
 
 from tests.integration.test_upgrades import WS_KEY, exchange, head_bytes, status_of
-from tests.lib import helpers, http1
+from tests.lib import helpers, http1, jwtkit
+from tests.lib.admin import admin, admin_proxy
 from tests.lib.helpers import SlowOwner, assert_owner, assert_replay_of, course, problem
+from tests.lib.records import records
 
 MADE = re.compile(r"[0-9a-f]{32}")
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -167,3 +169,107 @@ def test_a_101_carries_the_id(proxy, upstream, ids):
         [b"X-Request-Id: switch-1"], out
     sent = upstream.requests(actor=ids.actor)
     assert len(sent) == 1 and sent[0].headers.get("X-Request-Id") == "switch-1"
+
+
+# ---- joins: a replay's log line, the owner's line, the record ----
+
+JWT_PATH = "/api/jwt"
+
+
+def stored_actor(pg, key):
+    rows = pg.query("SELECT actor FROM idempotency_records WHERE idem_key = %s", (key,))
+    assert len(rows) == 1, rows
+    return rows[0]["actor"]
+
+
+def check_join(p, binary, pg, key, operation, owner_id, retry_id):
+    """The retry's access line names the owner's request and trace
+    (replay_of), as the owner's own line does, as `records show` and the
+    records API do; key_hash and actor_hash agree across all of them."""
+    owner = one_line(p, owner_id)
+    retry = one_line(p, retry_id)
+    assert owner["outcome"] == "owner" and retry["outcome"] == "replay", (owner, retry)
+    assert "replay_of" not in owner
+    assert retry["replay_of"] == {"request_id": owner["request_id"],
+                                  "trace_id": owner["trace_id"]}, retry
+    assert retry["trace_id"] != owner["trace_id"]
+    actor = stored_actor(pg, key)
+    shown = records(binary, p.conf, "show", actor, operation, key)
+    assert shown.returncode == 0, shown
+    cli = json.loads(shown.stdout)["record"]
+    api = admin(p, "GET", "/records/scope",
+                {"actor": actor, "operation": operation, "key": key})
+    assert api.status == 200, api
+    api = api.json()["record"]
+    for rec in (cli, api):
+        assert rec["request_id"] == owner["request_id"] == owner_id, rec
+        assert rec["trace_id"] == owner["trace_id"], rec
+        for line in (owner, retry):
+            assert rec["key_hash"] == line["key_hash"], (rec, line)
+            assert rec["actor_hash"] == line["actor_hash"], (rec, line)
+
+
+def traced(n):
+    """A traceparent of its own for request n, and its trace id."""
+    trace_id = "%032x" % (0x4bf92f3577b34da6a3ce929d0e0e0000 + n)
+    return "00-%s-%s-01" % (trace_id, PARENT_ID), trace_id
+
+
+def test_a_replay_joins_its_owner_with_a_header_actor(binary, proxy, pg, upstream, ids):
+    p = admin_proxy(proxy, {"replay_cache": "0"})
+    key = ids.key()
+    tp1, t1 = traced(1)
+    first = p.post("/api/courses", key=key, actor=ids.actor, body=course(),
+                   headers=[("X-Request-Id", "owner-" + key), ("traceparent", tp1)])
+    assert_owner(first)
+    tp2, _ = traced(2)
+    again = p.post("/api/courses", key=key, actor=ids.actor, body=course(),
+                   headers=[("X-Request-Id", "retry-" + key), ("traceparent", tp2)])
+    assert_replay_of(again, first)
+    assert rid(again) == "retry-" + key
+    assert one_line(p, "owner-" + key)["trace_id"] == t1
+    check_join(p, binary, pg, key, "course.create", "owner-" + key, "retry-" + key)
+    assert upstream.count(actor=ids.actor) == 1
+
+
+def test_a_replay_from_the_cache_names_its_owner(proxy, upstream, ids):
+    """Replays served from the replay cache, of a record this instance
+    stored or one it read, name the owner as a store replay does."""
+    p = proxy()
+    key = ids.key()
+    tp, t = traced(3)
+    assert_owner(p.post("/api/courses", key=key, actor=ids.actor, body=course(),
+                        headers=[("X-Request-Id", "cowner-" + key), ("traceparent", tp)]))
+    for i in range(3):
+        r = p.post("/api/courses", key=key, actor=ids.actor, body=course(),
+                   headers=[("X-Request-Id", "cretry-%d-%s" % (i, key))])
+        assert r.status == 201 and rid(r) == "cretry-%d-%s" % (i, key)
+        line = one_line(p, "cretry-%d-%s" % (i, key))
+        assert line["outcome"] == "replay", line
+        assert line["replay_of"] == {"request_id": "cowner-" + key, "trace_id": t}, line
+    assert upstream.count(actor=ids.actor) == 1
+
+
+def test_a_replay_joins_its_owner_with_a_jwt_actor(binary, proxy, pg, upstream, ids, tmp_path):
+    k = jwtkit.Key("ES256", kid="trace")
+    f = tmp_path / "keys.json"
+    f.write_text(jwtkit.jwks(k))
+    routes = "route jwt.op {\n    match        POST %s\n    actor        jwt %s\n}\n" % (
+        JWT_PATH, f)
+    p = admin_proxy(proxy, {"replay_cache": "0"}, routes=routes)
+    key = ids.key()
+    token = jwtkit.token(k, {"sub": "user-" + key})
+
+    def post(request_id, tp):
+        return p.request("POST", JWT_PATH, [
+            ("Idempotency-Key", key), ("Content-Type", "application/json"),
+            ("Authorization", "Bearer " + token), ("X-Request-Id", request_id),
+            ("traceparent", tp)], course())
+    first = post("jowner-" + key, traced(4)[0])
+    assert_owner(first)
+    again = post("jretry-" + key, traced(5)[0])
+    assert_replay_of(again, first)
+    assert rid(again) == "jretry-" + key
+    check_join(p, binary, pg, key, "jwt.op", "jowner-" + key, "jretry-" + key)
+    assert token not in p.stderr_text()
+    assert upstream.count(key=key) == 1

@@ -152,7 +152,7 @@ static struct result claim(struct store *st, const struct scope *sc, const unsig
 	struct result r = {0};
 
 	in_call = 1;
-	store_claim(st, sc, fp, lease_ms, 0, claim_cb, &r);
+	store_claim(st, sc, fp, NULL, NULL, lease_ms, 0, claim_cb, &r);
 	await_result(&r);
 	return r;
 }
@@ -333,7 +333,7 @@ static void test_queue(struct store *st, const unsigned char *fp)
 	for (int i = 0; i < TEST_QUEUED_CLAIMS; i++) {
 		snprintf(keys[i], sizeof(keys[i]), "q-%d", i % (TEST_QUEUED_CLAIMS / 2));
 		sc[i] = (struct scope){actor, "order.pay", keys[i]};
-		store_claim(st, &sc[i], fp, TEST_LEASE_MS, 0, claim_cb, &r[i]);
+		store_claim(st, &sc[i], fp, NULL, NULL, TEST_LEASE_MS, 0, claim_cb, &r[i]);
 	}
 	in_call = 0;
 	CHECK(store_pending(st) == TEST_QUEUED_CLAIMS);
@@ -356,7 +356,7 @@ static void queue_leader(struct store *st, struct scope *sc, char *key, size_t s
 
 	snprintf(key, size, "leader-%d", n++);
 	*sc = (struct scope){actor, "order.batch", key};
-	store_claim(st, sc, fp, TEST_LEASE_MS, 0, claim_cb, r);
+	store_claim(st, sc, fp, NULL, NULL, TEST_LEASE_MS, 0, claim_cb, r);
 }
 
 /*
@@ -377,7 +377,7 @@ static void test_coalesce(struct store *st, const unsigned char *fp)
 	for (int i = 0; i < TEST_BATCH_OPS; i++) {
 		snprintf(keys[i], sizeof(keys[i]), "coalesce-%d", i);
 		sc[i] = (struct scope){actor, "order.batch", keys[i]};
-		store_claim(st, &sc[i], fp, TEST_LEASE_MS, 0, claim_cb, &r[i]);
+		store_claim(st, &sc[i], fp, NULL, NULL, TEST_LEASE_MS, 0, claim_cb, &r[i]);
 	}
 	in_call = 0;
 	run_until(&r[TEST_BATCH_OPS - 1].called, TEST_WAIT_MS);
@@ -434,9 +434,9 @@ static void test_same_scope(struct store *st, const unsigned char *fp, const uns
 
 	queue_leader(st, &lead, key, sizeof(key), fp, &l);
 	batches = store_batches(st);
-	store_claim(st, &sc, fp, TEST_LEASE_MS, 0, claim_cb, &a);
-	store_claim(st, &mid, fp, TEST_LEASE_MS, 0, claim_cb, &m);
-	store_claim(st, &sc, fp2, TEST_LEASE_MS, 0, claim_cb, &b);
+	store_claim(st, &sc, fp, NULL, NULL, TEST_LEASE_MS, 0, claim_cb, &a);
+	store_claim(st, &mid, fp, NULL, NULL, TEST_LEASE_MS, 0, claim_cb, &m);
+	store_claim(st, &sc, fp2, NULL, NULL, TEST_LEASE_MS, 0, claim_cb, &b);
 	run_until(&b.called, TEST_WAIT_MS);
 	CHECK(l.res == STORE_OK && a.called == 1 && m.called == 1 && b.called == 1);
 	CHECK(a.res == STORE_OK && m.res == STORE_OK);
@@ -461,7 +461,7 @@ static void test_batch_error(struct store *st, const unsigned char *fp)
 	for (int i = 0; i < TEST_BAD_BATCH; i++) {
 		snprintf(keys[i], sizeof(keys[i]), i == bad ? "bad-\xff\xfe-%d" : "good-%d", i);
 		sc[i] = (struct scope){actor, "order.batch", keys[i]};
-		store_claim(st, &sc[i], fp, TEST_LEASE_MS, 0, claim_cb, &r[i]);
+		store_claim(st, &sc[i], fp, NULL, NULL, TEST_LEASE_MS, 0, claim_cb, &r[i]);
 	}
 	run_until(&r[TEST_BAD_BATCH - 1].called, TEST_WAIT_MS);
 	for (int i = 0; i < TEST_BAD_BATCH; i++)
@@ -696,7 +696,7 @@ static void test_lost_mid_batch(const char *dsn, const unsigned char *fp)
 			     done_cb, &r[i]);
 	run_until(&l.called, TEST_WAIT_MS);
 	run_for(TEST_TICK_MS);
-	store_claim(st, &after, fp, TEST_LEASE_MS, 0, claim_cb, &a);
+	store_claim(st, &after, fp, NULL, NULL, TEST_LEASE_MS, 0, claim_cb, &a);
 	values[0] = app;
 	for (int i = 0; i < TEST_WAIT_MS / TEST_TICK_MS && !killed; i++) {
 		res = PQexecParams(admin,
@@ -784,8 +784,8 @@ static void test_free_in_callback(const char *dsn, const unsigned char *fp)
 	struct store *st = store_new(base, NULL, 0, "host=127.0.0.1 port=1", 100, "test", -1);
 	struct result r = {0};
 
-	store_claim(st, &sc, fp, TEST_LEASE_MS, 0, free_in_callback, &st);
-	store_claim(st, &sc, fp, TEST_LEASE_MS, 0, claim_cb, &r);
+	store_claim(st, &sc, fp, NULL, NULL, TEST_LEASE_MS, 0, free_in_callback, &st);
+	store_claim(st, &sc, fp, NULL, NULL, TEST_LEASE_MS, 0, claim_cb, &r);
 	run_for(500);
 	CHECK(st == NULL);
 	CHECK(r.called == 0);
@@ -798,7 +798,7 @@ static void race_round(struct store **st, const struct scope *sc, const unsigned
 	struct result r[TEST_RACERS] = {0};
 
 	for (int i = 0; i < TEST_RACERS; i++)
-		store_claim(st[i], sc, fp, TEST_LEASE_MS, 0, claim_cb, &r[i]);
+		store_claim(st[i], sc, fp, NULL, NULL, TEST_LEASE_MS, 0, claim_cb, &r[i]);
 	for (int i = 0; i < TEST_RACERS; i++)
 		run_until(&r[i].called, TEST_WAIT_MS);
 	*owners = *unavailable = 0;
@@ -956,7 +956,7 @@ static void bench_next(struct bench_slot *s)
 	}
 	snprintf(s->key, sizeof(s->key), "bench-%p-%d", (void *)s, s->seq++);
 	s->sc = (struct scope){actor, "order.bench", s->key};
-	store_claim(s->st, &s->sc, bench_fp, TEST_LEASE_MS, 0, bench_claim_cb, s);
+	store_claim(s->st, &s->sc, bench_fp, NULL, NULL, TEST_LEASE_MS, 0, bench_claim_cb, s);
 }
 
 /*
@@ -1150,12 +1150,13 @@ static void lookup_row(PGresult *res, int row, int take, const char *state, int 
 	put_int(res, row, 10, 0, 8);
 	put_int(res, row, 11, 1000, 8);
 	put_int(res, row, 13, 5, 8); /* sealed, column 12, stays NULL */
+	PQsetvalue(res, row, 14, "req-1", 5); /* the trace id, column 15, stays NULL */
 }
 
 /* The decoders read the rows the statements return, and nothing else. */
 static void test_decoders(void)
 {
-	PGresult *res = binary_result(14);
+	PGresult *res = binary_result(16);
 	struct record rec;
 	int64_t gen = 0;
 
@@ -1168,6 +1169,7 @@ static void test_decoders(void)
 	CHECK(rec.state == RECORD_COMPLETED && rec.status == 201 && rec.generation == 7);
 	CHECK(rec.headers_len == 11 && rec.body_len == 2 && memcmp(rec.body, "ok", 2) == 0);
 	CHECK(rec.sealed == NULL && rec.expires_in_ms == 1000 && rec.completed_ms_ago == 5);
+	CHECK(rec.request_id && strcmp(rec.request_id, "req-1") == 0 && rec.trace_id == NULL);
 	CHECK(store_sql_lookup_record(res, 1, &rec) == 1);
 	CHECK(store_sql_lookup_record(res, 2, &rec) == 0 && rec.state == RECORD_IN_PROGRESS);
 	CHECK(store_sql_lookup_record(res, 3, &rec) == -1);

@@ -43,6 +43,8 @@ struct result {
 	struct record rec;
 	char headers[256];
 	unsigned char body[256];
+	char request_id[64]; /* rec's claimant's ids; "-": NULL */
+	char trace_id[64];
 };
 
 static struct event_base *base;
@@ -112,6 +114,11 @@ static void claim_cb(void *arg, enum store_result res, int64_t generation, const
 			memcpy(r->body, rec->body, rec->body_len);
 		r->rec.headers = NULL;
 		r->rec.body = NULL;
+		snprintf(r->request_id, sizeof(r->request_id), "%s",
+			 rec->request_id ? rec->request_id : "-");
+		snprintf(r->trace_id, sizeof(r->trace_id), "%s", rec->trace_id ? rec->trace_id : "-");
+		r->rec.request_id = NULL;
+		r->rec.trace_id = NULL;
 	}
 }
 
@@ -146,15 +153,22 @@ static void await_result(struct result *r)
 	CHECK(r->called == 1 && !r->sync);
 }
 
-static struct result claim(struct store *st, const struct scope *sc, const unsigned char *fp,
-			   int64_t lease_ms)
+/* A claim by the request of request_id and trace_id (each NULL: none). */
+static struct result claim_as(struct store *st, const struct scope *sc, const unsigned char *fp,
+			      const char *request_id, const char *trace_id, int64_t lease_ms)
 {
 	struct result r = {0};
 
 	in_call = 1;
-	store_claim(st, sc, fp, NULL, NULL, lease_ms, 0, claim_cb, &r);
+	store_claim(st, sc, fp, request_id, trace_id, lease_ms, 0, claim_cb, &r);
 	await_result(&r);
 	return r;
+}
+
+static struct result claim(struct store *st, const struct scope *sc, const unsigned char *fp,
+			   int64_t lease_ms)
+{
+	return claim_as(st, sc, fp, NULL, NULL, lease_ms);
 }
 
 static enum store_result finish(struct store *st, const struct scope *sc, int64_t gen, int status,
@@ -319,6 +333,33 @@ static void test_expiry(struct store *st, const unsigned char *fp, const unsigne
 	r = claim(st, &lease, fp, TEST_LEASE_MS);
 	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_IN_PROGRESS);
 	CHECK(r.rec.lease_expired && r.rec.lease_remaining_ms == 0);
+}
+
+/* A record names the request that claimed it, in every state; a takeover the taker. */
+static void test_claimant_ids(struct store *st, const unsigned char *fp)
+{
+	struct scope sc = {actor, "order.pay", "key-claimant"};
+	struct result r;
+	int64_t g;
+
+	r = claim_as(st, &sc, fp, "owner-1", "4bf92f3577b34da6a3ce929d0e0e4736", TEST_LEASE_MS);
+	CHECK(r.res == STORE_OK);
+	g = r.generation;
+	r = claim_as(st, &sc, fp, "retry-1", NULL, TEST_LEASE_MS);
+	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_IN_PROGRESS);
+	CHECK_STR(r.request_id, "owner-1");
+	CHECK_STR(r.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
+	CHECK(finish(st, &sc, g, 201, "", "done", 0, 1) == STORE_OK);
+	run_for(20);
+	/* Expired: taken over by a request without a trace. */
+	r = claim_as(st, &sc, fp, "taker-2", NULL, TEST_LEASE_MS);
+	CHECK(r.res == STORE_OK && r.generation > g);
+	g = r.generation;
+	CHECK(finish(st, &sc, g, 201, "", "again", 0, TEST_RETENTION_MS) == STORE_OK);
+	r = claim(st, &sc, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_COMPLETED);
+	CHECK_STR(r.request_id, "taker-2");
+	CHECK_STR(r.trace_id, "-");
 }
 
 /* Many operations queued at once all answer, in order. */
@@ -1264,6 +1305,7 @@ int main(void)
 	test_claim_finish(st, fp, fp2);
 	test_release_unknown(st, fp);
 	test_expiry(st, fp, fp2);
+	test_claimant_ids(st, fp);
 	test_queue(st, fp);
 	test_coalesce(st, fp);
 	test_same_scope(st, fp, fp2);

@@ -45,11 +45,14 @@ static void conn_meter_settle(struct client_conn *c)
 	budget_meter_set(&c->out_meter, conn_pending(c));
 }
 
-void conn_attach(struct client_conn *c, struct request *req, const char *request_id)
+void conn_attach(struct client_conn *c, struct request *req)
 {
 	c->req = req;
-	if (request_id)
-		snprintf(c->request_id, sizeof(c->request_id), "%s", request_id);
+}
+
+void conn_set_request_id(struct client_conn *c, const char *request_id)
+{
+	snprintf(c->request_id, sizeof(c->request_id), "%s", request_id);
 }
 
 void conn_add_request_id(const struct client_conn *c, struct evbuffer *out)

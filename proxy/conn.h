@@ -58,7 +58,7 @@ struct client_conn {
 	int64_t started_us;         /* the current request's first byte arrived */
 	struct budget_meter out_meter; /* its output in the relay budget (conn_meter_start) */
 	char request_id[TRACE_REQUEST_ID_MAX + 1]; /* the X-Request-Id of the request it
-						    * answers (conn_attach) */
+						    * answers (conn_set_request_id) */
 };
 
 enum respond_flags {
@@ -69,12 +69,14 @@ enum respond_flags {
 	RESPOND_DATED = 16,       /* head already has a Date (the upstream's) */
 };
 
+/* c serves req from now on (NULL: no request any more). */
+void conn_attach(struct client_conn *c, struct request *req);
+
 /*
- * c serves req from now on (NULL: no request any more); request_id (NUL
- * terminated, at most TRACE_REQUEST_ID_MAX bytes; NULL: keep the one it
- * has) is what its responses say in X-Request-Id.
+ * What c's responses say in X-Request-Id from now on: request_id (at most
+ * TRACE_REQUEST_ID_MAX bytes, copied), the id of the request they answer.
  */
-void conn_attach(struct client_conn *c, struct request *req, const char *request_id);
+void conn_set_request_id(struct client_conn *c, const char *request_id);
 
 /* "X-Request-Id: ...\r\n" of c's request into out, for a head that is not framed. */
 void conn_add_request_id(const struct client_conn *c, struct evbuffer *out);

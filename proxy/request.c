@@ -258,7 +258,8 @@ void request_start(struct request_ctx *ctx, struct client_conn *c, struct http_m
 	req->started_us = c->started_us;
 	req->state = REQ_NEW;
 	req->wait.arg = req;
-	conn_attach(c, req, req->trace.request_id);
+	conn_attach(c, req);
+	conn_set_request_id(c, req->trace.request_id);
 	LIST_INSERT_HEAD(&ctx->requests, req, link);
 	ctx->nrequests++;
 
@@ -813,7 +814,7 @@ static void request_free(struct request *req)
 	LIST_REMOVE(req, link);
 	ctx->nrequests--;
 	if (req->conn)
-		conn_attach(req->conn, NULL, NULL);
+		conn_attach(req->conn, NULL);
 	request_forwarded(req);
 	relay_free(req->relay);
 	record_stored_free(&req->stored);
@@ -892,7 +893,7 @@ void request_refuse(struct request_ctx *ctx, struct client_conn *c, enum problem
 		 head ? http_msg_header(head, "traceparent") : NULL);
 	a.trace_id = t.trace_id;
 	a.parent_id = t.parent_id;
-	conn_attach(c, c->req, t.request_id);
+	conn_set_request_id(c, t.request_id);
 	/* The log line is written before the answer may free c (and head). */
 	a.status = respond_problem_status(conf_gens_conf(ctx->gens), NULL, kind);
 	row = stats_refusal(a.status);

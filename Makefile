@@ -45,7 +45,7 @@ FUZZERS      := build/fuzz/fuzz_http build/fuzz/fuzz_fingerprint build/fuzz/fuzz
                 build/fuzz/fuzz_path build/fuzz/fuzz_idemkey build/fuzz/fuzz_records \
                 build/fuzz/fuzz_jwt build/fuzz/fuzz_seal build/fuzz/fuzz_keysource \
                 build/fuzz/fuzz_store_dns build/fuzz/fuzz_procstat build/fuzz/fuzz_ui \
-                build/fuzz/fuzz_log
+                build/fuzz/fuzz_log build/fuzz/fuzz_trace
 
 # Each fuzz target's sources (one list: what it is built from and what
 # rebuilds it; the headers they include come from clang's -MMD) and libraries.
@@ -80,6 +80,8 @@ FUZZ_LIB_fuzz_procstat := -levent
 FUZZ_SRC_fuzz_ui := tests/fuzz/fuzz_ui.c proxy/ui.c build/fuzz/gen/ui_files.c
 FUZZ_SRC_fuzz_log := tests/fuzz/fuzz_log.c proxy/log.c proxy/digest.c proxy/utf8.c
 FUZZ_LIB_fuzz_log := -lyajl -lcrypto
+FUZZ_SRC_fuzz_trace := tests/fuzz/fuzz_trace.c proxy/trace.c
+FUZZ_LIB_fuzz_trace := -lcrypto
 
 .PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc check-modules check-docs lint fuzz chaos ha image image-test
 

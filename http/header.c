@@ -14,6 +14,7 @@
 #define WHY_MARKER  "only idemproxy sets it"
 #define WHY_FRAMING "a replay frames the stored body itself"
 #define WHY_DATE    "a replay is dated when it is sent"
+#define WHY_ID	    "a response carries the id of the request it answers"
 
 #define HOP (HEADER_HOP | HEADER_NEVER_STORED)
 
@@ -45,7 +46,12 @@ const struct header_policy header_policies[] = {
     {NAME("X-Real-IP"), HTTP_N_X_REAL_IP, HEADER_REBUILT, NULL, NULL, NULL},
 
     /* relayed as the upstream sent it (idemproxy dates a response without one) */
-    {NAME("Date"), HTTP_N_DATE, HEADER_NEVER_STORED, WHY_DATE, NULL, NULL},
+    {NAME("Date"), HTTP_N_DATE, HEADER_NEVER_STORED | HEADER_FRESH, WHY_DATE, NULL, NULL},
+
+    /* the request's id: the client's when valid, else one idemproxy makes;
+     * the request's own goes upstream and on every response to it */
+    {NAME("X-Request-Id"), HTTP_N_X_REQUEST_ID, HEADER_REBUILT | HEADER_NEVER_STORED | HEADER_FRESH,
+     WHY_ID, NULL, NULL},
 
     /* credentials and cookies: forwarded and relayed, never stored */
     {NAME("Authorization"), HTTP_N_OTHER, HEADER_NEVER_STORED, WHY_PRIVATE, NULL, NULL},

@@ -41,6 +41,8 @@ enum http_name {
 	HTTP_N_X_REAL_IP,
 	/* the time of a response: the upstream's is relayed, replays get the current one */
 	HTTP_N_DATE,
+	/* the request's id: the client's when valid, else idemproxy's (trace.h) */
+	HTTP_N_X_REQUEST_ID,
 };
 
 /* What idemproxy does with a header of a row's name (header_policy.flags). */
@@ -62,6 +64,9 @@ enum header_flag {
 	/* a marker set only on a request forwarded unenforced
 	 * (store_unavailable fail-open) */
 	HEADER_FAIL_OPEN = 1 << 5,
+	/* every response carries idemproxy's own of the moment it is sent
+	 * (Date, X-Request-Id): one a record holds is dropped from a replay */
+	HEADER_FRESH = 1 << 6,
 };
 
 struct header_policy {

@@ -170,6 +170,25 @@ static int cache_table_reserve(struct cache *c)
 	return 0;
 }
 
+/* Room for a copy of the string s (NULL: none). */
+static size_t cache_str_size(const char *s)
+{
+	return s ? strlen(s) + 1 : 0;
+}
+
+/* A copy of s (NULL: none) at *p, which moves past it; returns the copy. */
+static const char *cache_str_copy(char **p, const char *s)
+{
+	char *at = *p;
+	size_t n = cache_str_size(s);
+
+	if (!s)
+		return NULL;
+	memcpy(at, s, n);
+	*p += n;
+	return at;
+}
+
 /*
  * Size of the single allocation holding scope s and record e, written to
  * *size. Returns 0, or -1 when the size does not fit in a size_t.
@@ -182,7 +201,9 @@ static int cache_node_size(const struct cache_scope *s, const struct record *e, 
 	    __builtin_add_overflow(n, s->operation_len + 1, &n) ||
 	    __builtin_add_overflow(n, s->key_len + 1, &n) ||
 	    __builtin_add_overflow(n, e->headers_len, &n) || __builtin_add_overflow(n, 1, &n) ||
-	    __builtin_add_overflow(n, e->body_len, &n))
+	    __builtin_add_overflow(n, e->body_len, &n) ||
+	    __builtin_add_overflow(n, cache_str_size(e->request_id), &n) ||
+	    __builtin_add_overflow(n, cache_str_size(e->trace_id), &n))
 		return -1;
 	*size = n;
 	return 0;
@@ -230,6 +251,9 @@ static struct cache_node *cache_node_new(const struct cache_scope *s, const stru
 	if (e->body_len > 0)
 		memcpy(p, e->body, e->body_len);
 	n->entry.body = (const unsigned char *)p;
+	p += e->body_len;
+	n->entry.request_id = cache_str_copy(&p, e->request_id);
+	n->entry.trace_id = cache_str_copy(&p, e->trace_id);
 	return n;
 }
 

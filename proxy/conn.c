@@ -10,6 +10,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
+#include <stdio.h>
 #include <sys/socket.h>
 
 #include "proxy/http.h"
@@ -49,6 +50,17 @@ void conn_attach(struct client_conn *c, struct request *req)
 	c->req = req;
 }
 
+void conn_set_request_id(struct client_conn *c, const char *request_id)
+{
+	snprintf(c->request_id, sizeof(c->request_id), "%s", request_id);
+}
+
+void conn_add_request_id(const struct client_conn *c, struct evbuffer *out)
+{
+	if (c->request_id[0])
+		http_add_header(out, "X-Request-Id", c->request_id);
+}
+
 struct evbuffer *conn_respond_start(struct client_conn *c)
 {
 	c->writing = 1;
@@ -64,6 +76,7 @@ void conn_respond_frame(struct client_conn *c, size_t body_len, int flags)
 		c->close_after = 1;
 	if (!(flags & RESPOND_DATED))
 		http_add_date_now(out);
+	conn_add_request_id(c, out);
 	if (!(flags & RESPOND_NO_LENGTH))
 		http_add_length(out, "Content-Length", body_len);
 	if (c->close_after)

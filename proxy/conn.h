@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 
 #include "proxy/budget.h"
+#include "proxy/trace.h"
 
 struct bufferevent;
 struct event;
@@ -56,6 +57,8 @@ struct client_conn {
 	int tls;                    /* bev is an OpenSSL bufferevent: it reads and writes itself */
 	int64_t started_us;         /* the current request's first byte arrived */
 	struct budget_meter out_meter; /* its output in the relay budget (conn_meter_start) */
+	char request_id[TRACE_REQUEST_ID_MAX + 1]; /* the X-Request-Id of the request it
+						    * answers (conn_set_request_id) */
 };
 
 enum respond_flags {
@@ -70,9 +73,18 @@ enum respond_flags {
 void conn_attach(struct client_conn *c, struct request *req);
 
 /*
+ * What c's responses say in X-Request-Id from now on: request_id (at most
+ * TRACE_REQUEST_ID_MAX bytes, copied), the id of the request they answer.
+ */
+void conn_set_request_id(struct client_conn *c, const char *request_id);
+
+/* "X-Request-Id: ...\r\n" of c's request into out, for a head that is not framed. */
+void conn_add_request_id(const struct client_conn *c, struct evbuffer *out);
+
+/*
  * A response on c, written straight into its output buffer: start returns
  * that buffer (the caller adds the status line and header lines, each with
- * CRLF); frame adds Date (unless RESPOND_DATED), Content-Length (unless
+ * CRLF); frame adds Date (unless RESPOND_DATED), X-Request-Id, Content-Length (unless
  * RESPOND_NO_LENGTH), Connection and the blank line; then the caller adds
  * body_len bytes of body and calls send, which writes what it can at once and detaches the
  * connection's request. Once everything is written the listener reads the

@@ -821,7 +821,11 @@ static int contract_intro(FILE *f, const struct contract *c, const struct conf *
 	      "- A replay is the stored response (status, headers such as `Location`, body) "
 	      "with `Idempotent-Replayed: true`.\n"
 	      "- `Idempotency-Key-Expires` (an HTTP date) on the responses of completed "
-	      "records, the first one and every replay: after it the key may run again.\n",
+	      "records, the first one and every replay: after it the key may run again.\n"
+	      "- `X-Request-Id` on every response, replays and errors included: the "
+	      "request's own when it sent one of 1 to 128 visible ASCII characters, "
+	      "otherwise one made for it. Send your own to find a request in the logs; a "
+	      "replay carries the retry's, not the first request's.\n",
 	      f);
 	fprintf(f,
 		"- `Idempotency-Body-Omitted: true` on a replay whose body (over %zu bytes) "

@@ -9,6 +9,7 @@
 #include "proxy/digest.h"
 
 #include <pthread.h>
+#include <string.h>
 
 static pthread_once_t digest_once = PTHREAD_ONCE_INIT;
 static const EVP_MD *digest_sha256_md, *digest_md5_md;
@@ -43,4 +44,18 @@ int digest_sha1_of(const void *data, size_t len, unsigned char out[DIGEST_SHA1_L
 {
 	/* Once per WebSocket handshake: not worth a fetched algorithm. */
 	return EVP_Digest(data, len, out, NULL, EVP_sha1(), NULL) == 1 ? 0 : -1;
+}
+
+void digest_short_hex(const void *data, size_t len, char out[DIGEST_SHORT_HEX + 1])
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char md[DIGEST_SHA256_LEN];
+
+	if (digest_sha256_of(data, len, md) < 0)
+		memset(md, 0, sizeof(md));
+	for (int i = 0; i < DIGEST_SHORT_BYTES; i++) {
+		out[2 * i] = hex[md[i] >> 4];
+		out[2 * i + 1] = hex[md[i] & 15];
+	}
+	out[DIGEST_SHORT_HEX] = '\0';
 }

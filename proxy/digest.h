@@ -10,7 +10,10 @@
 #include <openssl/evp.h>
 
 #define DIGEST_SHA256_LEN 32
-#define DIGEST_SHA1_LEN 20
+#define DIGEST_SHA1_LEN	  20
+/* The bytes of a SHA-256 a short hash keeps (digest_short_hex). */
+#define DIGEST_SHORT_BYTES 6
+#define DIGEST_SHORT_HEX   (2 * DIGEST_SHORT_BYTES)
 
 /* SHA-256 and MD5 for EVP_DigestInit_ex; never NULL. */
 const EVP_MD *digest_sha256(void);
@@ -18,6 +21,14 @@ const EVP_MD *digest_md5(void);
 
 /* out = SHA-256 of the len bytes at data; 0, or -1 when OpenSSL failed. */
 int digest_sha256_of(const void *data, size_t len, unsigned char out[DIGEST_SHA256_LEN]);
+
+/*
+ * out = the first DIGEST_SHORT_BYTES of the SHA-256 of the len bytes at
+ * data, in lowercase hex, NUL-terminated: how the log, the records API and
+ * `records` name a key or an actor without showing it (all zeros when
+ * OpenSSL failed).
+ */
+void digest_short_hex(const void *data, size_t len, char out[DIGEST_SHORT_HEX + 1]);
 
 /*
  * out = SHA-1 of the len bytes at data (the WebSocket handshake's, and

@@ -142,6 +142,8 @@ void forward_build(struct evbuffer *out, struct http_msg *m, const struct forwar
 	forward_forwarded(out, m, v, host);
 	forward_joined_header(out, m, "Via", HTTP_N_VIA, 1,
 			      m->version_minor ? "1.1 idemproxy" : "1.0 idemproxy");
+	if (v->request_id)
+		http_add_header(out, "X-Request-Id", v->request_id);
 	if (flags & FORWARD_UPGRADE) {
 		http_add_lit(out, "Connection: upgrade\r\n");
 		http_add_header(out, "Upgrade", http_msg_known(m, HTTP_N_UPGRADE));

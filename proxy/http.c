@@ -1212,15 +1212,16 @@ void http_add_date_now(struct evbuffer *out)
 	http_add_header(out, "Date", http_date(&now, time(NULL)));
 }
 
-void http_add_lines_except(struct evbuffer *out, const char *lines, size_t len, const char *name)
+void http_add_lines_except(struct evbuffer *out, const char *lines, size_t len, unsigned flags)
 {
-	size_t n = strlen(name), from = 0, at = 0;
+	size_t from = 0, at = 0;
 
 	while (at < len) {
 		const char *eol = memchr(lines + at, '\n', len - at);
 		size_t next = eol ? (size_t)(eol - lines) + 1 : len;
+		const char *colon = memchr(lines + at, ':', next - at);
 
-		if (next - at > n && lines[at + n] == ':' && strncasecmp(lines + at, name, n) == 0) {
+		if (colon && (header_flags(lines + at, (size_t)(colon - (lines + at))) & flags)) {
 			evbuffer_add(out, lines + from, at - from);
 			from = next;
 		}

@@ -219,8 +219,9 @@ void http_add_length(struct evbuffer *out, const char *name, uint64_t value);
 void http_add_date_after(struct evbuffer *out, const char *name, int64_t ms_from_now);
 /* "Date: IMF-fixdate\r\n" for now (formatted once a second per thread). */
 void http_add_date_now(struct evbuffer *out);
-/* The len bytes of "Name: value\r\n" lines at lines, but for those named name (any case). */
-void http_add_lines_except(struct evbuffer *out, const char *lines, size_t len, const char *name);
+/* The len bytes of "Name: value\r\n" lines at lines, but for those whose
+ * name's row (http/header.h) has one of the header_flag bits in flags. */
+void http_add_lines_except(struct evbuffer *out, const char *lines, size_t len, unsigned flags);
 /* "HTTP/1.1 STATUS REASON\r\n"; reason NULL or "" gives the standard phrase. */
 void http_add_status_line(struct evbuffer *out, int status, const char *reason);
 

@@ -35,7 +35,6 @@
 #define LOG_MSG_MAX	   2048 /* written bytes of "msg" */
 #define LOG_FIELD_MAX	   1024 /* written bytes of any other string field */
 #define LOG_TAIL_ROOM	   512
-#define LOG_KEY_HASH_BYTES 6
 #define LOG_BATCH_MAX	   16384
 #define LOG_CUT_MARK_MAX   32	/* "…(N bytes)" */
 #define LOG_GEN_ARENA	   2048 /* yajl's generator: its state, and a buffer it frees */
@@ -321,19 +320,13 @@ static void line_start(yajl_gen g, enum log_level level)
 
 static void line_tag(yajl_gen g, const struct log_tag *tag)
 {
-	unsigned char md[DIGEST_SHA256_LEN];
-	char hex[LOG_KEY_HASH_BYTES * 2 + 1];
+	char hex[DIGEST_SHORT_HEX + 1];
 
-	field_u64(g, "request_id", tag->request_id);
+	field_str(g, "request_id", tag->request_id);
+	field_u64(g, "seq", tag->seq);
 	field_str(g, "route", tag->route);
 	if (tag->key_len) {
-		if (digest_sha256_of(tag->key, tag->key_len, md) < 0)
-			memset(md, 0, sizeof(md));
-		for (int i = 0; i < LOG_KEY_HASH_BYTES; i++) {
-			hex[2 * i] = "0123456789abcdef"[md[i] >> 4];
-			hex[2 * i + 1] = "0123456789abcdef"[md[i] & 15];
-		}
-		hex[2 * LOG_KEY_HASH_BYTES] = '\0';
+		digest_short_hex(tag->key, tag->key_len, hex);
 		field_str(g, "key_hash", hex);
 	}
 }
@@ -419,6 +412,7 @@ void log_write(enum log_level level, const struct log_tag *tag, const char *fmt,
 
 void log_access(const struct log_tag *tag, const struct log_access *a)
 {
+	char hash[DIGEST_SHORT_HEX + 1];
 	yajl_gen g;
 
 	if (!log_enabled(LOG_INFO) || !(g = log_gen()))
@@ -434,6 +428,22 @@ void log_access(const struct log_tag *tag, const struct log_access *a)
 	field_i64(g, "duration_us", a->duration_us);
 	field_i64(g, "upstream_us", a->upstream_us);
 	field_i64(g, "store_us", a->store_us);
+	if (a->trace_id && a->trace_id[0]) {
+		field_str(g, "trace_id", a->trace_id);
+		field_str(g, "parent_id", a->parent_id);
+	}
+	if (a->actor) {
+		digest_short_hex(a->actor, strlen(a->actor), hash);
+		field_str(g, "actor_hash", hash);
+	}
+	if (a->replay_of_request_id) {
+		/* the owner's, from its record */
+		object_begin(g, "replay_of");
+		field_str(g, "request_id", a->replay_of_request_id);
+		if (a->replay_of_trace_id && a->replay_of_trace_id[0])
+			field_str(g, "trace_id", a->replay_of_trace_id);
+		object_end(g);
+	}
 	line_emit_batched(g);
 }
 

@@ -38,10 +38,11 @@ static inline int log_enabled(enum log_level level)
  * only its hash leaves the process as. The strings are borrowed.
  */
 struct log_tag {
-	uint64_t request_id;
+	uint64_t seq; /* the worker's count of requests */
 	const char *route;
 	const char *key;
 	size_t key_len;
+	const char *request_id; /* its X-Request-Id (trace.h), NULL: none */
 };
 
 /* A line at level; tag NULL for lines about no request. */
@@ -59,6 +60,11 @@ struct log_access {
 	int64_t duration_us;        /* whole request */
 	int64_t upstream_us;        /* waiting for the upstream */
 	int64_t store_us;           /* waiting for the store */
+	const char *trace_id;	    /* its traceparent's, "" or NULL: no valid one */
+	const char *parent_id;	    /* likewise */
+	const char *actor;	    /* whom it was for (logged as a hash), or NULL */
+	const char *replay_of_request_id; /* a replay: the owner's ids, or NULL */
+	const char *replay_of_trace_id;
 };
 
 /* At info; batched per thread, written by the next log_flush() or other log line. */

@@ -94,11 +94,13 @@ int record_headers_valid(const char *lines, size_t n, char *const *extra, int ne
 			*why = "a header line is not \"Name: value\"";
 			return 0;
 		}
-		/* A Date, kept by records stored when store_headers could name
-		 * it, is let through: the replay drops it and dates itself. */
+		/* A Date or an X-Request-Id, kept by records stored when
+		 * store_headers could name it, is let through: the replay
+		 * drops it and sends its own. */
 		row = header_policy((const char *)name, name_len);
-		if (!(row && row->known == HTTP_N_DATE) &&
-		    !record_keeps((const char *)name, name_len, row ? row->flags : 0, extra, nextra)) {
+		if (!(row && (row->flags & HEADER_FRESH)) &&
+		    !record_keeps((const char *)name, name_len, row ? row->flags : 0, extra,
+				  nextra)) {
 			*why = "it holds a header a record never keeps";
 			return 0;
 		}

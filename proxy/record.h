@@ -40,6 +40,9 @@ struct record {
 	int64_t completed_ms_ago; /* completed: the age of completed_at by the database's
 				   * clock, >= 0 (0 when it is NULL or in the future); a
 				   * value whoever writes the table sets */
+	const char *request_id;	  /* the X-Request-Id of the request that claimed it
+				   * (its owner), NULL: none kept */
+	const char *trace_id;	  /* that request's trace id, NULL: none */
 };
 
 /*

@@ -32,6 +32,7 @@
 
 #include "conf/conf.h"
 #include "proxy/base64.h"
+#include "proxy/digest.h"
 #include "proxy/json.h"
 #include "proxy/record.h"
 #include "proxy/seal.h"
@@ -58,7 +59,7 @@
 	" x.response_status, encode(x.fingerprint, 'hex'),"                                    \
 	" CASE WHEN x.response_sealed IS NULL THEN x.response_headers END,"                    \
 	" CASE WHEN x.response_sealed IS NULL THEN x.response_body END, x.body_omitted,"       \
-	" x.response_sealed"
+	" x.response_sealed, x.request_id, x.trace_id"
 
 /* An operator may act on a record nobody else will finish: unknown, or in
  * progress with its owner's lease run out. Only used in WHERE clauses (NULL
@@ -139,6 +140,8 @@ enum records_col {
 	COL_BODY,
 	COL_BODY_OMITTED,
 	COL_SEALED,
+	COL_REQUEST_ID,
+	COL_TRACE_ID,
 	COL_COUNT
 };
 
@@ -148,6 +151,7 @@ enum records_kind {
 	KIND_BOOL,    /* 't' / 'f' */
 	KIND_HEADERS, /* bytea of header lines: a string, or null */
 	KIND_BODY,    /* bytea: "body" and "body_encoding" */
+	KIND_HASH,    /* text: its short hash, as the access log names it (digest_short_hex) */
 };
 
 /* A record in JSON: its members, in this order, and nothing else. */
@@ -173,6 +177,13 @@ static const struct {
     {"body", COL_BODY, KIND_BODY},
     {"body_omitted", COL_BODY_OMITTED, KIND_BOOL},
     {"sealed", COL_SEALED, KIND_TEXT}, /* the key id; headers and body are then not shown */
+    /* what joins the record to the log and to a trace: the claiming
+     * request's X-Request-Id and trace id, the key_hash and actor_hash of
+     * every access line about the scope */
+    {"request_id", COL_REQUEST_ID, KIND_TEXT},
+    {"trace_id", COL_TRACE_ID, KIND_TEXT},
+    {"key_hash", COL_KEY, KIND_HASH},
+    {"actor_hash", COL_ACTOR, KIND_HASH},
 };
 
 /* ---- statements ---- */
@@ -547,6 +558,7 @@ static void records_gen_value(struct json_writer *w, const PGresult *res, int ro
 {
 	const char *v = PQgetvalue(res, row, col);
 	size_t n = (size_t)PQgetlength(res, row, col);
+	char hash[DIGEST_SHORT_HEX + 1];
 
 	if (PQgetisnull(res, row, col)) {
 		json_null(w);
@@ -565,6 +577,10 @@ static void records_gen_value(struct json_writer *w, const PGresult *res, int ro
 		break;
 	case KIND_BOOL:
 		json_bool(w, v[0] == 't');
+		break;
+	case KIND_HASH:
+		digest_short_hex(v, n, hash);
+		json_str(w, hash);
 		break;
 	case KIND_HEADERS:
 	case KIND_BODY:

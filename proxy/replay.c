@@ -18,9 +18,9 @@ int replay_send(struct client_conn *c, const struct record *rec, int flags)
 		return rec->status;
 	out = conn_respond_start(c);
 	http_add_status_line(out, rec->status, NULL);
-	/* A record stored before Date was never stored may hold one: the
-	 * replay is dated now (conn_respond_frame). */
-	http_add_lines_except(out, rec->headers, rec->headers_len, "Date");
+	/* A record stored before Date and X-Request-Id were never stored may
+	 * hold them: the replay sends its own (conn_respond_frame). */
+	http_add_lines_except(out, rec->headers, rec->headers_len, HEADER_FRESH);
 	http_add_lit(out, MARKER_REPLAYED ": true\r\n");
 	http_add_date_after(out, MARKER_KEY_EXPIRES, rec->expires_in_ms);
 	if (rec->body_omitted)

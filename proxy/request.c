@@ -50,6 +50,7 @@
 #include "proxy/scope.h"
 #include "proxy/stats.h"
 #include "proxy/store.h"
+#include "proxy/trace.h"
 #include "proxy/upstream.h"
 #include "proxy/waiters.h"
 
@@ -136,6 +137,8 @@ struct request {
 	enum outcome outcome;       /* what became of it: set from what happened */
 	enum request_write write;   /* an owner's: what its record becomes */
 	struct log_tag tag;         /* what its log lines say about it */
+	struct trace trace;	    /* its request id and trace context (tag's) */
+	struct trace owner;	    /* a replay's: the owner's ids, from its record */
 	int status;                 /* status sent to the client, for the log */
 	int64_t retry_after_ms;     /* a problem's Retry-After; 0: the default */
 	int64_t key_expires_ms;     /* the owner's record was written: its time left */
@@ -251,11 +254,15 @@ void request_start(struct request_ctx *ctx, struct client_conn *c, struct http_m
 	req->gen = conf_gens_hold(ctx->gens);
 	req->conf = req->gen->conf;
 	req->msg = msg;
-	req->tag.request_id = ++ctx->next_id;
+	req->tag.seq = ++ctx->next_id;
+	trace_of(&req->trace, http_msg_known(msg, HTTP_N_X_REQUEST_ID),
+		 http_msg_header(msg, "traceparent"));
+	req->tag.request_id = req->trace.request_id;
 	req->started_us = c->started_us;
 	req->state = REQ_NEW;
 	req->wait.arg = req;
 	conn_attach(c, req);
+	conn_set_request_id(c, req->trace.request_id);
 	LIST_INSERT_HEAD(&ctx->requests, req, link);
 	ctx->nrequests++;
 
@@ -362,7 +369,8 @@ static void request_claim(struct request *req)
 	req->store_sent_us = clock_now_us();
 	req->lease_deadline_us = req->store_sent_us + req->conf->lease_ms * 1000;
 	STATS_ADD(req->ctx->stats->claims, 1);
-	store_claim(req->ctx->store, &req->scope, req->fp, req->conf->lease_ms, flags,
+	store_claim(req->ctx->store, &req->scope, req->fp, req->trace.request_id,
+		    req->trace.trace_id[0] ? req->trace.trace_id : NULL, req->conf->lease_ms, flags,
 		    claim_done_cb, req);
 }
 
@@ -483,6 +491,11 @@ static void request_existing(struct request *req, const struct record *rec, int 
 		if (!cached)
 			request_cache_put(req, rec, rec->expires_in_ms);
 		req->outcome = OUT_REPLAY;
+		/* Its log line names the owner's request (as far as it fits). */
+		snprintf(req->owner.request_id, sizeof(req->owner.request_id), "%s",
+			 rec->request_id ? rec->request_id : "");
+		snprintf(req->owner.trace_id, sizeof(req->owner.trace_id), "%s",
+			 rec->trace_id ? rec->trace_id : "");
 		STATS_ADD(req->ctx->stats->replays[cached], 1);
 		req->status = replay_send(req->conn, rec, respond_flags(req->msg));
 		req->conn = NULL;
@@ -554,6 +567,7 @@ static void request_forward(struct request *req, int streamed)
 	int dropped;
 
 	relay_params_init(&p, req->conf, req->conn, req->msg, owner, req->role == ROLE_UNENFORCED);
+	p.view.request_id = req->trace.request_id;
 	dropped = forward_dropped_names(req->msg, &p.view);
 
 	/* Forwarded without a claim: the outcome says so, whatever the upstream does. */
@@ -728,8 +742,12 @@ static void record_done_cb(void *arg, enum store_result res)
 			 * sent: no later than the database's completed_at. */
 			req->key_expires_ms = req->route->retention_ms -
 					      (clock_now_us() - req->store_sent_us) / 1000;
-			if (req->key_expires_ms > 0)
+			if (req->key_expires_ms > 0) {
+				req->stored.plain.request_id = req->trace.request_id;
+				req->stored.plain.trace_id =
+				    req->trace.trace_id[0] ? req->trace.trace_id : NULL;
 				request_cache_put(req, &req->stored.plain, req->key_expires_ms);
+			}
 		}
 		/* Local waiters need not wait for the notification's trip. */
 		if (request_write_flags(req)) {
@@ -826,6 +844,12 @@ static void request_account(struct request_ctx *ctx, const struct log_tag *tag, 
 	log_access(tag, a);
 }
 
+/* What a replay's log line names of its owner: id, or NULL for any other outcome. */
+static const char *request_replay_of(const struct request *req, const char *id)
+{
+	return req->outcome == OUT_REPLAY && id[0] ? id : NULL;
+}
+
 /* The end of every request: an exchange under way ends with it; counted, logged, freed. */
 static void request_done(struct request *req)
 {
@@ -849,6 +873,11 @@ static void request_done(struct request *req)
 			    .duration_us = duration_us,
 			    .upstream_us = req->upstream_us,
 			    .store_us = req->store_us,
+			    .trace_id = req->trace.trace_id,
+			    .parent_id = req->trace.parent_id,
+			    .actor = req->actor,
+			    .replay_of_request_id = request_replay_of(req, req->owner.request_id),
+			    .replay_of_trace_id = request_replay_of(req, req->owner.trace_id),
 			});
 	request_free(req);
 }
@@ -858,7 +887,8 @@ void request_refuse(struct request_ctx *ctx, struct client_conn *c, enum problem
 {
 	const struct http_msg *head = http_parser_head_complete(c->parser) ? http_parser_msg(c->parser)
 									     : NULL;
-	struct log_tag tag = {.request_id = ++ctx->next_id};
+	struct trace t;
+	struct log_tag tag = {.seq = ++ctx->next_id, .request_id = t.request_id};
 	struct log_access a = {
 	    .method = head ? head->method : "-",
 	    .path = head ? head->target : "-",
@@ -867,6 +897,11 @@ void request_refuse(struct request_ctx *ctx, struct client_conn *c, enum problem
 	};
 	int row;
 
+	trace_of(&t, head ? http_msg_known(head, HTTP_N_X_REQUEST_ID) : NULL,
+		 head ? http_msg_header(head, "traceparent") : NULL);
+	a.trace_id = t.trace_id;
+	a.parent_id = t.parent_id;
+	conn_set_request_id(c, t.request_id);
 	/* The log line is written before the answer may free c (and head). */
 	a.status = respond_problem_status(conf_gens_conf(ctx->gens), NULL, kind);
 	row = stats_refusal(a.status);

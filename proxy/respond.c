@@ -188,7 +188,7 @@ int respond_upstream_failure(struct client_conn *c, const struct conf *conf,
 
 /*
  * Status line and the upstream's headers, minus hop-by-hop ones, the
- * markers only idemproxy sets, the upstream's framing and, unless
+ * markers only idemproxy sets, its X-Request-Id, the upstream's framing and, unless
  * keep_length, its Content-Length. RESPOND_DATED when they had a Date.
  */
 static int respond_upstream_head(struct evbuffer *out, const struct http_msg *resp,
@@ -203,6 +203,8 @@ static int respond_upstream_head(struct evbuffer *out, const struct http_msg *re
 			continue;
 		if (!keep_length && h->known == HTTP_N_CONTENT_LENGTH)
 			continue;
+		if (h->known == HTTP_N_X_REQUEST_ID)
+			continue; /* the response carries the request's own */
 		if (h->known == HTTP_N_DATE)
 			dated = RESPOND_DATED;
 		http_add_field(out, h);
@@ -283,6 +285,7 @@ int respond_relay_head(struct client_conn *c, const struct http_msg *resp, int f
 	out = respond_relay_start(c, resp, framing == RESPOND_BODILESS, unenforced, &flags);
 	switch (framing) {
 	case RESPOND_SWITCH:
+		conn_add_request_id(c, out);
 		http_add_lit(out, "Connection: upgrade\r\n");
 		http_add_header(out, "Upgrade",
 				http_msg_known(resp, HTTP_N_UPGRADE) ? http_msg_known(resp, HTTP_N_UPGRADE)

@@ -1286,7 +1286,8 @@ int64_t store_batched_ops(const struct store *st)
 }
 
 void store_claim(struct store *st, const struct scope *sc, const unsigned char *fp,
-		 int64_t lease_ms, int flags, store_claim_cb cb, void *arg)
+		 const char *request_id, const char *trace_id, int64_t lease_ms, int flags,
+		 store_claim_cb cb, void *arg)
 {
 	struct store_op *op = store_op_new(STORE_OP_CLAIM, sc, 0, arg);
 
@@ -1295,6 +1296,8 @@ void store_claim(struct store *st, const struct scope *sc, const unsigned char *
 	op->ask.recover = (flags & STORE_RECOVER) != 0;
 	op->notify = (flags & STORE_NOTIFY) != 0;
 	op->ask.fp = fp;
+	op->ask.request_id = request_id;
+	op->ask.trace_id = trace_id;
 	op->ask.lease_ms = lease_ms;
 	op->cb.claim = cb;
 	store_submit(st, op);

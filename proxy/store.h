@@ -74,7 +74,10 @@ int store_ready(const struct store *st);
  * passed (generation + 1), or with STORE_RECOVER one of fingerprint fp
  * that is unknown or whose lease expired. Otherwise report the existing
  * record. Each claim's lease_owner is a token of its own (owner_id:nonce:N, the
- * nonce random per store, so no two stores ever share one).
+ * nonce random per store, so no two stores ever share one). A record
+ * inserted or taken over keeps request_id and trace_id (the claiming
+ * request's X-Request-Id and trace id, each NULL: none; borrowed until the
+ * callback), and an existing record reported says its claimant's.
  * When the answer is lost (STORE_LOST), the store removes that claim
  * later by its token, once the statement has run out of time (a
  * store_timeout after it was sent), it is connected again and the claim's
@@ -84,7 +87,8 @@ int store_ready(const struct store *st);
  * request was never forwarded, so no key stays in_progress.
  */
 void store_claim(struct store *st, const struct scope *sc, const unsigned char *fp,
-		 int64_t lease_ms, int flags, store_claim_cb cb, void *arg);
+		 const char *request_id, const char *trace_id, int64_t lease_ms, int flags,
+		 store_claim_cb cb, void *arg);
 
 /*
  * Complete the record claimed with generation: status, headers ("Name:

@@ -13,8 +13,8 @@
 #include "proxy/store_sql.h"
 
 /* Parameters per VALUES row. */
-#define STORE_CLAIM_ROW_PARAMS	6
-#define STORE_LOOKUP_ROW_PARAMS 7
+#define STORE_CLAIM_ROW_PARAMS	8
+#define STORE_LOOKUP_ROW_PARAMS 9
 #define STORE_FORGET_ROW_PARAMS 5
 #define STORE_FINISH_ROW_PARAMS 10
 #define STORE_FENCE_ROW_PARAMS	4
@@ -43,10 +43,10 @@ _Static_assert(STORE_FINISH_ROW_PARAMS <= STORE_ROW_PARAMS_MAX,
  */
 static const char store_sql_claim_head[] =
     "INSERT INTO idempotency_records (actor, operation, idem_key, fingerprint, state,"
-    " lease_expires_at, lease_owner, generation) VALUES ";
+    " lease_expires_at, lease_owner, request_id, trace_id, generation) VALUES ";
 
 static const char store_sql_claim_row[] =
-    "(?, ?, ?, ?, 'in_progress', now() + ? * interval '1 millisecond', ?, "
+    "(?, ?, ?, ?, 'in_progress', now() + ? * interval '1 millisecond', ?, ?, ?, "
     STORE_SQL_NEW_GENERATION ")";
 
 static const char store_sql_claim_tail[] =
@@ -68,7 +68,7 @@ static const char store_sql_claim_tail[] =
  */
 static const char store_sql_lookup_head[] =
     "WITH v (ord, actor, operation, idem_key, fingerprint, lease_until, recover, lease_owner,"
-    " at) AS (VALUES ";
+    " request_id, trace_id, at) AS (VALUES ";
 
 #define STORE_SQL_SCOPE_JOIN                                                             \
 	" r.actor = v.actor AND r.operation = v.operation AND r.idem_key = v.idem_key"
@@ -90,7 +90,8 @@ static const char store_sql_lookup_tail[] =
     "   r.expires_at - v.at) * 1000))::bigint, 0::bigint) ELSE 0::bigint END,"
     "  r.response_sealed,"
     "  CASE WHEN r.state = 'completed' THEN coalesce(greatest(0, floor(extract(epoch FROM"
-    "   v.at - r.completed_at) * 1000))::bigint, 0::bigint) ELSE 0::bigint END"
+    "   v.at - r.completed_at) * 1000))::bigint, 0::bigint) ELSE 0::bigint END,"
+    "  r.request_id, r.trace_id"
     " FROM v JOIN idempotency_records r ON" STORE_SQL_SCOPE_JOIN;
 
 /*
@@ -108,7 +109,8 @@ static const char store_sql_takeover_tail[] =
     "  fingerprint = v.fingerprint, state = 'in_progress', lease_owner = v.lease_owner,"
     "  lease_expires_at = v.lease_until, generation = g.generation, response_status = NULL,"
     "  response_headers = NULL, response_body = NULL, response_sealed = NULL,"
-    "  body_omitted = false, created_at = v.at, completed_at = NULL, expires_at = NULL"
+    "  body_omitted = false, created_at = v.at, completed_at = NULL, expires_at = NULL,"
+    "  request_id = v.request_id, trace_id = v.trace_id"
     " FROM v JOIN g ON g.ord = v.ord"
     " WHERE" STORE_SQL_SCOPE_JOIN " AND " STORE_SQL_TAKEOVER
     " RETURNING v.ord, r.generation";
@@ -191,7 +193,7 @@ static const char store_sql_forget_held_tail[] =
 
 /* VALUES rows: '#' stands for the ordinal, '?' for the row's next parameter. */
 static const char store_sql_lookup_row[] =
-    "(#, ?, ?, ?, ?, now() + ? * interval '1 millisecond', ?, ?, now())";
+    "(#, ?, ?, ?, ?, now() + ? * interval '1 millisecond', ?, ?, ?, ?, now())";
 static const char store_sql_forget_row[] = "(#, ?, ?, ?, ?, ?)";
 static const char store_sql_finish_row[] =
     "(#, ?, ?, ?, ?, ?, ?, ?, ?, now() + ? * interval '1 millisecond', ?, now())";
@@ -265,6 +267,8 @@ enum store_claim_col {
 	STORE_COL_EXPIRES_IN,
 	STORE_COL_SEALED,
 	STORE_COL_COMPLETED_AGO,
+	STORE_COL_REQUEST_ID,
+	STORE_COL_TRACE_ID,
 	STORE_CLAIM_COLUMNS,
 };
 
@@ -288,7 +292,8 @@ struct store_sql {
 	int scope_order; /* its rows go in scope order */
 };
 
-/* A claim row and a lookup row start alike: scope, fingerprint, lease (then recover), token. */
+/* A claim row and a lookup row start alike: scope, fingerprint, lease (then
+ * recover), token, then both end with the claimant's request and trace ids. */
 #define STORE_CLAIM_ROW_TYPES                                                            \
 	STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_BYTEA, STORE_OID_INT8
 #define STORE_CLAIM_ROW_FORMATS                                                          \
@@ -307,8 +312,9 @@ static const struct store_sql store_sqls[] = {
 	    .part = {[STORE_PART_MAIN] = {store_sql_claim_head, store_sql_claim_tail}},
 	    .row = store_sql_claim_row,
 	    .row_params = STORE_CLAIM_ROW_PARAMS,
-	    .types = {STORE_CLAIM_ROW_TYPES, STORE_OID_TEXT},
-	    .formats = {STORE_CLAIM_ROW_FORMATS, STORE_FORMAT_TEXT},
+	    .types = {STORE_CLAIM_ROW_TYPES, STORE_OID_TEXT, STORE_OID_TEXT, STORE_OID_TEXT},
+	    .formats = {STORE_CLAIM_ROW_FORMATS, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT,
+			STORE_FORMAT_TEXT},
 	    .scope_order = 1,
 	},
     [STORE_OP_LOOKUP] =
@@ -316,16 +322,20 @@ static const struct store_sql store_sqls[] = {
 	    .part = {[STORE_PART_MAIN] = {store_sql_lookup_head, store_sql_lookup_tail}},
 	    .row = store_sql_lookup_row,
 	    .row_params = STORE_LOOKUP_ROW_PARAMS,
-	    .types = {STORE_CLAIM_ROW_TYPES, STORE_OID_BOOL, STORE_OID_TEXT},
-	    .formats = {STORE_CLAIM_ROW_FORMATS, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT},
+	    .types = {STORE_CLAIM_ROW_TYPES, STORE_OID_BOOL, STORE_OID_TEXT, STORE_OID_TEXT,
+		      STORE_OID_TEXT},
+	    .formats = {STORE_CLAIM_ROW_FORMATS, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT,
+			STORE_FORMAT_TEXT, STORE_FORMAT_TEXT},
 	},
     [STORE_OP_TAKEOVER] =
 	{
 	    .part = {[STORE_PART_MAIN] = {store_sql_lookup_head, store_sql_takeover_tail}},
 	    .row = store_sql_lookup_row,
 	    .row_params = STORE_LOOKUP_ROW_PARAMS,
-	    .types = {STORE_CLAIM_ROW_TYPES, STORE_OID_BOOL, STORE_OID_TEXT},
-	    .formats = {STORE_CLAIM_ROW_FORMATS, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT},
+	    .types = {STORE_CLAIM_ROW_TYPES, STORE_OID_BOOL, STORE_OID_TEXT, STORE_OID_TEXT,
+		      STORE_OID_TEXT},
+	    .formats = {STORE_CLAIM_ROW_FORMATS, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT,
+			STORE_FORMAT_TEXT, STORE_FORMAT_TEXT},
 	    .scope_order = 1,
 	},
     [STORE_OP_FINISH] =
@@ -460,7 +470,8 @@ static void store_sql_num(const char **values, int *lengths, int i, char *num, i
 }
 
 /* A claim's, lookup's or takeover's row after its scope: fingerprint, lease, for
- * a lookup or takeover whether it may recover, then the claim's token. */
+ * a lookup or takeover whether it may recover, then the claim's token and
+ * the claimant's request and trace ids. */
 static void store_sql_claim_params(enum store_op_kind kind, const struct store_ask *a,
 				   char nums[STORE_OP_NUMS][STORE_NUM_MAX], const char **values,
 				   int *lengths)
@@ -473,6 +484,8 @@ static void store_sql_claim_params(enum store_op_kind kind, const struct store_a
 	if (lookup)
 		store_sql_text(values, lengths, 5, a->recover ? "true" : "false");
 	store_sql_text(values, lengths, 5 + lookup, a->token);
+	store_sql_text(values, lengths, 6 + lookup, a->request_id);
+	store_sql_text(values, lengths, 7 + lookup, a->trace_id);
 }
 
 /* A finish's row after its scope and generation: the response the record keeps. */
@@ -654,6 +667,10 @@ int store_sql_lookup_record(const PGresult *res, int row, struct record *rec)
 	rec->expires_in_ms = store_sql_int8(res, row, STORE_COL_EXPIRES_IN);
 	rec->completed_ms_ago = store_sql_int8(res, row, STORE_COL_COMPLETED_AGO);
 	rec->body_omitted = store_sql_bool(res, row, STORE_COL_OMITTED);
+	if (!PQgetisnull(res, row, STORE_COL_REQUEST_ID))
+		rec->request_id = PQgetvalue(res, row, STORE_COL_REQUEST_ID);
+	if (!PQgetisnull(res, row, STORE_COL_TRACE_ID))
+		rec->trace_id = PQgetvalue(res, row, STORE_COL_TRACE_ID);
 	rec->headers = "";
 	return rec->state == RECORD_COMPLETED ? store_sql_response(res, row, rec) : 0;
 }

@@ -96,6 +96,8 @@ struct store_ask {
 	const unsigned char *fp;     /* claim, lookup, takeover: the request's fingerprint */
 	int64_t lease_ms;	     /* claim, lookup, takeover: the lease it asks for */
 	int recover;		     /* lookup, takeover: STORE_RECOVER */
+	const char *request_id;	     /* claim, lookup, takeover: the claimant's ids, NULL: none */
+	const char *trace_id;
 	int recovered;		     /* forget: the lost claim took over an abandoned record */
 	int64_t generation;	     /* finish, unknown, release: the generation claimed */
 	int status;		     /* finish: the response the record keeps */

@@ -45,7 +45,7 @@ def test_log_lines(proxy, upstream, ids):
     for d in lines:
         assert TIME.match(d["time"]), d
         assert d["level"] == "info" and d["method"] == "POST" and d["path"] == "/api/courses"
-        assert isinstance(d["request_id"], int) and d["request_id"] > 0
+        assert isinstance(d["request_id"], str) and re.fullmatch(r"[0-9a-f]{32}", d["request_id"])
         assert re.fullmatch(r"[0-9a-f]{12}", d["key_hash"]) and digest.startswith(d["key_hash"])
         for field in ("duration_us", "upstream_us", "store_us"):
             assert isinstance(d[field], int) and d[field] >= 0, d

@@ -253,7 +253,7 @@ def test_http_layer_refusals_are_logged_and_counted(proxy, upstream):
     lines = refused_lines(p)
     assert sorted(str(l["status"]) for l in lines) == sorted(sent), lines
     for l in lines:
-        assert l["request_id"] > 0 and 0 <= l["duration_us"] < 60_000_000, l
+        assert l["request_id"] and l["seq"] > 0 and 0 <= l["duration_us"] < 60_000_000, l
         assert l["upstream_us"] == 0 and l["store_us"] == 0, l
     # The head of the 413 was read: its line names the request.
     big = [l for l in lines if l["status"] == 413][0]

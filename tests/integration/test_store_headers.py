@@ -16,12 +16,13 @@ from tests.lib.helpers import assert_owner, assert_replay_of, course
 from tests.lib.proxy import BASE_ROUTES, base_settings, check_config, render_conf
 
 # What no record keeps: credentials and cookies, hop-by-hop headers, the
-# framing and the date (a replay is dated when sent), idemproxy's own markers.
+# framing, the date (a replay is dated when sent) and the request id (each
+# response carries its own request's), idemproxy's own markers.
 NEVER_STORED = [
     "Authorization", "Cookie", "Set-Cookie", "Set-Cookie2", "WWW-Authenticate",
     "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate",
     "Proxy-Authorization", "TE", "Trailer", "Transfer-Encoding", "HTTP2-Settings", "Upgrade",
-    "Content-Length", "Date",
+    "Content-Length", "Date", "X-Request-Id",
     "Idempotent-Replayed", "Idempotency-Enforced", "Idempotency-Body-Omitted",
     "Idempotency-Key-Expires",
 ]

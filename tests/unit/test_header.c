@@ -36,7 +36,7 @@ static void test_lookup(void)
 {
 	static const char *const others[] = {
 	    "", "T", "TEE", "Hosts", "Content-Types", "Set-Cookie3", "Idempotency-Key",
-	    "Idempotent-Replayed2", "X-Request-Id", "Cookies", "ETags",
+	    "Idempotent-Replayed2", "X-Request-Ids", "Cookies", "ETags",
 	};
 	char lower[64], upper[64];
 

@@ -13,6 +13,7 @@
 #include <libpq-fe.h>
 #include <yajl/yajl_tree.h>
 
+#include "proxy/digest.h"
 #include "proxy/migrate.h"
 #include "proxy/records.h"
 #include "tests/unit/unit.h"
@@ -20,7 +21,7 @@
 #define TEST_OP		  "order.pay"
 #define TEST_RETENTION_MS 3600000
 #define TEST_ERR_MAX	  512
-#define TEST_RECORD_KEYS  18
+#define TEST_RECORD_KEYS  22
 
 static PGconn *conn;
 static char actor[64];
@@ -282,9 +283,11 @@ static void check_record(yajl_val doc, const char *name)
 	    "actor",	     "operation",	 "key",		  "state",	"generation",
 	    "lease_owner",   "lease_expires_at", "lease_expired", "created_at", "completed_at",
 	    "expires_at",    "status",		 "fingerprint",	  "headers",	"body",
-	    "body_encoding", "body_omitted", "sealed",
+	    "body_encoding", "body_omitted",	 "sealed",	  "request_id", "trace_id",
+	    "key_hash",	     "actor_hash",
 	};
 	yajl_val rec = at(doc, name, NULL);
+	char hash[DIGEST_SHORT_HEX + 1];
 
 	CHECK(YAJL_IS_OBJECT(rec));
 	if (!YAJL_IS_OBJECT(rec))
@@ -295,6 +298,8 @@ static void check_record(yajl_val doc, const char *name)
 	CHECK_STR(str(rec, "actor", NULL), actor);
 	CHECK_STR(str(rec, "operation", NULL), TEST_OP);
 	CHECK_STR(str(rec, "fingerprint", NULL), "00ff10");
+	digest_short_hex(actor, strlen(actor), hash);
+	CHECK_STR(str(rec, "actor_hash", NULL), hash); /* as the access log names it */
 	CHECK(is_iso(str(rec, "created_at", NULL)));
 }
 

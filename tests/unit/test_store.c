@@ -43,6 +43,8 @@ struct result {
 	struct record rec;
 	char headers[256];
 	unsigned char body[256];
+	char request_id[64]; /* rec's claimant's ids; "-": NULL */
+	char trace_id[64];
 };
 
 static struct event_base *base;
@@ -112,6 +114,11 @@ static void claim_cb(void *arg, enum store_result res, int64_t generation, const
 			memcpy(r->body, rec->body, rec->body_len);
 		r->rec.headers = NULL;
 		r->rec.body = NULL;
+		snprintf(r->request_id, sizeof(r->request_id), "%s",
+			 rec->request_id ? rec->request_id : "-");
+		snprintf(r->trace_id, sizeof(r->trace_id), "%s", rec->trace_id ? rec->trace_id : "-");
+		r->rec.request_id = NULL;
+		r->rec.trace_id = NULL;
 	}
 }
 
@@ -146,15 +153,22 @@ static void await_result(struct result *r)
 	CHECK(r->called == 1 && !r->sync);
 }
 
-static struct result claim(struct store *st, const struct scope *sc, const unsigned char *fp,
-			   int64_t lease_ms)
+/* A claim by the request of request_id and trace_id (each NULL: none). */
+static struct result claim_as(struct store *st, const struct scope *sc, const unsigned char *fp,
+			      const char *request_id, const char *trace_id, int64_t lease_ms)
 {
 	struct result r = {0};
 
 	in_call = 1;
-	store_claim(st, sc, fp, lease_ms, 0, claim_cb, &r);
+	store_claim(st, sc, fp, request_id, trace_id, lease_ms, 0, claim_cb, &r);
 	await_result(&r);
 	return r;
+}
+
+static struct result claim(struct store *st, const struct scope *sc, const unsigned char *fp,
+			   int64_t lease_ms)
+{
+	return claim_as(st, sc, fp, NULL, NULL, lease_ms);
 }
 
 static enum store_result finish(struct store *st, const struct scope *sc, int64_t gen, int status,
@@ -321,6 +335,33 @@ static void test_expiry(struct store *st, const unsigned char *fp, const unsigne
 	CHECK(r.rec.lease_expired && r.rec.lease_remaining_ms == 0);
 }
 
+/* A record names the request that claimed it, in every state; a takeover the taker. */
+static void test_claimant_ids(struct store *st, const unsigned char *fp)
+{
+	struct scope sc = {actor, "order.pay", "key-claimant"};
+	struct result r;
+	int64_t g;
+
+	r = claim_as(st, &sc, fp, "owner-1", "4bf92f3577b34da6a3ce929d0e0e4736", TEST_LEASE_MS);
+	CHECK(r.res == STORE_OK);
+	g = r.generation;
+	r = claim_as(st, &sc, fp, "retry-1", NULL, TEST_LEASE_MS);
+	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_IN_PROGRESS);
+	CHECK_STR(r.request_id, "owner-1");
+	CHECK_STR(r.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
+	CHECK(finish(st, &sc, g, 201, "", "done", 0, 1) == STORE_OK);
+	run_for(20);
+	/* Expired: taken over by a request without a trace. */
+	r = claim_as(st, &sc, fp, "taker-2", NULL, TEST_LEASE_MS);
+	CHECK(r.res == STORE_OK && r.generation > g);
+	g = r.generation;
+	CHECK(finish(st, &sc, g, 201, "", "again", 0, TEST_RETENTION_MS) == STORE_OK);
+	r = claim(st, &sc, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_COMPLETED);
+	CHECK_STR(r.request_id, "taker-2");
+	CHECK_STR(r.trace_id, "-");
+}
+
 /* Many operations queued at once all answer, in order. */
 static void test_queue(struct store *st, const unsigned char *fp)
 {
@@ -333,7 +374,7 @@ static void test_queue(struct store *st, const unsigned char *fp)
 	for (int i = 0; i < TEST_QUEUED_CLAIMS; i++) {
 		snprintf(keys[i], sizeof(keys[i]), "q-%d", i % (TEST_QUEUED_CLAIMS / 2));
 		sc[i] = (struct scope){actor, "order.pay", keys[i]};
-		store_claim(st, &sc[i], fp, TEST_LEASE_MS, 0, claim_cb, &r[i]);
+		store_claim(st, &sc[i], fp, NULL, NULL, TEST_LEASE_MS, 0, claim_cb, &r[i]);
 	}
 	in_call = 0;
 	CHECK(store_pending(st) == TEST_QUEUED_CLAIMS);
@@ -356,7 +397,7 @@ static void queue_leader(struct store *st, struct scope *sc, char *key, size_t s
 
 	snprintf(key, size, "leader-%d", n++);
 	*sc = (struct scope){actor, "order.batch", key};
-	store_claim(st, sc, fp, TEST_LEASE_MS, 0, claim_cb, r);
+	store_claim(st, sc, fp, NULL, NULL, TEST_LEASE_MS, 0, claim_cb, r);
 }
 
 /*
@@ -377,7 +418,7 @@ static void test_coalesce(struct store *st, const unsigned char *fp)
 	for (int i = 0; i < TEST_BATCH_OPS; i++) {
 		snprintf(keys[i], sizeof(keys[i]), "coalesce-%d", i);
 		sc[i] = (struct scope){actor, "order.batch", keys[i]};
-		store_claim(st, &sc[i], fp, TEST_LEASE_MS, 0, claim_cb, &r[i]);
+		store_claim(st, &sc[i], fp, NULL, NULL, TEST_LEASE_MS, 0, claim_cb, &r[i]);
 	}
 	in_call = 0;
 	run_until(&r[TEST_BATCH_OPS - 1].called, TEST_WAIT_MS);
@@ -434,9 +475,9 @@ static void test_same_scope(struct store *st, const unsigned char *fp, const uns
 
 	queue_leader(st, &lead, key, sizeof(key), fp, &l);
 	batches = store_batches(st);
-	store_claim(st, &sc, fp, TEST_LEASE_MS, 0, claim_cb, &a);
-	store_claim(st, &mid, fp, TEST_LEASE_MS, 0, claim_cb, &m);
-	store_claim(st, &sc, fp2, TEST_LEASE_MS, 0, claim_cb, &b);
+	store_claim(st, &sc, fp, NULL, NULL, TEST_LEASE_MS, 0, claim_cb, &a);
+	store_claim(st, &mid, fp, NULL, NULL, TEST_LEASE_MS, 0, claim_cb, &m);
+	store_claim(st, &sc, fp2, NULL, NULL, TEST_LEASE_MS, 0, claim_cb, &b);
 	run_until(&b.called, TEST_WAIT_MS);
 	CHECK(l.res == STORE_OK && a.called == 1 && m.called == 1 && b.called == 1);
 	CHECK(a.res == STORE_OK && m.res == STORE_OK);
@@ -461,7 +502,7 @@ static void test_batch_error(struct store *st, const unsigned char *fp)
 	for (int i = 0; i < TEST_BAD_BATCH; i++) {
 		snprintf(keys[i], sizeof(keys[i]), i == bad ? "bad-\xff\xfe-%d" : "good-%d", i);
 		sc[i] = (struct scope){actor, "order.batch", keys[i]};
-		store_claim(st, &sc[i], fp, TEST_LEASE_MS, 0, claim_cb, &r[i]);
+		store_claim(st, &sc[i], fp, NULL, NULL, TEST_LEASE_MS, 0, claim_cb, &r[i]);
 	}
 	run_until(&r[TEST_BAD_BATCH - 1].called, TEST_WAIT_MS);
 	for (int i = 0; i < TEST_BAD_BATCH; i++)
@@ -696,7 +737,7 @@ static void test_lost_mid_batch(const char *dsn, const unsigned char *fp)
 			     done_cb, &r[i]);
 	run_until(&l.called, TEST_WAIT_MS);
 	run_for(TEST_TICK_MS);
-	store_claim(st, &after, fp, TEST_LEASE_MS, 0, claim_cb, &a);
+	store_claim(st, &after, fp, NULL, NULL, TEST_LEASE_MS, 0, claim_cb, &a);
 	values[0] = app;
 	for (int i = 0; i < TEST_WAIT_MS / TEST_TICK_MS && !killed; i++) {
 		res = PQexecParams(admin,
@@ -784,8 +825,8 @@ static void test_free_in_callback(const char *dsn, const unsigned char *fp)
 	struct store *st = store_new(base, NULL, 0, "host=127.0.0.1 port=1", 100, "test", -1);
 	struct result r = {0};
 
-	store_claim(st, &sc, fp, TEST_LEASE_MS, 0, free_in_callback, &st);
-	store_claim(st, &sc, fp, TEST_LEASE_MS, 0, claim_cb, &r);
+	store_claim(st, &sc, fp, NULL, NULL, TEST_LEASE_MS, 0, free_in_callback, &st);
+	store_claim(st, &sc, fp, NULL, NULL, TEST_LEASE_MS, 0, claim_cb, &r);
 	run_for(500);
 	CHECK(st == NULL);
 	CHECK(r.called == 0);
@@ -798,7 +839,7 @@ static void race_round(struct store **st, const struct scope *sc, const unsigned
 	struct result r[TEST_RACERS] = {0};
 
 	for (int i = 0; i < TEST_RACERS; i++)
-		store_claim(st[i], sc, fp, TEST_LEASE_MS, 0, claim_cb, &r[i]);
+		store_claim(st[i], sc, fp, NULL, NULL, TEST_LEASE_MS, 0, claim_cb, &r[i]);
 	for (int i = 0; i < TEST_RACERS; i++)
 		run_until(&r[i].called, TEST_WAIT_MS);
 	*owners = *unavailable = 0;
@@ -956,7 +997,7 @@ static void bench_next(struct bench_slot *s)
 	}
 	snprintf(s->key, sizeof(s->key), "bench-%p-%d", (void *)s, s->seq++);
 	s->sc = (struct scope){actor, "order.bench", s->key};
-	store_claim(s->st, &s->sc, bench_fp, TEST_LEASE_MS, 0, bench_claim_cb, s);
+	store_claim(s->st, &s->sc, bench_fp, NULL, NULL, TEST_LEASE_MS, 0, bench_claim_cb, s);
 }
 
 /*
@@ -1150,12 +1191,13 @@ static void lookup_row(PGresult *res, int row, int take, const char *state, int 
 	put_int(res, row, 10, 0, 8);
 	put_int(res, row, 11, 1000, 8);
 	put_int(res, row, 13, 5, 8); /* sealed, column 12, stays NULL */
+	PQsetvalue(res, row, 14, "req-1", 5); /* the trace id, column 15, stays NULL */
 }
 
 /* The decoders read the rows the statements return, and nothing else. */
 static void test_decoders(void)
 {
-	PGresult *res = binary_result(14);
+	PGresult *res = binary_result(16);
 	struct record rec;
 	int64_t gen = 0;
 
@@ -1168,6 +1210,7 @@ static void test_decoders(void)
 	CHECK(rec.state == RECORD_COMPLETED && rec.status == 201 && rec.generation == 7);
 	CHECK(rec.headers_len == 11 && rec.body_len == 2 && memcmp(rec.body, "ok", 2) == 0);
 	CHECK(rec.sealed == NULL && rec.expires_in_ms == 1000 && rec.completed_ms_ago == 5);
+	CHECK(rec.request_id && strcmp(rec.request_id, "req-1") == 0 && rec.trace_id == NULL);
 	CHECK(store_sql_lookup_record(res, 1, &rec) == 1);
 	CHECK(store_sql_lookup_record(res, 2, &rec) == 0 && rec.state == RECORD_IN_PROGRESS);
 	CHECK(store_sql_lookup_record(res, 3, &rec) == -1);
@@ -1262,6 +1305,7 @@ int main(void)
 	test_claim_finish(st, fp, fp2);
 	test_release_unknown(st, fp);
 	test_expiry(st, fp, fp2);
+	test_claimant_ids(st, fp);
 	test_queue(st, fp);
 	test_coalesce(st, fp);
 	test_same_scope(st, fp, fp2);

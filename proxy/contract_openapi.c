@@ -496,12 +496,19 @@ static int oa_problem_header_described(const struct contract *c, enum respond_pr
 	}
 }
 
+/* The header every response carries, the API's own and idemproxy's answers alike. */
+#define OA_REQUEST_ID "X-Request-Id"
+
 /* components.headers: every header the responses name. */
 static void oa_component_headers(struct oa *o)
 {
 	const struct respond_ph_def *d;
 
 	json_key_map(&o->w, "headers");
+	oa_header(o, OA_REQUEST_ID, "string", NULL,
+		  "the request's id: the client's `X-Request-Id` when it sent one of 1 to 128 "
+		  "visible ASCII characters, otherwise one made for it; a replay carries the "
+		  "retry's");
 	for (int h = 0; h < RESPOND_PH_COUNT; h++) {
 		d = respond_problem_header(h);
 		if (!d->advice || !oa_problem_header_described(o->c, h))
@@ -553,6 +560,7 @@ static void oa_problem_header_refs(struct oa *o, unsigned headers)
 	const struct respond_ph_def *d;
 
 	json_key_map(&o->w, "headers");
+	oa_header_ref(o, OA_REQUEST_ID);
 	for (int h = 0; h < RESPOND_PH_COUNT; h++) {
 		d = respond_problem_header(h);
 		if (d->advice && (headers & (1u << h)))
@@ -602,6 +610,7 @@ static void oa_component_responses(struct oa *o)
 		     "The API's own response. A retry of a completed request gets "
 		     "it again, from the record, with `Idempotent-Replayed: true`.");
 	json_key_map(&o->w, "headers");
+	oa_header_ref(o, OA_REQUEST_ID);
 	for (size_t i = 0; i < header_npolicies; i++)
 		if (oa_marker_named(o->c, &header_policies[i]))
 			oa_header_ref(o, header_policies[i].name);

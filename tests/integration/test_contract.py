@@ -389,7 +389,13 @@ def test_describe_openapi(binary, tmp_path):
     p409 = pointer(doc, c["responses"]["409"]["$ref"])
     assert p409["content"]["application/problem+json"]["schema"]["$ref"] == \
         "#/components/schemas/Problem"
-    assert {"Retry-After", "Retry-After-Ms", "X-Should-Retry", "Link"} <= set(p409["headers"])
+    assert {"Retry-After", "Retry-After-Ms", "X-Should-Retry", "Link",
+            "X-Request-Id"} <= set(p409["headers"])
+    # Every response names the request id: the API's own and every problem.
+    assert "X-Request-Id" in pointer(doc, "#/components/responses/Response")["headers"]
+    for name, r in doc["components"]["responses"].items():
+        assert r["headers"]["X-Request-Id"]["$ref"] == "#/components/headers/X-Request-Id", name
+    assert "128 visible ASCII" in doc["components"]["headers"]["X-Request-Id"]["description"]
     assert CONTRACT_URL in json.dumps(doc["components"]["headers"]["Link"])
     problem = doc["components"]["schemas"]["Problem"]
     assert {"type", "title", "status", "detail"} <= set(problem["properties"])

@@ -18,7 +18,7 @@
 #include "proxy/log.h"
 
 #define FUZZ_LOG_LINE_MAX 8192
-#define FUZZ_LOG_PARTS	  5
+#define FUZZ_LOG_PARTS	  8
 #define FUZZ_LOG_OUT_MAX  (64 * 1024)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -53,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static char out[FUZZ_LOG_OUT_MAX];
 	char *copy = malloc(size + FUZZ_LOG_PARTS), *part[FUZZ_LOG_PARTS];
 	size_t len[FUZZ_LOG_PARTS] = {0}, at = 0;
-	struct log_tag tag = {.request_id = size, .key = (const char *)data, .key_len = size};
+	struct log_tag tag = {.seq = size, .key = (const char *)data, .key_len = size};
 	ssize_t n;
 	int saved;
 
@@ -61,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	if (!copy)
 		return 0;
-	/* Five NUL-terminated strings; missing ones are empty. */
+	/* FUZZ_LOG_PARTS NUL-terminated strings; missing ones are empty. */
 	for (int k = 0; k < FUZZ_LOG_PARTS; k++) {
 		part[k] = copy + at + k;
 		while (at < size && data[at]) {
@@ -72,6 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		at += at < size;
 	}
 	tag.route = part[1];
+	tag.request_id = len[5] ? part[5] : NULL;
 	if (ftruncate(mem, 0) < 0 || lseek(mem, 0, SEEK_SET) < 0 || (saved = dup(2)) < 0)
 		abort();
 	dup2(mem, 2);
@@ -84,7 +85,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					      .outcome = part[0],
 					      .duration_us = -(int64_t)size,
 					      .upstream_us = INT64_MAX,
-					      .store_us = INT64_MIN});
+					      .store_us = INT64_MIN,
+					      .trace_id = part[6],
+					      .parent_id = part[6],
+					      .actor = len[7] ? part[7] : NULL,
+					      .replay_of_request_id = len[5] ? part[5] : NULL,
+					      .replay_of_trace_id = part[6]});
 	log_flush();
 	dup2(saved, 2);
 	close(saved);

@@ -98,7 +98,8 @@ static void test_escaping(void)
 {
 	static const char odd[] = "quote \" backslash \\ newline \n tab \t bell \x07 del \x7f "
 				  "slash / e\xcc\x81 \xe2\x82\xac \xf0\x9f\x98\x80";
-	struct log_tag tag = {.request_id = 18446744073709551615ull, .route = "pay\"ment"};
+	struct log_tag tag = {
+	    .seq = 18446744073709551615ull, .request_id = "id \"q\" \\", .route = "pay\"ment"};
 	yajl_val v;
 	size_t len;
 
@@ -111,9 +112,9 @@ static void test_escaping(void)
 	CHECK_STR(str_of(v, "msg"), odd);
 	CHECK_STR(str_of(v, "level"), "error");
 	CHECK_STR(str_of(v, "route"), "pay\"ment");
-	/* The largest request id, exactly. */
-	CHECK(num_of(v, "request_id") &&
-	      strcmp(YAJL_GET_NUMBER(num_of(v, "request_id")), "18446744073709551615") == 0);
+	/* The largest count, exactly; the request id as it was. */
+	CHECK(num_of(v, "seq") && strcmp(YAJL_GET_NUMBER(num_of(v, "seq")), "18446744073709551615") == 0);
+	CHECK_STR(str_of(v, "request_id"), "id \"q\" \\");
 	CHECK(str_of(v, "time") && strlen(str_of(v, "time")) == strlen("2026-01-01T00:00:00.000Z"));
 	CHECK(str_of(v, "time") && ends_with(str_of(v, "time"), "Z"));
 	yajl_tree_free(v);
@@ -125,9 +126,32 @@ static void test_escaping(void)
 					      .path_len = 1,
 					      .outcome = "pass",
 					      .duration_us = INT64_MAX,
-					      .upstream_us = INT64_MIN});
+					      .upstream_us = INT64_MIN,
+					      .trace_id = "4bf92f3577b34da6a3ce929d0e0e4736",
+					      .parent_id = "00f067aa0ba902b7",
+					      .actor = "h:a",
+					      .replay_of_request_id = "owner \"1\"",
+					      .replay_of_trace_id = "0af7651916cd43dd8448eb211c80319c"});
 	capture_end();
 	v = capture_line(0, &len);
+	{
+		const char *owner_id[] = {"replay_of", "request_id", NULL};
+		const char *owner_trace[] = {"replay_of", "trace_id", NULL};
+		yajl_val id = v ? yajl_tree_get(v, owner_id, yajl_t_string) : NULL;
+		yajl_val trace = v ? yajl_tree_get(v, owner_trace, yajl_t_string) : NULL;
+
+		const char *id_s = id ? id->u.string : NULL, *trace_s = trace ? trace->u.string : NULL;
+
+		CHECK(id_s && !strcmp(id_s, "owner \"1\""));
+		CHECK(trace_s && !strcmp(trace_s, "0af7651916cd43dd8448eb211c80319c"));
+		CHECK(v && str_of(v, "trace_id") &&
+		      !strcmp(str_of(v, "trace_id"), "4bf92f3577b34da6a3ce929d0e0e4736"));
+		CHECK(v && str_of(v, "parent_id") &&
+		      !strcmp(str_of(v, "parent_id"), "00f067aa0ba902b7"));
+		/* The actor only as its short hash. */
+		CHECK(v && str_of(v, "actor_hash") && strlen(str_of(v, "actor_hash")) == 12);
+		CHECK(v && str_of(v, "actor") == NULL);
+	}
 	CHECK(v && num_of(v, "duration_us") &&
 	      !strcmp(YAJL_GET_NUMBER(num_of(v, "duration_us")), "9223372036854775807"));
 	CHECK(v && num_of(v, "upstream_us") &&
@@ -154,8 +178,8 @@ static void test_invalid_utf8(void)
 	CHECK(msg && utf8_valid((const unsigned char *)msg, strlen(msg)));
 	CHECK(msg && strncmp(msg, "a\xef\xbf\xbdz ", 6) == 0);
 	CHECK(msg && ends_with(msg, "."));
-	/* No request: no request_id. */
-	CHECK(num_of(v, "request_id") == NULL);
+	/* No request: no request_id, no seq. */
+	CHECK(str_of(v, "request_id") == NULL && num_of(v, "seq") == NULL);
 	yajl_tree_free(v);
 }
 
@@ -175,7 +199,7 @@ static void test_cut_fields(void)
 {
 	char *path = repeat("\xc3\xa9", 3000); /* 'é': a cut must fall between characters */
 	char *long_msg = repeat("m", 3000), *longer_msg = repeat("n", 10000);
-	struct log_tag tag = {.request_id = 7, .route = "r", .key = "k", .key_len = 1};
+	struct log_tag tag = {.seq = 7, .route = "r", .key = "k", .key_len = 1};
 	const char *s;
 	yajl_val v;
 	size_t len;
@@ -227,7 +251,7 @@ static void test_cut_fields(void)
 static void test_line_bound(void)
 {
 	char *ctl = repeat("\x01", 100000);
-	struct log_tag tag = {.request_id = 1, .route = ctl};
+	struct log_tag tag = {.seq = 1, .route = ctl};
 	const char *s;
 	yajl_val v;
 	size_t len;
@@ -273,7 +297,7 @@ static void test_levels(void)
 	    {LOG_WARN, "warn error "},
 	    {LOG_ERROR, "error "},
 	};
-	struct log_tag tag = {.request_id = 1};
+	struct log_tag tag = {.seq = 1, .request_id = "r-1"};
 	struct log_access a = {.method = "GET", .path = "/", .path_len = 1, .outcome = "pass"};
 	char written[128];
 	yajl_val v;

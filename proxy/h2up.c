@@ -794,7 +794,8 @@ static void h2up_idle_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-static struct h2up_conn *h2up_conn_new(struct h2up_pool *hp)
+/* A session on bev, connected already, or on a new connection when bev is NULL. */
+static struct h2up_conn *h2up_conn_new(struct h2up_pool *hp, struct bufferevent *bev)
 {
 	static const nghttp2_settings_entry settings[] = {
 	    {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
@@ -805,8 +806,10 @@ static struct h2up_conn *h2up_conn_new(struct h2up_pool *hp)
 	nghttp2_session_callbacks *cbs = NULL;
 	nghttp2_option *opt = NULL;
 
-	if (!c)
+	if (!c) {
+		evfree_bufferevent(&bev);
 		return NULL;
+	}
 	c->hp = hp;
 	TAILQ_INIT(&c->streams);
 	TAILQ_INSERT_TAIL(&hp->conns, c, link);
@@ -831,11 +834,19 @@ static struct h2up_conn *h2up_conn_new(struct h2up_pool *hp)
 	if (nghttp2_submit_settings(c->sess, NGHTTP2_FLAG_NONE, settings,
 				    sizeof(settings) / sizeof(settings[0])) != 0)
 		goto fail;
-	c->bev = hp->connect(hp->connect_arg);
+	c->connected = bev != NULL;
+	c->bev = bev ? bev : hp->connect(hp->connect_arg);
+	bev = NULL;
 	if (!c->bev)
 		goto fail;
 	bufferevent_setcb(c->bev, h2up_conn_read_cb, h2up_conn_write_cb, h2up_conn_event_cb, c);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	{
+		struct timeval tv = clock_tv(hp->idle_ms);
+
+		event_add(c->idle_timer, &tv); /* until a stream comes */
+	}
+	h2up_conn_schedule(c);
 	nghttp2_session_callbacks_del(cbs);
 	nghttp2_option_del(opt);
 	return c;
@@ -848,6 +859,7 @@ fail:
 	evfree_event(&c->flush_ev);
 	nghttp2_session_del(c->sess);
 	evfree_bufferevent(&c->bev);
+	evfree_bufferevent(&bev);
 	free(c);
 	return NULL;
 }
@@ -895,7 +907,7 @@ static void h2up_pool_dispatch(struct h2up_pool *hp)
 				break;
 		}
 		if (!c && hp->nconns < hp->max_conns)
-			c = h2up_conn_new(hp);
+			c = h2up_conn_new(hp, NULL);
 		if (!c && hp->nconns > 0)
 			return; /* a stream closing makes room */
 		TAILQ_REMOVE(&hp->waiting, s, link);
@@ -947,6 +959,27 @@ void h2up_pool_free(struct h2up_pool *hp)
 int h2up_pool_conns(const struct h2up_pool *hp)
 {
 	return hp->nconns;
+}
+
+int h2up_pool_room(const struct h2up_pool *hp)
+{
+	struct h2up_conn *c;
+
+	TAILQ_FOREACH(c, &hp->conns, link)
+	{
+		if (h2up_conn_room(c))
+			return 1;
+	}
+	return 0;
+}
+
+struct h2up_stream *h2up_adopt(struct h2up_pool *hp, struct bufferevent *bev, struct evbuffer *req,
+			       const struct upstream_params *params,
+			       const struct upstream_events *ev, void *arg)
+{
+	if (!h2up_conn_new(hp, bev))
+		return NULL;
+	return h2up_start(hp, req, params, ev, arg);
 }
 
 /* Parse what the caller handed; -1 when it is no request h2up can send. */

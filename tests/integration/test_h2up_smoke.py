@@ -4,15 +4,17 @@ prior knowledge on a plain socket), an HTTP/1.1 client. The owner gets the
 upstream's 201 with its body and headers, a retry is its replay, pass-through
 requests (a GET, a HEAD, a streamed chunked upload, a large download) go as
 streams; the app counts every POST it ran and says which HTTP version each
-request came in."""
+request came in. With `https://` the same server over TLS speaks HTTP/2
+only when `upstream_http2 on` offered h2 by ALPN."""
 import hashlib
 import json
 import os
+import ssl
 import subprocess
 
 import pytest
 
-from tests.lib import helpers
+from tests.lib import helpers, jwtkit
 
 START_TIMEOUT = 15.0
 
@@ -20,11 +22,14 @@ START_TIMEOUT = 15.0
 class H2App:
     """hypercorn serving tests/lib/h2_app.py on a free port."""
 
-    def __init__(self, port=None):
+    def __init__(self, port=None, tls=None):
         self.port = port or helpers.free_port()
+        self.tls = tls
+        argv = ["/usr/bin/python3", "-m", "hypercorn", "--bind", "127.0.0.1:%d" % self.port]
+        if tls:
+            argv += ["--certfile", tls[0], "--keyfile", tls[1]]
         self.proc = subprocess.Popen(
-            ["/usr/bin/python3", "-m", "hypercorn", "--bind", "127.0.0.1:%d" % self.port,
-             "tests.lib.h2_app:app"],
+            argv + ["tests.lib.h2_app:app"],
             cwd=helpers.ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL)
         if not helpers.wait_port(self.port, self.proc, START_TIMEOUT):
@@ -33,9 +38,16 @@ class H2App:
 
     def state(self):
         """{"count": POSTs run, "versions": the HTTP version of each request}."""
-        r = helpers.request(self.port, "GET", "/__count")
+        r = helpers.request(self.port, "GET", "/__count", tls=self.client_tls())
         assert r.status == 200, r
         return r.json()
+
+    def client_tls(self):
+        if not self.tls:
+            return None
+        ctx = ssl.create_default_context(cafile=self.tls[2])
+        ctx.set_alpn_protocols(["http/1.1"])
+        return ctx
 
     def stop(self):
         helpers.terminate(self.proc)
@@ -131,3 +143,36 @@ def test_upstream_gone_is_nothing_sent(h2proxy, h2app, ids):
         assert back.state()["count"] == 1
     finally:
         back.stop()
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    ca = jwtkit.Pki(str(tmp_path_factory.mktemp("pki")))
+    crt, key = ca.issue("server")
+    return crt, key, ca.ca
+
+
+@pytest.mark.parametrize("http2,version", [("on", "2"), ("off", "1.1")])
+def test_https_upstream_speaks_what_alpn_picked(proxy, pki, ids, http2, version):
+    """An https upstream that speaks both: with upstream_http2 on ALPN
+    picks h2 and the owner, its replay and a pass-through GET went over
+    HTTP/2; off, over HTTP/1.1 as before."""
+    app = H2App(tls=pki)
+    try:
+        p = proxy(settings={"upstream": "https://127.0.0.1:%d" % app.port,
+                            "upstream_ca": pki[2], "upstream_http2": http2})
+        body = json.dumps(helpers.course()).encode()
+        key = ids.key()
+        first = post(p, key, ids.actor, body)
+        assert first.status == 201, first
+        assert first.json()["http_version"] == version
+        second = post(p, key, ids.actor, body)
+        assert second.status == 201 and second.body == first.body, second
+        assert second.headers.get("Idempotent-Replayed") == "true"
+        r = p.request("GET", "/hello")
+        assert r.status == 200 and r.body == ("hello over %s\n" % version).encode(), r
+        state = app.state()
+        assert state["count"] == 1
+        assert state["versions"][:2] == [version, version]
+    finally:
+        app.stop()

@@ -991,6 +991,16 @@ int h2up_pool_conns(const struct h2up_pool *hp)
 	return hp->nconns;
 }
 
+int h2up_pool_idle(const struct h2up_pool *hp)
+{
+	const struct h2up_conn *c;
+	int n = 0;
+
+	TAILQ_FOREACH(c, &hp->conns, link)
+	n += c->nstreams == 0;
+	return n;
+}
+
 int h2up_pool_room(const struct h2up_pool *hp)
 {
 	struct h2up_conn *c;

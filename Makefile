@@ -6,7 +6,7 @@ WARN    := -Wall -Wextra -Wformat=2 -Wshadow -Wmissing-prototypes \
            -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 $(WARN) -I. -D_GNU_SOURCE -I$(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)
-LDLIBS  := -levent -levent_pthreads -levent_openssl -lpq -lssl -lcrypto -lyajl -lpthread
+LDLIBS  := -levent -levent_pthreads -levent_openssl -lnghttp2 -lpq -lssl -lcrypto -lyajl -lpthread
 
 ifeq ($(CI),true)
 CFLAGS  += -Werror
@@ -45,7 +45,7 @@ FUZZERS      := build/fuzz/fuzz_http build/fuzz/fuzz_fingerprint build/fuzz/fuzz
                 build/fuzz/fuzz_path build/fuzz/fuzz_idemkey build/fuzz/fuzz_records \
                 build/fuzz/fuzz_jwt build/fuzz/fuzz_seal build/fuzz/fuzz_keysource \
                 build/fuzz/fuzz_store_dns build/fuzz/fuzz_procstat build/fuzz/fuzz_ui \
-                build/fuzz/fuzz_log build/fuzz/fuzz_trace
+                build/fuzz/fuzz_log build/fuzz/fuzz_trace build/fuzz/fuzz_h2up
 
 # Each fuzz target's sources (one list: what it is built from and what
 # rebuilds it; the headers they include come from clang's -MMD) and libraries.
@@ -82,6 +82,9 @@ FUZZ_SRC_fuzz_log := tests/fuzz/fuzz_log.c proxy/log.c proxy/digest.c proxy/utf8
 FUZZ_LIB_fuzz_log := -lyajl -lcrypto
 FUZZ_SRC_fuzz_trace := tests/fuzz/fuzz_trace.c proxy/trace.c
 FUZZ_LIB_fuzz_trace := -lcrypto
+FUZZ_SRC_fuzz_h2up := tests/fuzz/fuzz_h2up.c proxy/h2up.c proxy/http.c http/header.c http/path.c \
+                      proxy/evalloc.c proxy/log.c proxy/digest.c proxy/utf8.c
+FUZZ_LIB_fuzz_h2up := -levent -lnghttp2 -lyajl -lcrypto
 
 .PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc check-modules check-docs lint fuzz chaos ha image image-test
 

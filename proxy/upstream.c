@@ -23,6 +23,7 @@
 #include <event2/dns.h>
 #include <event2/event.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
@@ -31,6 +32,7 @@
 #include "proxy/clock.h"
 #include "proxy/evalloc.h"
 #include "proxy/evfree.h"
+#include "proxy/h2up.h"
 #include "proxy/http.h"
 #include "proxy/io.h"
 #include "proxy/log.h"
@@ -74,6 +76,7 @@ struct upstream_req {
 	int dispatching;            /* inside a callback */
 	int cancelled;              /* upstream_cancel() during a callback */
 	struct event *timer;
+	struct h2up_stream *h2;     /* an HTTP/2 exchange: everything is h2up's */
 };
 
 struct upstream_pool {
@@ -85,30 +88,63 @@ struct upstream_pool {
 	char *tls_name;		    /* the name the certificate must have */
 	TAILQ_HEAD(, upstream_conn) idle;
 	int nidle;
+	struct h2up_pool *h2;       /* h2c://, or ALPN's h2: the exchanges are streams */
+	int alpn;                   /* TLS offers h2: a connection may turn HTTP/2 */
 };
 
 static void upstream_conn_read_cb(struct bufferevent *bev, void *arg);
 static void upstream_conn_write_cb(struct bufferevent *bev, void *arg);
 static void upstream_conn_event_cb(struct bufferevent *bev, short what, void *arg);
+static const struct upstream_events upstream_h2_events;
 static void upstream_idle_event_cb(struct bufferevent *bev, short what, void *arg);
 static void upstream_idle_read_cb(struct bufferevent *bev, void *arg);
 
 int upstream_pool_idle(const struct upstream_pool *pool)
 {
-	return pool->nidle;
+	return pool->nidle + (pool->h2 ? h2up_pool_idle(pool->h2) : 0);
+}
+
+static struct bufferevent *upstream_bev_new(struct upstream_pool *pool, int offer_h2);
+
+/* A new connection to the pool's upstream, connecting: h2up's way in. */
+static struct bufferevent *upstream_connect(void *arg)
+{
+	struct upstream_pool *pool = arg;
+	struct bufferevent *bev = upstream_bev_new(pool, 0);
+
+	if (!bev)
+		return NULL;
+	io_tune(bev);
+	if (bufferevent_socket_connect_hostname(bev, pool->dns, AF_UNSPEC, pool->host,
+						pool->port) < 0) {
+		bufferevent_free(bev);
+		return NULL;
+	}
+	return bev;
 }
 
 struct upstream_pool *upstream_pool_new(struct event_base *base, struct evdns_base *dns,
 					const char *host, int port, SSL_CTX *tls,
-					const char *tls_name)
+					const char *tls_name, enum upstream_proto proto)
 {
 	struct upstream_pool *pool = calloc(1, sizeof(*pool));
+	char name[300];
 
 	if (!pool)
 		return NULL;
 	pool->host = strdup(host);
 	pool->tls_name = tls ? strdup(tls_name) : NULL;
-	if (!pool->host || (tls && (!pool->tls_name || !SSL_CTX_up_ref(tls)))) {
+	/* With ALPN, h2up opens no connection: only those the upstream
+	 * switched to h2 on become its sessions (upstream_to_h2). */
+	pool->alpn = proto == UPSTREAM_ALPN && tls;
+	snprintf(name, sizeof(name), "%s:%d", host, port);
+	if (proto == UPSTREAM_H2C || pool->alpn)
+		pool->h2 = h2up_pool_new(base, name, upstream_connect, pool, tls != NULL,
+					 pool->alpn ? 0 : UPSTREAM_MAX_IDLE,
+					 UPSTREAM_IDLE_TIMEOUT_S * 1000);
+	if (!pool->host || (tls && (!pool->tls_name || !SSL_CTX_up_ref(tls))) ||
+	    ((proto == UPSTREAM_H2C || pool->alpn) && !pool->h2)) {
+		h2up_pool_free(pool->h2);
 		free(pool->host);
 		free(pool->tls_name);
 		free(pool);
@@ -148,6 +184,7 @@ void upstream_pool_free(struct upstream_pool *pool)
 		upstream_idle_remove(uc);
 		upstream_conn_free(uc);
 	}
+	h2up_pool_free(pool->h2);
 	free(pool->host);
 	free(pool->tls_name);
 	SSL_CTX_free(pool->tls);
@@ -157,10 +194,12 @@ void upstream_pool_free(struct upstream_pool *pool)
 /*
  * A connection's bufferevent: a socket one, or for https an OpenSSL one
  * whose handshake (certificate and name verified) runs once connected;
- * BEV_EVENT_CONNECTED comes after it.
+ * BEV_EVENT_CONNECTED comes after it. offer_h2: ALPN offers h2 before
+ * http/1.1.
  */
-static struct bufferevent *upstream_bev_new(struct upstream_pool *pool)
+static struct bufferevent *upstream_bev_new(struct upstream_pool *pool, int offer_h2)
 {
+	static const unsigned char alpn[] = "\x02h2\x08http/1.1";
 	struct bufferevent *bev;
 	SSL *ssl;
 
@@ -169,6 +208,10 @@ static struct bufferevent *upstream_bev_new(struct upstream_pool *pool)
 	ssl = tls_client_new(pool->tls, pool->tls_name);
 	if (!ssl)
 		return NULL;
+	if (offer_h2 && SSL_set_alpn_protos(ssl, alpn, sizeof(alpn) - 1) != 0) {
+		SSL_free(ssl);
+		return NULL;
+	}
 	bev = bufferevent_openssl_socket_new(pool->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
 					     BEV_OPT_CLOSE_ON_FREE);
 	if (!bev) {
@@ -181,7 +224,12 @@ static struct bufferevent *upstream_bev_new(struct upstream_pool *pool)
 	return bev;
 }
 
-static struct upstream_conn *upstream_conn_new(struct upstream_pool *pool)
+/*
+ * A new connection for the exchange ur: with ALPN, h2 is offered but to an
+ * upgrade (HTTP/2 has no 101; RFC 8441's extended CONNECT is not spoken).
+ */
+static struct upstream_conn *upstream_conn_new(struct upstream_pool *pool,
+					       const struct upstream_req *ur)
 {
 	struct upstream_conn *uc = calloc(1, sizeof(*uc));
 
@@ -189,7 +237,7 @@ static struct upstream_conn *upstream_conn_new(struct upstream_pool *pool)
 		return NULL;
 	uc->pool = pool;
 	uc->parser = http_parser_new(HTTP_RESPONSE, 0);
-	uc->bev = upstream_bev_new(pool);
+	uc->bev = upstream_bev_new(pool, pool->alpn && !(ur->params.flags & UPSTREAM_UPGRADE));
 	if (!uc->parser || !uc->bev)
 		goto fail;
 	io_tune(uc->bev);
@@ -344,12 +392,16 @@ static int upstream_conn_attach(struct upstream_req *ur, struct upstream_conn *u
 
 int upstream_unsent(const struct upstream_req *ur)
 {
+	if (ur->h2)
+		return h2up_unsent(ur->h2);
 	return !ur->conn ||
 	       evbuffer_get_length(bufferevent_get_output(ur->conn->bev)) == ur->queued;
 }
 
 size_t upstream_pending(const struct upstream_req *ur)
 {
+	if (ur->h2)
+		return h2up_pending(ur->h2);
 	return ur->conn ? evbuffer_get_length(bufferevent_get_output(ur->conn->bev)) : ur->queued;
 }
 
@@ -447,7 +499,7 @@ static void upstream_req_fail(struct upstream_req *ur, enum upstream_result sent
 	if (!ur->retried && !answered && (safe || (unsent && ur->reused))) {
 		ur->retried = 1;
 		ur->reused = 0;
-		uc = upstream_conn_new(ur->pool);
+		uc = upstream_conn_new(ur->pool, ur);
 		/* Unsent bytes move whole (a streamed body's included); a safe
 		 * request is queued again from ur->data. */
 		if (uc && unsent && old) {
@@ -642,6 +694,49 @@ static void upstream_tls_failed(struct upstream_conn *uc, unsigned long err)
 			 uc->pool->host, uc->pool->port, why, uc->pool->tls_name, skipped);
 }
 
+/* 1 when uc's TLS handshake picked h2 by ALPN. */
+static int upstream_alpn_h2(struct upstream_conn *uc)
+{
+	const unsigned char *proto = NULL;
+	unsigned int len = 0;
+
+	SSL_get0_alpn_selected(bufferevent_openssl_get_ssl(uc->bev), &proto, &len);
+	return len == 2 && memcmp(proto, "h2", 2) == 0;
+}
+
+/*
+ * The upstream picked h2 for uc, just connected: not a byte of ur's
+ * request was written (the handshake came first), so the bytes queued so
+ * far go to a stream of a new HTTP/2 session on uc's connection, and ur
+ * goes on as an HTTP/2 exchange.
+ */
+static void upstream_to_h2(struct upstream_conn *uc)
+{
+	struct upstream_req *ur = uc->ur;
+	struct evbuffer *queued = evbuffer_new();
+	struct bufferevent *bev = uc->bev;
+	struct upstream_params params = ur->params;
+
+	if (!queued || evbuffer_add_buffer(queued, bufferevent_get_output(bev)) < 0) {
+		evfree_evbuffer(&queued);
+		upstream_req_fail(ur, UPSTREAM_NOT_SENT);
+		return;
+	}
+	if (ur->sent_all)
+		params.flags &= ~UPSTREAM_STREAMED;
+	bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
+	bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+	uc->bev = NULL;
+	upstream_conn_free(uc);
+	ur->conn = NULL;
+	evfree_event(&ur->timer);
+	evfree_evbuffer(&ur->data);
+	ur->h2 = h2up_adopt(ur->pool->h2, bev, queued, &params, &upstream_h2_events, ur);
+	evbuffer_free(queued);
+	if (!ur->h2)
+		upstream_req_complete(ur, UPSTREAM_NOT_SENT);
+}
+
 static void upstream_conn_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct upstream_conn *uc = arg;
@@ -651,6 +746,10 @@ static void upstream_conn_event_cb(struct bufferevent *bev, short what, void *ar
 
 	if (what & BEV_EVENT_CONNECTED) {
 		uc->connected = 1;
+		if (uc->pool->alpn && upstream_alpn_h2(uc)) {
+			upstream_to_h2(uc);
+			return;
+		}
 		if (uc->pool->tls)
 			return; /* the bufferevent reads: it decrypts */
 		uc->read_ev = event_new(uc->pool->base, bufferevent_getfd(bev), EV_READ | EV_PERSIST,
@@ -709,6 +808,78 @@ static void upstream_req_timer_cb(evutil_socket_t fd, short what, void *arg)
 	upstream_req_complete(ur, upstream_unsent(ur) ? UPSTREAM_NOT_SENT : UPSTREAM_TIMEOUT);
 }
 
+/*
+ * An HTTP/2 exchange's reports reach the caller through ur, which goes
+ * with done(). A callback may cancel ur: nothing touches it after one.
+ */
+static void upstream_h2_interim(void *arg, const struct http_msg *m)
+{
+	struct upstream_req *ur = arg;
+
+	if (ur->ev->interim)
+		ur->ev->interim(ur->arg, m);
+}
+
+static void upstream_h2_head(void *arg, struct http_msg *resp)
+{
+	struct upstream_req *ur = arg;
+
+	ur->ev->head(ur->arg, resp);
+}
+
+static void upstream_h2_body(void *arg, struct evbuffer *data)
+{
+	struct upstream_req *ur = arg;
+
+	ur->ev->body(ur->arg, data);
+}
+
+static void upstream_h2_done(void *arg, enum upstream_result res)
+{
+	struct upstream_req *ur = arg;
+	const struct upstream_events *ev = ur->ev;
+	void *cb_arg = ur->arg;
+
+	evalloc_free(ur);
+	ev->done(cb_arg, res);
+}
+
+static void upstream_h2_drained(void *arg)
+{
+	struct upstream_req *ur = arg;
+
+	if (ur->ev->drained)
+		ur->ev->drained(ur->arg);
+}
+
+static void upstream_h2_caught_up(void *arg)
+{
+	struct upstream_req *ur = arg;
+
+	if (ur->ev->caught_up)
+		ur->ev->caught_up(ur->arg);
+}
+
+static void upstream_h2_trailers(void *arg, struct evbuffer *fields)
+{
+	struct upstream_req *ur = arg;
+
+	if (ur->ev->trailers)
+		ur->ev->trailers(ur->arg, fields);
+	else
+		evbuffer_drain(fields, evbuffer_get_length(fields));
+}
+
+static const struct upstream_events upstream_h2_events = {
+	.interim = upstream_h2_interim,
+	.head = upstream_h2_head,
+	.body = upstream_h2_body,
+	.done = upstream_h2_done,
+	.drained = upstream_h2_drained,
+	.caught_up = upstream_h2_caught_up,
+	.trailers = upstream_h2_trailers,
+};
+
 struct upstream_req *upstream_start(struct upstream_pool *pool, struct evbuffer *req,
 				    const struct upstream_params *params,
 				    const struct upstream_events *ev, void *arg)
@@ -719,6 +890,17 @@ struct upstream_req *upstream_start(struct upstream_pool *pool, struct evbuffer 
 
 	if (!ur)
 		return NULL;
+	if (pool->h2 && (!pool->alpn || h2up_pool_room(pool->h2))) {
+		ur->pool = pool;
+		ur->ev = ev;
+		ur->arg = arg;
+		ur->h2 = h2up_start(pool->h2, req, params, &upstream_h2_events, ur);
+		if (!ur->h2) {
+			evalloc_free(ur);
+			return NULL;
+		}
+		return ur;
+	}
 	ur->pool = pool;
 	ur->params = *params;
 	ur->ev = ev;
@@ -737,7 +919,7 @@ struct upstream_req *upstream_start(struct upstream_pool *pool, struct evbuffer 
 	uc = upstream_idle_take(pool, (params->flags & UPSTREAM_RETRY_SAFE) != 0);
 	ur->reused = uc != NULL;
 	if (!uc)
-		uc = upstream_conn_new(pool);
+		uc = upstream_conn_new(pool, ur);
 	if (!uc || upstream_conn_attach(ur, uc, ur->reused, NULL) < 0) {
 		/* Reported from the loop, never from inside this call. */
 		upstream_conn_free(uc);
@@ -753,6 +935,10 @@ void upstream_send(struct upstream_req *ur, struct evbuffer *data)
 {
 	size_t n = evbuffer_get_length(data);
 
+	if (ur->h2) {
+		h2up_send(ur->h2, data);
+		return;
+	}
 	if (n == 0)
 		return;
 	if (!ur->conn) {
@@ -773,12 +959,20 @@ void upstream_send(struct upstream_req *ur, struct evbuffer *data)
 
 void upstream_send_end(struct upstream_req *ur)
 {
+	if (ur->h2) {
+		h2up_send_end(ur->h2);
+		return;
+	}
 	ur->sent_all = 1;
 	upstream_touch(ur);
 }
 
 void upstream_read_pause(struct upstream_req *ur, int pause)
 {
+	if (ur->h2) {
+		h2up_read_pause(ur->h2, pause);
+		return;
+	}
 	if (ur->paused == pause)
 		return;
 	ur->paused = pause;
@@ -788,6 +982,10 @@ void upstream_read_pause(struct upstream_req *ur, int pause)
 
 void upstream_read_max(struct upstream_req *ur, size_t max)
 {
+	if (ur->h2) {
+		h2up_read_max(ur->h2, max);
+		return;
+	}
 	if (ur->read_max == max)
 		return;
 	ur->read_max = max;
@@ -799,6 +997,11 @@ void upstream_cancel(struct upstream_req *ur)
 {
 	if (!ur)
 		return;
+	if (ur->h2) {
+		h2up_cancel(ur->h2);
+		evalloc_free(ur);
+		return;
+	}
 	if (ur->dispatching) {
 		ur->cancelled = 1;
 		return;

@@ -640,9 +640,12 @@ static int h2_on_header(nghttp2_session *ng, const nghttp2_frame *frame, const u
 	struct h2_owned *grown, *o;
 
 	if (!st || st->bev || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
-		return 0;			    /* trailers of a request body: not forwarded */
-	st->field_bytes += namelen + valuelen + 32; /* RFC 9113 6.5.2's accounting */
-	if (st->field_bytes > s->set.max_header_list || st->nfields >= H2_MAX_FIELDS)
+		return 0; /* trailers of a request body: not forwarded */
+	/* RFC 9113 6.5.2's accounting. Up to twice the announced size the
+	 * HTTP/1.1 head's own limits answer (431, as over HTTP/1.1); beyond
+	 * it the list is not kept. */
+	st->field_bytes += namelen + valuelen + 32;
+	if (st->field_bytes > 2 * (size_t)s->set.max_header_list || st->nfields >= H2_MAX_FIELDS)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	grown = realloc(st->fields, (st->nfields + 1) * sizeof(*grown));
 	if (!grown)

@@ -374,7 +374,8 @@ static void h2_stream_pull(struct h2_stream *st)
 					st->resp_failed = 1;
 					break;
 				}
-				evbuffer_add_buffer(st->body, st->head->body);
+				if (st->head->body)
+					evbuffer_add_buffer(st->body, st->head->body);
 			}
 			st->resp_done = 1;
 			break;

@@ -7,6 +7,11 @@
  * to the request piece by piece. Pipelined requests wait in the input
  * buffer until the previous response is queued.
  *
+ * A connection that opens with the HTTP/2 preface (or picked h2 by ALPN)
+ * is handed to an h2 session instead (h2.h), whose streams come back here
+ * as virtual connections: one request each, on a bufferevent pair, served
+ * exactly as an accepted connection's.
+ *
  * client_timeout is one deadline per request head (and intercepted body):
  * it starts when the connection is accepted or the previous response was
  * written, and it is not reset by arriving bytes, so a slow client cannot

@@ -812,7 +812,6 @@ static int h2_flush(struct h2_session *s)
 	return 0;
 }
 
-
 /* The client sent bytes: all of them to nghttp2, which answers what it must. */
 static void h2_read_cb(struct bufferevent *bev, void *arg)
 {

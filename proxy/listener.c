@@ -864,8 +864,9 @@ void listener_drain(struct listener *l)
 			h2_session_drain(c->h2);
 		else if (c->h2_stream)
 			conn_close_after(c);
-		else if (!c->req && !c->writing && !c->lingering && !http_parser_started(c->parser) &&
-		    evbuffer_get_length(bufferevent_get_input(c->bev)) == 0)
+		else if (!c->req && !c->writing && !c->lingering &&
+			 !http_parser_started(c->parser) &&
+			 evbuffer_get_length(bufferevent_get_input(c->bev)) == 0)
 			listener_conn_free(c);
 		else
 			conn_close_after(c);

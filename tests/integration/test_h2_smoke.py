@@ -149,3 +149,16 @@ def test_h2c_first_write_holds_everything(proxy, upstream):
     assert status == 400, (status, headers, body)
     assert b"CONNECT" in body
     assert upstream.count() == 1
+
+
+def test_streams_take_max_connections_slots(proxy, upstream):
+    """With max_connections 3, one connection carries two streams at once
+    (it takes a slot itself); the others are refused, never forwarded."""
+    p = proxy({"max_connections": "3", "workers": "1"})
+    out = subprocess.run(
+        ["nghttp", "-v", "-m", "5", "-H", "x-test-delay: 2", "-t", str(CURL_TIMEOUT),
+         "http://127.0.0.1:%d/api/things/5" % p.port],
+        capture_output=True, timeout=CURL_TIMEOUT + 10).stdout.decode()
+    assert out.count("error_code=REFUSED_STREAM") == 3, out
+    assert len(re.findall(r"\) :status: 200", out)) == 2, out
+    assert upstream.count(path="/api/things/5") == 2

@@ -154,7 +154,7 @@ def test_h2c_first_write_holds_everything(proxy, upstream):
 def test_streams_take_max_connections_slots(proxy, upstream):
     """With max_connections 3, one connection carries two streams at once
     (it takes a slot itself); the others are refused, never forwarded."""
-    p = proxy({"max_connections": "3", "workers": "1"})
+    p = proxy({"max_connections": "3", "workers": "1", "upstream_timeout": "8s"})
     out = subprocess.run(
         ["nghttp", "-v", "-m", "5", "-H", "x-test-delay: 2", "-t", str(CURL_TIMEOUT),
          "http://127.0.0.1:%d/api/things/5" % p.port],

@@ -3,13 +3,15 @@ plain listener and h2 by ALPN on a TLS one; a keyed POST's owner and its
 replay (executed once), and a pass-through GET. The full HTTP/2 suite is
 test_h2.py."""
 import re
+import signal
 import socket
 import subprocess
 
 import pytest
 
-from tests.lib import jwtkit
+from tests.lib import jwtkit, procs
 from tests.lib.expect import course
+from tests.lib.proxy import rewrite, wait_for_log
 
 CURL_TIMEOUT = 30
 
@@ -162,3 +164,33 @@ def test_streams_take_max_connections_slots(proxy, upstream):
     assert out.count("error_code=REFUSED_STREAM") == 3, out
     assert len(re.findall(r"\) :status: 200", out)) == 2, out
     assert upstream.count(path="/api/things/5") == 2
+
+
+def test_reload_http2_off_for_new_connections(proxy, upstream, pki):
+    """http2 off by reload: new connections speak HTTP/1.1 only (ALPN picks
+    http/1.1, a preface is refused as HTTP/1.1); http2 on again brings h2 back."""
+    crt, key = pki["pair"]
+    p = proxy({"tls_certificate": crt, "tls_certificate_key": key})
+    url = "https://127.0.0.1:%d/api/things/1" % p.port
+    tls = ["--http2", "--cacert", pki["ca"]]
+    assert curl(tls, url)[:2] == ("HTTP/2", 200)
+    rewrite(p, lambda t: t + "\nhttp2 off\n")
+    p.signal(signal.SIGHUP)
+    wait_for_log(p, "configuration reloaded")
+    for _ in range(4):
+        assert curl(tls, url)[:2] == ("HTTP/1.1", 200)
+    rewrite(p, lambda t: t.replace("\nhttp2 off\n", "\n"))
+    p.signal(signal.SIGHUP)
+    assert procs.poll(lambda: p.stderr_text().count("configuration reloaded") == 2)
+    for _ in range(4):
+        assert curl(tls, url)[:2] == ("HTTP/2", 200)
+
+
+def test_preface_refused_with_http2_off(proxy, upstream):
+    p = proxy({"http2": "off"})
+    r = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "--max-time", "10",
+                        "-o", "/dev/null", "-w", "%{http_code}",
+                        "http://127.0.0.1:%d/api/things/1" % p.port],
+                       capture_output=True, timeout=30)
+    assert r.returncode != 0
+    assert upstream.count() == 0

@@ -83,8 +83,8 @@ FUZZ_LIB_fuzz_log := -lyajl -lcrypto
 FUZZ_SRC_fuzz_trace := tests/fuzz/fuzz_trace.c proxy/trace.c
 FUZZ_LIB_fuzz_trace := -lcrypto
 FUZZ_SRC_fuzz_h2 := tests/fuzz/fuzz_h2.c proxy/h2.c proxy/http.c http/header.c http/path.c \
-                    proxy/upgrade.c proxy/base64.c proxy/digest.c
-FUZZ_LIB_fuzz_h2 := -levent -lnghttp2 -lcrypto
+                    proxy/upgrade.c proxy/base64.c proxy/digest.c proxy/log.c proxy/utf8.c
+FUZZ_LIB_fuzz_h2 := -levent -lnghttp2 -lcrypto -lyajl
 
 .PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc check-modules check-docs lint fuzz chaos ha image image-test
 

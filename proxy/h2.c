@@ -23,6 +23,7 @@
 
 #include "proxy/clock.h"
 #include "proxy/http.h"
+#include "proxy/log.h"
 
 /* The carrier's output is filled up to this; it is written down to half before more. */
 #define H2_OUTPUT_MARK (64 * 1024)
@@ -39,6 +40,8 @@
 #define H2_DEFLATE_TABLE     4096
 /* Fields of one header list, pseudo-headers and cookie crumbs included. */
 #define H2_MAX_FIELDS (2 * HTTP_MAX_HEADERS)
+/* A connection ended for misbehaving is logged at most this often, all workers together. */
+#define H2_WARN_INTERVAL_US 1000000
 /* The largest flow-control window (RFC 9113 6.9.1). */
 #define H2_WINDOW_MAX ((1u << 31) - 1)
 
@@ -90,6 +93,7 @@ struct h2_session {
 };
 
 static const char h2_preface[] = H2_PREFACE;
+static struct log_limit h2_warnings;
 
 int h2_preface_prefix(const char *buf, size_t len)
 {
@@ -278,6 +282,18 @@ static void h2_schedule(struct h2_session *s)
 	event_active(s->send_ev, EV_WRITE, 0);
 }
 
+/* The session ends for why (the client broke the protocol or flooded it): a warning. */
+static void h2_warn(const struct h2_session *s, const char *why)
+{
+	int skipped;
+
+	if (!log_limit_pass(&h2_warnings, clock_now_us(), H2_WARN_INTERVAL_US, &skipped))
+		return;
+	log_warn(NULL,
+		 "HTTP/2 connection from %s ended with GOAWAY: %s (%d more since the last message)",
+		 s->set.peer, why, skipped);
+}
+
 /* A frame that does no work for the client: too many in a window end the session. */
 static int h2_flood(struct h2_session *s)
 {
@@ -289,6 +305,8 @@ static int h2_flood(struct h2_session *s)
 	}
 	if (++s->flood_count <= H2_FLOOD_MAX)
 		return 0;
+	if (s->flood_count == H2_FLOOD_MAX + 1)
+		h2_warn(s, "too many frames that carry nothing");
 	nghttp2_session_terminate_session(s->ng, NGHTTP2_ENHANCE_YOUR_CALM);
 	return 1;
 }
@@ -829,6 +847,7 @@ static void h2_read_cb(struct bufferevent *bev, void *arg)
 		if (n < 0) {
 			/* A GOAWAY (nghttp2's own, ENHANCE_YOUR_CALM for its
 			 * floods, else PROTOCOL_ERROR), then the end. */
+			h2_warn(s, nghttp2_strerror((int)n));
 			nghttp2_session_terminate_session(s->ng, NGHTTP2_PROTOCOL_ERROR);
 			evbuffer_drain(in, len);
 			break;

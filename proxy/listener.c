@@ -394,6 +394,7 @@ static void listener_h2_start(struct client_conn *c)
 	    .max_header_list = HTTP_MAX_HEAD,
 	    .idle_ms = conf->client_timeout_ms,
 	    .stream_buffer = conf->relay_buffer,
+	    .peer = c->peer,
 	};
 
 	evtimer_del(c->timer);

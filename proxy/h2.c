@@ -352,10 +352,54 @@ static void h2_stream_reset(struct h2_stream *st, uint32_t code)
 	h2_schedule(st->s);
 }
 
+static void h2_lower(char *s, size_t len);
+
+/*
+ * The header list of response head m: :status, then its fields but the
+ * hop-by-hop ones, names lower-cased in place (they point into m). NULL
+ * when out of memory; *n is its length.
+ */
+static nghttp2_nv *h2_response_nv(struct http_msg *m, char *status, size_t status_size, size_t *n)
+{
+	nghttp2_nv *nva = calloc((size_t)m->nheaders + 1, sizeof(*nva));
+
+	*n = 0;
+	if (!nva)
+		return NULL;
+	snprintf(status, status_size, "%03d", m->status % 1000);
+	nva[(*n)++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)status, 7, strlen(status),
+				   NGHTTP2_NV_FLAG_NONE};
+	for (int i = 0; i < m->nheaders; i++) {
+		struct http_header *h = &m->headers[i];
+
+		if (http_header_is_hop(m, h))
+			continue;
+		h2_lower(h->name, h->name_len);
+		nva[(*n)++] = (nghttp2_nv){(uint8_t *)h->name, (uint8_t *)h->value, h->name_len,
+					   h->value_len, NGHTTP2_NV_FLAG_NONE};
+	}
+	return nva;
+}
+
+/* An interim response (103 Early Hints) goes out as a 1xx HEADERS frame. */
+static void h2_stream_interim(struct h2_stream *st, struct http_msg *m)
+{
+	char status[8];
+	size_t n;
+	nghttp2_nv *nva = h2_response_nv(m, status, sizeof(status), &n);
+
+	if (nva)
+		nghttp2_submit_headers(st->s->ng, NGHTTP2_FLAG_NONE, st->id, NULL, nva, n, NULL);
+	free(nva);
+	http_msg_free(m);
+	h2_schedule(st->s);
+}
+
 /*
  * Parse what the listener wrote into the pair, as long as the body waiting
- * for the window is below stream_buffer. No nghttp2 call: the data
- * provider calls it too.
+ * for the window is below stream_buffer. No nghttp2 call once the head is
+ * in (the data provider calls it too); before, an interim response is
+ * submitted as it comes.
  */
 static void h2_stream_pull(struct h2_stream *st)
 {
@@ -390,6 +434,11 @@ static void h2_stream_pull(struct h2_stream *st)
 				st->head = http_parser_take(st->parser);
 				if (!st->head) {
 					st->resp_failed = 1;
+					break;
+				}
+				if (st->head->status < 200) {
+					h2_stream_interim(st, st->head);
+					st->head = NULL;
 					break;
 				}
 				if (st->head->body)
@@ -488,7 +537,7 @@ static void h2_stream_respond(struct h2_stream *st)
 	nghttp2_data_provider dp = {.source.ptr = st, .read_callback = h2_body_read};
 	nghttp2_nv *nva;
 	char status[8];
-	size_t n = 0;
+	size_t n;
 
 	if (st->reset_sent)
 		return;
@@ -506,22 +555,10 @@ static void h2_stream_respond(struct h2_stream *st)
 	}
 	if (!st->head)
 		return;
-	nva = calloc((size_t)st->head->nheaders + 1, sizeof(*nva));
+	nva = h2_response_nv(st->head, status, sizeof(status), &n);
 	if (!nva) {
 		h2_stream_reset(st, NGHTTP2_INTERNAL_ERROR);
 		return;
-	}
-	snprintf(status, sizeof(status), "%03d", st->head->status % 1000);
-	nva[n++] =
-	    (nghttp2_nv){(uint8_t *)":status", (uint8_t *)status, 7, 3, NGHTTP2_NV_FLAG_NONE};
-	for (int i = 0; i < st->head->nheaders; i++) {
-		struct http_header *h = &st->head->headers[i];
-
-		if (http_header_is_hop(st->head, h))
-			continue;
-		h2_lower(h->name, h->name_len);
-		nva[n++] = (nghttp2_nv){(uint8_t *)h->name, (uint8_t *)h->value, h->name_len,
-					h->value_len, NGHTTP2_NV_FLAG_NONE};
 	}
 	st->responded = 1;
 	if (nghttp2_submit_response(s->ng, st->id, nva, n,
@@ -608,7 +645,7 @@ static int h2_stream_begin(struct h2_stream *st, int end_stream)
 	if (!st->parser || !st->body ||
 	    bufferevent_pair_new(s->base, BEV_OPT_DEFER_CALLBACKS, pair))
 		goto refused;
-	http_parser_set_options(st->parser, HTTP_OPT_HEAD | HTTP_OPT_TRAILERS);
+	http_parser_set_options(st->parser, HTTP_OPT_HEAD | HTTP_OPT_INTERIM | HTTP_OPT_TRAILERS);
 	http_parser_expect_no_body(st->parser, is_head);
 	st->bev = pair[0];
 	bufferevent_setcb(st->bev, h2_stream_read_cb, NULL, NULL, st);

@@ -187,16 +187,15 @@ static void listener_read_event(evutil_socket_t fd, short what, void *arg)
 
 /*
  * A bufferevent that reads itself (TLS decrypted more input, or a stream's
- * pair got more of its request) filled the input buffer; its read
- * watermark keeps it at CLIENT_READ_HIGH_WATERMARK.
+ * pair got more of its request) filled the input buffer. Its read
+ * watermark keeps the buffer at CLIENT_READ_HIGH_WATERMARK: it stops
+ * reading while the buffer is full and goes on by itself once the parser
+ * took bytes, so no hold is needed here (one would outlast a body that
+ * the parser drains, up to the response).
  */
 static void listener_bev_read_cb(struct bufferevent *bev, void *arg)
 {
-	struct client_conn *c = arg;
-
-	if (evbuffer_get_length(bufferevent_get_input(bev)) >= CLIENT_READ_HIGH_WATERMARK)
-		conn_input_full(c, 1);
-	listener_input(c);
+	listener_input(arg);
 }
 
 /* New bytes in c's input buffer: to the request, its body or its tunnel. */

@@ -396,6 +396,30 @@ static void h2_stream_interim(struct h2_stream *st, struct http_msg *m)
 }
 
 /*
+ * The listener's "100 Continue" to a request that expects it (the HTTP/1.1
+ * parser skips a 100): out as a 1xx HEADERS frame, so the client sends its
+ * body. 1 when it was the next thing in the pair.
+ */
+static int h2_stream_continue(struct h2_stream *st)
+{
+	static const char line[] = "HTTP/1.1 100 Continue\r\n\r\n";
+	static const nghttp2_nv nv[] = {
+	    {(uint8_t *)":status", (uint8_t *)"100", 7, 3, NGHTTP2_NV_FLAG_NONE}};
+	struct evbuffer *in = bufferevent_get_input(st->bev);
+	const unsigned char *at;
+
+	if (http_parser_started(st->parser) || evbuffer_get_length(in) < sizeof(line) - 1)
+		return 0;
+	at = evbuffer_pullup(in, sizeof(line) - 1);
+	if (!at || memcmp(at, line, sizeof(line) - 1) != 0)
+		return 0;
+	evbuffer_drain(in, sizeof(line) - 1);
+	nghttp2_submit_headers(st->s->ng, NGHTTP2_FLAG_NONE, st->id, NULL, nv, 1, NULL);
+	h2_schedule(st->s);
+	return 1;
+}
+
+/*
  * Parse what the listener wrote into the pair, as long as the body waiting
  * for the window is below stream_buffer. No nghttp2 call once the head is
  * in (the data provider calls it too); before, an interim response is
@@ -409,6 +433,8 @@ static void h2_stream_pull(struct h2_stream *st)
 
 	while (!st->resp_done && !st->resp_failed &&
 	       (!st->head || evbuffer_get_length(st->body) < st->s->set.stream_buffer)) {
+		if (!st->head && h2_stream_continue(st))
+			continue;
 		before = evbuffer_get_length(in);
 		if (!before) {
 			if (!st->conn_gone)

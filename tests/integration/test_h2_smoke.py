@@ -194,3 +194,43 @@ def test_preface_refused_with_http2_off(proxy, upstream):
                        capture_output=True, timeout=30)
     assert r.returncode != 0
     assert upstream.count() == 0
+
+
+def test_h2c_expect_continue(proxy, upstream, ids):
+    """A keyed POST that expects 100-continue gets a 100 HEADERS frame, then
+    sends its body: executed once."""
+    import h2.config
+    import h2.connection
+    import h2.events
+
+    p = proxy()
+    key = ids.key()
+    body = course().encode()
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    conn.initiate_connection()
+    conn.send_headers(1, [(":method", "POST"), (":scheme", "http"),
+                          (":authority", "127.0.0.1:%d" % p.port), (":path", "/api/courses"),
+                          ("idempotency-key", key), ("x-actor-id", ids.actor),
+                          ("content-type", "application/json"),
+                          ("content-length", str(len(body))), ("expect", "100-continue")])
+    sock = socket.create_connection(("127.0.0.1", p.port), timeout=CURL_TIMEOUT)
+    interim, final, ended = [], None, False
+    try:
+        sock.sendall(conn.data_to_send())
+        while not ended:
+            data = sock.recv(65536)
+            assert data, "closed before the stream ended"
+            for ev in conn.receive_data(data):
+                if isinstance(ev, h2.events.InformationalResponseReceived):
+                    interim.append(dict(ev.headers)[b":status"])
+                    assert final is None
+                    conn.send_data(1, body, end_stream=True)
+                elif isinstance(ev, h2.events.ResponseReceived):
+                    final = dict(ev.headers)[b":status"]
+                elif isinstance(ev, h2.events.StreamEnded):
+                    ended = True
+            sock.sendall(conn.data_to_send())
+    finally:
+        sock.close()
+    assert interim == [b"100"] and final == b"201", (interim, final)
+    assert upstream.count(key=key) == 1

@@ -419,20 +419,46 @@ static int h2_stream_continue(struct h2_stream *st)
 	return 1;
 }
 
+/* Whether the stream takes more of the response from the pair now. */
+static int h2_stream_wants(const struct h2_stream *st)
+{
+	return !st->resp_done && !st->resp_failed &&
+	       (!st->head || evbuffer_get_length(st->body) < st->s->set.stream_buffer);
+}
+
+/*
+ * Our end of the pair reads only while the stream wants more: a full
+ * input left enabled has libevent run its read callback again at once
+ * (bufferevent_inbuf_wm_check), a spin for as long as the client's window
+ * stays shut. Disabled, the listener's bytes stay on its side (its
+ * conn_pending() grows, the relay waits) until the data provider took
+ * from the body and h2_stream_pull enables it again.
+ */
+static void h2_stream_reading(struct h2_stream *st)
+{
+	int on = h2_stream_wants(st);
+
+	if (on == !!(bufferevent_get_enabled(st->bev) & EV_READ))
+		return;
+	if (on)
+		bufferevent_enable(st->bev, EV_READ);
+	else
+		bufferevent_disable(st->bev, EV_READ);
+}
+
 /*
  * Parse what the listener wrote into the pair, as long as the body waiting
  * for the window is below stream_buffer. No nghttp2 call once the head is
  * in (the data provider calls it too); before, an interim response is
  * submitted as it comes.
  */
-static void h2_stream_pull(struct h2_stream *st)
+static void h2_stream_pull_some(struct h2_stream *st)
 {
 	struct evbuffer *in = bufferevent_get_input(st->bev);
 	enum http_status rc;
 	size_t before;
 
-	while (!st->resp_done && !st->resp_failed &&
-	       (!st->head || evbuffer_get_length(st->body) < st->s->set.stream_buffer)) {
+	while (h2_stream_wants(st)) {
 		if (!st->head && h2_stream_continue(st))
 			continue;
 		before = evbuffer_get_length(in);
@@ -485,6 +511,13 @@ static void h2_stream_pull(struct h2_stream *st)
 			break;
 		}
 	}
+}
+
+static void h2_stream_pull(struct h2_stream *st)
+{
+	h2_stream_pull_some(st);
+	if (!st->conn_gone)
+		h2_stream_reading(st);
 }
 
 /* Lower-case the response's field names in place (HTTP/2 wants them so). */
@@ -543,6 +576,8 @@ static ssize_t h2_body_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_
 	n = evbuffer_remove(st->body, buf, len);
 	if (n < 0 || st->resp_failed)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	if (n > 0 && !st->conn_gone)
+		h2_stream_reading(st); /* room in the body again */
 	if (st->resp_done && evbuffer_get_length(st->body) == 0) {
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
 		if (h2_stream_trailers(st))

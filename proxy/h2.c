@@ -42,6 +42,11 @@
 #define H2_MAX_FIELDS (2 * HTTP_MAX_HEADERS)
 /* A connection ended for misbehaving is logged at most this often, all workers together. */
 #define H2_WARN_INTERVAL_US 1000000
+/* Streams beyond max_streams that nghttp2 tracks at once, until their
+ * RST_STREAM is out: its own limit is max_streams and these. */
+#define H2_REFUSED_AT_ONCE 128
+/* A frame's header (RFC 9113 4.1). */
+#define H2_FRAME_HEAD 9
 /* The largest flow-control window (RFC 9113 6.9.1). */
 #define H2_WINDOW_MAX ((1u << 31) - 1)
 
@@ -86,6 +91,7 @@ struct h2_session {
 	LIST_HEAD(, h2_stream) streams;
 	int nstreams;
 	int draining;
+	int advertised;		/* our SETTINGS went out (h2_add_frame) */
 	int failed;		/* the connection broke: done at once */
 	size_t conn_unconsumed; /* of closed streams: the connection window's only */
 	int64_t flood_start_us;
@@ -742,6 +748,18 @@ static int h2_on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, 
 
 	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
 		return 0;
+	if (s->nstreams >= (int)s->set.max_streams) {
+		/* Beyond what the client was told: refused alone, untracked
+		 * (nghttp2 decodes the block and closes the stream once the
+		 * RST_STREAM is out), and counted: a flood of them ends the
+		 * connection. Not TEMPORAL_CALLBACK_FAILURE: nghttp2 would
+		 * reset it a second time, with INTERNAL_ERROR. */
+		nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
+					  NGHTTP2_REFUSED_STREAM);
+		h2_flood(s);
+		h2_schedule(s);
+		return 0;
+	}
 	st = calloc(1, sizeof(*st));
 	if (!st)
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -827,11 +845,14 @@ static int h2_on_invalid_frame(nghttp2_session *ng, const nghttp2_frame *frame, 
 static int h2_on_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data,
 		      size_t len, void *ud)
 {
+	struct h2_session *s = ud;
 	struct h2_stream *st = nghttp2_session_get_stream_user_data(ng, id);
 	char line[24];
 
-	if (!st)
+	if (!st) {
+		s->conn_unconsumed += len; /* a refused stream's */
 		return 0;
+	}
 	st->unconsumed += len;
 	if (!st->bev || st->conn_gone || !len) {
 		h2_schedule(st->s);
@@ -890,6 +911,36 @@ static int h2_over(struct h2_session *s)
 }
 
 /*
+ * Frame data of n bytes to the carrier's output. Our SETTINGS tells the
+ * client max_streams, while nghttp2 was given H2_REFUSED_AT_ONCE more:
+ * it makes a stream beyond the acknowledged value a connection error
+ * (every stream before it lost), and has no option to enforce less than
+ * it announces, so the stream beyond max_streams reaches
+ * h2_on_begin_headers and is refused there alone. The value is set in
+ * the frame nghttp2 packed; nothing else of it changes.
+ */
+static int h2_add_frame(struct h2_session *s, struct evbuffer *out, const uint8_t *data, size_t n)
+{
+	uint8_t f[H2_FRAME_HEAD + 6 * 8];
+	size_t i;
+
+	if (s->advertised || n < H2_FRAME_HEAD || n > sizeof(f) || data[3] != NGHTTP2_SETTINGS ||
+	    (data[4] & NGHTTP2_FLAG_ACK))
+		return evbuffer_add(out, data, n);
+	s->advertised = 1;
+	memcpy(f, data, n);
+	for (i = H2_FRAME_HEAD; i + 6 <= n; i += 6) {
+		if (((f[i] << 8) | f[i + 1]) != NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)
+			continue;
+		f[i + 2] = (uint8_t)(s->set.max_streams >> 24);
+		f[i + 3] = (uint8_t)(s->set.max_streams >> 16);
+		f[i + 4] = (uint8_t)(s->set.max_streams >> 8);
+		f[i + 5] = (uint8_t)s->set.max_streams;
+	}
+	return evbuffer_add(out, f, n);
+}
+
+/*
  * Send what the session has, while the carrier's output is below the mark;
  * reading waits while it is above. Calls session_done (s is then gone)
  * when the session is over; returns 1 then.
@@ -908,7 +959,7 @@ static int h2_flush(struct h2_session *s)
 			s->failed = 1;
 		if (n <= 0)
 			break;
-		if (evbuffer_add(out, data, (size_t)n) < 0)
+		if (h2_add_frame(s, out, data, (size_t)n) < 0)
 			s->failed = 1;
 	}
 	if (h2_over(s)) {
@@ -1033,8 +1084,11 @@ struct h2_session *h2_session_new(struct event_base *base, struct bufferevent *b
 	nghttp2_option *opt = h2_options();
 	uint32_t window =
 	    set->stream_buffer > H2_WINDOW_MAX ? H2_WINDOW_MAX : (uint32_t)set->stream_buffer;
+	uint32_t streams = set->max_streams > UINT32_MAX - H2_REFUSED_AT_ONCE
+			       ? UINT32_MAX
+			       : set->max_streams + H2_REFUSED_AT_ONCE;
 	nghttp2_settings_entry iv[] = {
-	    {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, set->max_streams},
+	    {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, streams}, /* max_streams on the wire */
 	    {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, window},
 	    {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, set->max_header_list},
 	};

@@ -6,7 +6,7 @@ WARN    := -Wall -Wextra -Wformat=2 -Wshadow -Wmissing-prototypes \
            -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 $(WARN) -I. -D_GNU_SOURCE -I$(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)
-LDLIBS  := -levent -levent_pthreads -levent_openssl -lpq -lssl -lcrypto -lyajl -lpthread
+LDLIBS  := -levent -levent_pthreads -levent_openssl -lnghttp2 -lpq -lssl -lcrypto -lyajl -lpthread
 
 ifeq ($(CI),true)
 CFLAGS  += -Werror

@@ -36,6 +36,8 @@
 #define CONF_PROTOCOL_MAX	  64 /* an Upgrade protocol's name */
 #define CONF_WORKERS_MAX	  256
 #define CONF_CONNECTIONS_MAX	  1000000
+/* HTTP/2 streams per connection: nghttp2 takes any 31-bit count; more than this is no sidecar's. */
+#define CONF_H2_STREAMS_MAX	  65536
 #define CONF_PORT_MAX		  65535
 #define CONF_HOSTNAME_MAX	  253
 #define CONF_LEASE_MARGIN_MS	  (30 * 1000)
@@ -488,6 +490,14 @@ static int conf_set_max_connections(struct conf_parser *p, struct route *r, int 
 	if (conf_parse_int(argv[0], 1, CONF_CONNECTIONS_MAX, &p->conf->max_connections))
 		return conf_error(p, "invalid max_connections \"%s\" (1-%d)", argv[0],
 				  CONF_CONNECTIONS_MAX);
+	return 0;
+}
+
+static int conf_set_h2_streams(struct conf_parser *p, struct route *r, int argc, char **argv)
+{
+	if (conf_parse_int(argv[0], 1, CONF_H2_STREAMS_MAX, &p->conf->http2_max_concurrent_streams))
+		return conf_error(p, "invalid http2_max_concurrent_streams \"%s\" (1-%d)", argv[0],
+				  CONF_H2_STREAMS_MAX);
 	return 0;
 }
 
@@ -1160,6 +1170,8 @@ const struct conf_directive conf_directives[] = {
     CONF_ROW("max_connections", CONF_TOP, 1, 1, CT_INT, TOP(max_connections), conf_set_max_connections, "8000", 0),
     CONF_ROW("trusted_proxies", CONF_TOP, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_trusted_proxies, NULL, 0),
     CONF_ENUM_ROW("underscores_in_headers", CONF_TOP, TOP(underscores_in_headers), "off", conf_on_off, NULL, 0),
+    CONF_ENUM_ROW("http2", CONF_TOP, TOP(http2), "on", conf_on_off, NULL, 0),
+    CONF_ROW("http2_max_concurrent_streams", CONF_TOP, 1, 1, CT_INT, TOP(http2_max_concurrent_streams), conf_set_h2_streams, "128", 0),
     CONF_ENUM_ROW("store_unavailable", CONF_TOP, TOP(store_unavailable), "fail-closed", conf_store_modes, NULL, 0),
     CONF_ENUM_ROW("log_level", CONF_TOP, TOP(log_level), "info", conf_log_levels, NULL, 0),
     CONF_ROW("problem_base", CONF_TOP, 1, 1, CT_STRING, TOP(problem_base), conf_set_problem_base, CONF_PROBLEM_BASE_DEFAULT, 0),

@@ -241,6 +241,8 @@ struct conf {
 	struct conf_cidr *trusted_proxies; /* peers whose forwarding headers are kept */
 	int ntrusted_proxies;
 	int underscores_in_headers;    /* header names holding '_' go upstream */
+	int http2;                     /* the listener speaks HTTP/2 (ALPN h2, prior knowledge) */
+	int http2_max_concurrent_streams; /* open streams per HTTP/2 connection */
 
 	struct route *routes;          /* file order; the first match wins */
 	int nroutes;

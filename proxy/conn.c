@@ -149,7 +149,10 @@ void conn_abort(struct client_conn *c, int rst)
 	struct linger lg = {1, 0};
 
 	if (rst) {
-		setsockopt(bufferevent_getfd(c->bev), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		/* A stream's virtual connection has no socket: the stream is reset. */
+		if (!c->h2_stream)
+			setsockopt(bufferevent_getfd(c->bev), SOL_SOCKET, SO_LINGER, &lg,
+				   sizeof(lg));
 		evbuffer_drain(bufferevent_get_output(c->bev),
 			       evbuffer_get_length(bufferevent_get_output(c->bev)));
 	}
@@ -160,13 +163,13 @@ void conn_abort(struct client_conn *c, int rst)
 
 /*
  * Reading runs while neither the input buffer nor the relay holds it back:
- * the read event, or a TLS bufferevent's own reading.
+ * the read event, or the bufferevent's own reading (TLS, a stream's pair).
  */
 static void conn_reading(struct client_conn *c)
 {
 	int on = !c->read_paused && !c->relay_paused;
 
-	if (c->tls)
+	if (c->self_io)
 		on ? bufferevent_enable(c->bev, EV_READ) : bufferevent_disable(c->bev, EV_READ);
 	else
 		on ? event_add(c->read_ev, NULL) : event_del(c->read_ev);

@@ -21,6 +21,8 @@
 struct bufferevent;
 struct event;
 struct evbuffer;
+struct h2_session;
+struct h2_stream;
 struct http_parser;
 struct listener;
 struct request;
@@ -54,7 +56,12 @@ struct client_conn {
 	int expect_continue;        /* this request asked for 100 Continue */
 	int continued;              /* 100 Continue sent for this request */
 	int lingering;              /* write side shut, draining input */
-	int tls;                    /* bev is an OpenSSL bufferevent: it reads and writes itself */
+	int tls;                    /* the client speaks TLS (X-Forwarded-Proto https) */
+	int self_io;                /* bev reads and writes itself (TLS, a stream's pair): no read_ev */
+	int h1;                     /* HTTP/1.1 began: no HTTP/2 preface any more */
+	struct h2_session *h2;      /* this connection carries an HTTP/2 session */
+	struct h2_stream *h2_stream; /* this is an HTTP/2 stream's virtual connection (a pair
+				      * end, no socket), of one request */
 	int64_t started_us;         /* the current request's first byte arrived */
 	struct budget_meter out_meter; /* its output in the relay budget (conn_meter_start) */
 	char request_id[TRACE_REQUEST_ID_MAX + 1]; /* the X-Request-Id of the request it

@@ -16,8 +16,10 @@ int io_write_now(struct bufferevent *bev)
 	struct evbuffer *out = bufferevent_get_output(bev);
 	int n;
 
-	if (bufferevent_openssl_get_ssl(bev))
-		return 0; /* TLS: the bufferevent encrypts and writes (EV_WRITE) */
+	/* TLS: the bufferevent encrypts and writes (EV_WRITE); a pair (no
+	 * socket) hands its output to its partner itself. */
+	if (bufferevent_openssl_get_ssl(bev) || bufferevent_getfd(bev) < 0)
+		return 0;
 	evbuffer_unfreeze(out, 1);
 	n = evbuffer_write(out, bufferevent_getfd(bev));
 	evbuffer_freeze(out, 1);

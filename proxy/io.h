@@ -30,7 +30,8 @@ void io_tune(struct bufferevent *bev);
 /*
  * Write what bev's output buffer holds with one writev(2). Returns -1 on a
  * socket error, else 0; what the socket did not take stays queued. A TLS
- * bufferevent is left alone: it encrypts and writes from its write event.
+ * bufferevent is left alone: it encrypts and writes from its write event;
+ * so is one without a socket (a pair), which writes itself.
  */
 int io_write_now(struct bufferevent *bev);
 

@@ -36,6 +36,7 @@
 #include "proxy/conf_gen.h"
 #include "proxy/conn.h"
 #include "proxy/evfree.h"
+#include "proxy/h2.h"
 #include "proxy/http.h"
 #include "proxy/io.h"
 #include "proxy/log.h"
@@ -100,8 +101,17 @@ static void listener_resume(struct listener *l);
 
 static void listener_conn_free(struct client_conn *c)
 {
+	/* A carrier's streams go first: their connections are in the list. */
+	h2_session_free(c->h2);
+	c->h2 = NULL;
 	if (c->req)
 		request_conn_gone(c->req);
+	if (c->h2_stream) {
+		struct h2_stream *st = c->h2_stream;
+
+		c->h2_stream = NULL;
+		h2_stream_conn_gone(st, c->aborted);
+	}
 	LIST_REMOVE(c, link);
 	c->l->nconns--;
 	atomic_fetch_sub(&listener_open, 1);
@@ -131,6 +141,11 @@ static void listener_linger(struct client_conn *c)
 {
 	struct evbuffer *in = bufferevent_get_input(c->bev);
 
+	if (c->h2_stream) {
+		/* No socket: the response is whole in the stream's hands. */
+		listener_conn_free(c);
+		return;
+	}
 	c->lingering = 1;
 	if (c->tls)
 		SSL_shutdown(bufferevent_openssl_get_ssl(c->bev)); /* close_notify */
@@ -166,10 +181,11 @@ static void listener_read_event(evutil_socket_t fd, short what, void *arg)
 }
 
 /*
- * A TLS connection's bufferevent decrypted more input (its read watermark
- * keeps the buffer at CLIENT_READ_HIGH_WATERMARK).
+ * A bufferevent that reads itself (TLS decrypted more input, or a stream's
+ * pair got more of its request) filled the input buffer; its read
+ * watermark keeps it at CLIENT_READ_HIGH_WATERMARK.
  */
-static void listener_tls_read_cb(struct bufferevent *bev, void *arg)
+static void listener_bev_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct client_conn *c = arg;
 
@@ -315,6 +331,108 @@ static void listener_handed(struct client_conn *c)
 	evtimer_del(c->timer);
 }
 
+static struct client_conn *listener_conn_new(struct listener *l, struct bufferevent *bev,
+					     evutil_socket_t fd, const struct sockaddr *sa);
+static void listener_serve(struct listener *l, struct client_conn *c);
+static int listener_reserve(int max);
+
+/* A stream of c's session begins: a virtual connection on bev, in a slot of max_connections. */
+static void *listener_h2_stream_open(void *arg, struct h2_stream *st, struct bufferevent *bev)
+{
+	struct client_conn *carrier = arg, *c;
+	struct listener *l = carrier->l;
+
+	if (!listener_reserve(listener_conf(carrier)->max_connections)) {
+		bufferevent_free(bev);
+		return NULL;
+	}
+	c = listener_conn_new(l, bev, -1, (const struct sockaddr *)&carrier->peer_addr);
+	if (!c) {
+		atomic_fetch_sub(&listener_open, 1);
+		return NULL;
+	}
+	c->tls = carrier->tls;
+	c->self_io = 1;
+	c->h1 = 1;
+	c->h2_stream = st;
+	c->close_after = 1; /* one request per stream */
+	bufferevent_setwatermark(bev, EV_READ, 0, CLIENT_READ_HIGH_WATERMARK);
+	listener_serve(l, c);
+	return c;
+}
+
+static void listener_h2_stream_close(void *arg, void *handle)
+{
+	struct client_conn *c = handle;
+
+	c->h2_stream = NULL;
+	listener_conn_free(c);
+}
+
+static void listener_h2_done(void *arg)
+{
+	listener_conn_free(arg);
+}
+
+static const struct h2_ops listener_h2_ops = {
+    .stream_open = listener_h2_stream_open,
+    .stream_close = listener_h2_stream_close,
+    .session_done = listener_h2_done,
+};
+
+/* c speaks HTTP/2 from now on: its bufferevent is the session's. c may be gone after. */
+static void listener_h2_start(struct client_conn *c)
+{
+	const struct conf *conf = listener_conf(c);
+	struct h2_settings set = {
+	    .max_streams = (uint32_t)conf->http2_max_concurrent_streams,
+	    .max_header_list = HTTP_MAX_HEAD,
+	    .idle_ms = conf->client_timeout_ms,
+	    .stream_buffer = conf->relay_buffer,
+	};
+
+	evtimer_del(c->timer);
+	event_del(c->read_ev);
+	c->self_io = 1;
+	c->h2 = h2_session_new(c->l->base, c->bev, &set, &listener_h2_ops, c);
+	if (!c->h2)
+		listener_conn_free(c);
+}
+
+/*
+ * Before c's first request: HTTP/2 when TLS chose h2 by ALPN, or, on a
+ * plain listener with http2 on, when the input begins with the client
+ * preface (the HTTP/1.1 parser never sees it). Returns 1 when c became a
+ * session (c may be gone) or the input so far may still be a preface, 0
+ * for HTTP/1.1.
+ */
+static int listener_h2_detect(struct client_conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+	size_t len = evbuffer_get_length(in);
+	const unsigned char *proto;
+	unsigned proto_len = 0;
+
+	if (c->h2_stream)
+		return 0;
+	if (c->tls) {
+		SSL_get0_alpn_selected(bufferevent_openssl_get_ssl(c->bev), &proto, &proto_len);
+		if (proto_len != 2 || memcmp(proto, "h2", 2) != 0)
+			return 0;
+	} else {
+		if (!listener_conf(c)->http2)
+			return 0;
+		if (len > H2_PREFACE_LEN)
+			len = H2_PREFACE_LEN;
+		if (!h2_preface_prefix((const char *)evbuffer_pullup(in, (ev_ssize_t)len), len))
+			return 0;
+		if (len < H2_PREFACE_LEN)
+			return 1;
+	}
+	listener_h2_start(c);
+	return 1;
+}
+
 /*
  * Parse what has arrived; start a request when one is complete, or, for
  * one that streams, when its head is.
@@ -324,6 +442,9 @@ static void listener_process(struct client_conn *c)
 	const struct conf *conf = listener_conf(c);
 	struct http_msg *msg;
 
+	if (!c->h1 && listener_h2_detect(c))
+		return;
+	c->h1 = 1;
 	if (!http_parser_started(c->parser))
 		c->started_us = clock_now_us();
 	for (;;) {
@@ -455,33 +576,33 @@ static struct bufferevent *listener_bev_new(struct listener *l, evutil_socket_t 
 	return bev;
 }
 
-/* A new connection on fd from sa, or NULL (fd closed) when out of memory. */
-static struct client_conn *listener_conn_new(struct listener *l, evutil_socket_t fd,
-					     const struct sockaddr *sa)
+/*
+ * A new connection on bev (taken over) from sa; fd is its socket, read by
+ * read_ev, or -1 for a bufferevent that reads itself. NULL (bev freed)
+ * when out of memory.
+ */
+static struct client_conn *listener_conn_new(struct listener *l, struct bufferevent *bev,
+					     evutil_socket_t fd, const struct sockaddr *sa)
 {
 	struct client_conn *c = calloc(1, sizeof(*c));
-	SSL_CTX *tls = conf_gens_secrets(l->gens)->listen_tls;
 
 	if (!c) {
-		evutil_closesocket(fd);
+		bufferevent_free(bev);
 		return NULL;
 	}
 	c->l = l;
-	c->tls = tls != NULL;
-	c->bev = listener_bev_new(l, fd, tls);
+	c->bev = bev;
 	/* Body limits are set per request (listener_process): only
 	 * intercepted requests have one. */
 	c->parser = http_parser_new(HTTP_REQUEST, 0);
 	c->timer = evtimer_new(l->base, listener_timer_cb, c);
 	c->next_ev = event_new(l->base, -1, 0, listener_next_cb, c);
-	c->read_ev = event_new(l->base, fd, EV_READ | EV_PERSIST, listener_read_event, c);
+	if (fd >= 0)
+		c->read_ev = event_new(l->base, fd, EV_READ | EV_PERSIST, listener_read_event, c);
 	if (c->parser)
 		http_parser_set_options(c->parser, HTTP_OPT_HEAD);
-	if (c->bev)
-		io_tune(c->bev);
-	if (!c->bev || !c->parser || !c->timer || !c->next_ev || !c->read_ev) {
-		if (!c->bev)
-			evutil_closesocket(fd);
+	io_tune(c->bev);
+	if (!c->parser || !c->timer || !c->next_ev || (fd >= 0 && !c->read_ev)) {
 		evfree_bufferevent(&c->bev);
 		evfree_event(&c->timer);
 		evfree_event(&c->next_ev);
@@ -502,20 +623,13 @@ static struct client_conn *listener_conn_new(struct listener *l, evutil_socket_t
 	return c;
 }
 
-/* A connection was accepted on fd (its slot reserved): serve it. */
-static void listener_accepted(struct listener *l, evutil_socket_t fd, const struct sockaddr *sa)
+/* c (its slot reserved) joins the listener's connections and is read from now on. */
+static void listener_serve(struct listener *l, struct client_conn *c)
 {
 	const struct conf *conf = conf_gens_conf(l->gens);
-	struct client_conn *c;
+	const struct sockaddr *sa = (const struct sockaddr *)&c->peer_addr;
 	struct timeval write_tv;
-	int one = 1;
 
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	c = listener_conn_new(l, fd, sa);
-	if (!c) {
-		atomic_fetch_sub(&listener_open, 1);
-		return;
-	}
 	LIST_INSERT_HEAD(&l->conns, c, link);
 	l->nconns++;
 	/* A trusted proxy speaks for many clients: the process's budget only. */
@@ -524,18 +638,43 @@ static void listener_accepted(struct listener *l, evutil_socket_t fd, const stru
 	 * client_timeout without progress, with whatever was queued for it. */
 	write_tv = clock_tv(conf->client_timeout_ms);
 	bufferevent_set_timeouts(c->bev, NULL, &write_tv);
-	/* Reads come through listener_read_event, writes through
-	 * conn_respond_send; the bufferevent's EV_WRITE is used only when a
-	 * write falls short. */
-	bufferevent_setcb(c->bev, c->tls ? listener_tls_read_cb : NULL, listener_write_cb,
+	/* Reads come through listener_read_event (or the bufferevent's own
+	 * reading: TLS, a stream's pair), writes through conn_respond_send;
+	 * the bufferevent's EV_WRITE is used only when a write falls short. */
+	bufferevent_setcb(c->bev, c->self_io ? listener_bev_read_cb : NULL, listener_write_cb,
 			  listener_event_cb, c);
 	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
 	/* TLS: the bufferevent reads, handshake first. */
-	if (c->tls)
+	if (c->self_io)
 		bufferevent_enable(c->bev, EV_READ);
 	else
 		event_add(c->read_ev, NULL);
 	listener_timer_add(c->timer, conf->client_timeout_ms);
+}
+
+/* A connection was accepted on fd from sa (its slot reserved): serve it. */
+static void listener_accepted(struct listener *l, evutil_socket_t fd, const struct sockaddr *sa)
+{
+	SSL_CTX *tls = conf_gens_secrets(l->gens)->listen_tls;
+	struct bufferevent *bev;
+	struct client_conn *c;
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	bev = listener_bev_new(l, fd, tls);
+	if (!bev) {
+		evutil_closesocket(fd);
+		atomic_fetch_sub(&listener_open, 1);
+		return;
+	}
+	c = listener_conn_new(l, bev, fd, sa);
+	if (!c) {
+		atomic_fetch_sub(&listener_open, 1);
+		return;
+	}
+	c->tls = tls != NULL;
+	c->self_io = c->tls;
+	listener_serve(l, c);
 }
 
 /* Takes one of max_connections' slots; 0 when all are taken. */
@@ -714,7 +853,13 @@ void listener_drain(struct listener *l)
 	l->draining = 1;
 	for (c = LIST_FIRST(&l->conns); c; c = next) {
 		next = LIST_NEXT(c, link);
-		if (!c->req && !c->writing && !c->lingering && !http_parser_started(c->parser) &&
+		/* A session sends GOAWAY and ends with its streams (never at
+		 * once: next may be one of them); a stream serves its request. */
+		if (c->h2)
+			h2_session_drain(c->h2);
+		else if (c->h2_stream)
+			conn_close_after(c);
+		else if (!c->req && !c->writing && !c->lingering && !http_parser_started(c->parser) &&
 		    evbuffer_get_length(bufferevent_get_input(c->bev)) == 0)
 			listener_conn_free(c);
 		else

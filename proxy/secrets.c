@@ -185,6 +185,7 @@ static int secrets_tls(const struct conf *conf, struct secrets *s, char *err, si
 				 reason);
 			return -1;
 		}
+		tls_server_alpn(s->listen_tls, conf->http2);
 		if (secrets_tls_pair(conf, s->listen_tls, &conf->tls_certificate,
 				     &conf->tls_certificate_key, err, errlen) < 0)
 			return -1;

@@ -65,6 +65,30 @@ static SSL_CTX *tls_ctx_new(const SSL_METHOD *method)
 	return ctx;
 }
 
+/* ALPN protocol lists (RFC 7301 wire format), in the server's order of preference. */
+static const unsigned char tls_alpn_h2[] = "\x02h2\x08http/1.1";
+static const unsigned char tls_alpn_h1[] = "\x08http/1.1";
+
+/* The first protocol of the server's list (arg: h2 offered) the client
+ * offers too; none in common: no ALPN. */
+static int tls_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+			   const unsigned char *in, unsigned int inlen, void *arg)
+{
+	const unsigned char *list = arg ? tls_alpn_h2 : tls_alpn_h1;
+	unsigned int len = arg ? sizeof(tls_alpn_h2) - 1 : sizeof(tls_alpn_h1) - 1;
+	unsigned char *chosen;
+
+	if (SSL_select_next_proto(&chosen, outlen, list, len, in, inlen) != OPENSSL_NPN_NEGOTIATED)
+		return SSL_TLSEXT_ERR_NOACK;
+	*out = chosen;
+	return SSL_TLSEXT_ERR_OK;
+}
+
+void tls_server_alpn(SSL_CTX *ctx, int h2)
+{
+	SSL_CTX_set_alpn_select_cb(ctx, tls_alpn_select, h2 ? (void *)tls_alpn_h2 : NULL);
+}
+
 /*
  * Whether the WHAT file PATH can be read, as OpenSSL's own errors do not
  * say why not (a missing file, a directory, no permission): 0, or -1 with

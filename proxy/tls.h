@@ -19,6 +19,12 @@
 SSL_CTX *tls_server_ctx(const char *ciphers, char *err, size_t errlen);
 
 /*
+ * What a server context agrees to by ALPN: h2 (when h2) and http/1.1, in
+ * that order; a client offering neither gets no ALPN answer.
+ */
+void tls_server_alpn(SSL_CTX *ctx, int h2);
+
+/*
  * A client context for TLS 1.2 and later that verifies the peer's chain
  * against ca_file (PEM; NULL: the system's CAs). NULL with a message in err.
  */

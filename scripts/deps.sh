@@ -29,7 +29,7 @@
 #          PostgreSQL cluster, psycopg2 and pytest for the test fixtures
 set -eu
 
-RUN="build-essential gcc make pkg-config libevent-dev libpq-dev libssl-dev
+RUN="build-essential gcc make pkg-config libevent-dev libnghttp2-dev libpq-dev libssl-dev
 libyajl-dev postgresql python3 curl xxd"
 TEST="python3-pytest python3-psycopg2 python3-cryptography python3-websocket
 python3-yaml python3-hypercorn python3-dnslib curl openssl clang libclang-rt-14-dev pgbouncer

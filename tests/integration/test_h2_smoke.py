@@ -1,0 +1,100 @@
+"""HTTP/2 on the listener, end to end with curl: prior-knowledge h2c on a
+plain listener and h2 by ALPN on a TLS one; a keyed POST's owner and its
+replay (executed once), and a pass-through GET. The full HTTP/2 suite is
+test_h2.py."""
+import re
+import subprocess
+
+import pytest
+
+from tests.lib import jwtkit
+from tests.lib.expect import course
+
+CURL_TIMEOUT = 30
+
+
+def curl(args, url):
+    """curl's answer to url: (HTTP version, status, headers dict, body)."""
+    out = subprocess.run(
+        ["curl", "-sS", "--max-time", str(CURL_TIMEOUT), "-D", "-", "-o", "/dev/stdout"]
+        + args + [url],
+        capture_output=True, timeout=CURL_TIMEOUT + 10, check=True).stdout
+    head, _, body = out.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    version, status = lines[0].split()[0], int(lines[0].split()[1])
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return version, status, headers, body
+
+
+def keyed(key, actor):
+    return ["-X", "POST", "-H", "Idempotency-Key: " + key, "-H", "X-Actor-Id: " + actor,
+            "-H", "Content-Type: application/json", "--data-binary", course()]
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("pki"))
+    ca = jwtkit.Pki(d)
+    return {"ca": ca.ca, "pair": ca.issue("server")}
+
+
+def check_owner_replay_get(base, how, upstream, ids):
+    key = ids.key()
+    v1, s1, h1, b1 = curl(how + keyed(key, ids.actor), base + "/api/courses")
+    assert (v1, s1) == ("HTTP/2", 201), (v1, s1, h1, b1)
+    assert "idempotent-replayed" not in h1
+    v2, s2, h2, b2 = curl(how + keyed(key, ids.actor), base + "/api/courses")
+    assert (v2, s2) == ("HTTP/2", 201), (v2, s2, h2, b2)
+    assert h2.get("idempotent-replayed", "").lower() == "true", h2
+    assert b2 == b1
+    assert upstream.count(key=key) == 1
+    v3, s3, _, b3 = curl(how, base + "/api/things/7")
+    assert (v3, s3) == ("HTTP/2", 200), (v3, s3, b3)
+    assert upstream.count(path="/api/things/7") == 1
+
+
+def test_h2c_prior_knowledge(proxy, upstream, ids):
+    p = proxy()
+    check_owner_replay_get("http://127.0.0.1:%d" % p.port, ["--http2-prior-knowledge"],
+                           upstream, ids)
+    # The upstream saw HTTP/1.1 with the Host from :authority.
+    e = upstream.requests(path="/api/things/7")[0]
+    assert e.headers.get("Host") == "127.0.0.1:%d" % p.port
+
+
+def test_h2_over_tls_alpn(proxy, upstream, pki, ids):
+    crt, key = pki["pair"]
+    p = proxy({"tls_certificate": crt, "tls_certificate_key": key})
+    check_owner_replay_get("https://127.0.0.1:%d" % p.port, ["--http2", "--cacert", pki["ca"]],
+                           upstream, ids)
+
+
+def test_http2_off_stays_http11(proxy, upstream, pki):
+    crt, key = pki["pair"]
+    p = proxy({"tls_certificate": crt, "tls_certificate_key": key, "http2": "off"})
+    v, s, _, _ = curl(["--http2", "--cacert", pki["ca"]],
+                      "https://127.0.0.1:%d/api/things/1" % p.port)
+    assert (v, s) == ("HTTP/1.1", 200)
+
+
+def test_h2c_many_streams_one_connection(proxy, upstream, ids, tmp_path):
+    """Twenty concurrent streams of one keyed POST on one connection (nghttp
+    multiplexes them): executed once, every other stream a replay or in
+    progress."""
+    p = proxy()
+    key = ids.key()
+    body = tmp_path / "body.json"
+    body.write_text(course())
+    url = "http://127.0.0.1:%d/api/courses" % p.port
+    out = subprocess.run(
+        ["nghttp", "-v", "-d", str(body), "-H", "idempotency-key: " + key,
+         "-H", "x-actor-id: " + ids.actor, "-H", "content-type: application/json",
+         "-t", str(CURL_TIMEOUT), "-m", "20", url],
+        capture_output=True, timeout=CURL_TIMEOUT + 10, check=True).stdout.decode()
+    statuses = re.findall(r"\) :status: (\d+)", out)
+    assert len(statuses) == 20 and set(statuses) <= {"201", "409"}, statuses
+    assert "201" in statuses
+    assert upstream.count(key=key) == 1

@@ -394,8 +394,9 @@ static int conf_hostname_ok(const char *s, size_t len)
 }
 
 /*
- * upstream http[s]://HOST[:PORT][/]: HOST is a name, an IPv4 address or a
- * bracketed IPv6 address.
+ * upstream http[s]://HOST[:PORT][/] or h2c://HOST[:PORT][/] (cleartext
+ * HTTP/2 with prior knowledge, port 80 by default): HOST is a name, an IPv4
+ * address or a bracketed IPv6 address.
  */
 static int conf_set_upstream(struct conf_parser *p, struct route *r, int argc, char **argv)
 {
@@ -405,16 +406,23 @@ static int conf_set_upstream(struct conf_parser *p, struct route *r, int argc, c
 	char addr[INET6_ADDRSTRLEN];
 	int n;
 
+	c->upstream_tls = 0;
+	c->upstream_h2c = 0;
 	if (strncasecmp(url, "https://", 8) == 0) {
 		c->upstream_tls = 1;
 		n = CONF_HTTPS_DEFAULT_PORT;
 		auth = url + 8;
 	} else if (strncasecmp(url, "http://", 7) == 0) {
-		c->upstream_tls = 0;
 		n = CONF_HTTP_DEFAULT_PORT;
 		auth = url + 7;
+	} else if (strncasecmp(url, "h2c://", 6) == 0) {
+		c->upstream_h2c = 1;
+		n = CONF_HTTP_DEFAULT_PORT;
+		auth = url + 6;
 	} else {
-		return conf_error(p, "invalid upstream \"%s\" (expected http[s]://HOST[:PORT])", url);
+		return conf_error(p, "invalid upstream \"%s\" (expected http[s]://HOST[:PORT] or "
+				     "h2c://HOST[:PORT])",
+				  url);
 	}
 	end = auth + strcspn(auth, "/?#");
 	if (*end != '\0' && strcmp(end, "/") != 0)
@@ -1137,6 +1145,7 @@ static const struct conf_choice conf_match_cases[] = {
 const struct conf_directive conf_directives[] = {
     CONF_ROW("listen", CONF_TOP, 1, 1, CT_ADDR, TOP(listen), NULL, "127.0.0.1:8080", CF_RESTART),
     CONF_ROW("upstream", CONF_TOP, 1, 1, CT_STRING, TOP(upstream_url), conf_set_upstream, NULL, CF_RESTART),
+    CONF_ENUM_ROW("upstream_http2", CONF_TOP, TOP(upstream_http2), "off", conf_on_off, NULL, CF_RESTART),
     CONF_ROW("upstream_ca", CONF_TOP, 1, 1, CT_FILE, TOP(upstream_ca), NULL, NULL, CF_RESTART),
     CONF_ROW("upstream_server_name", CONF_TOP, 1, 1, CT_STRING, TOP(upstream_server_name), NULL, NULL, CF_RESTART),
     CONF_ROW("upstream_client_certificate", CONF_TOP, 2, 2, CT_FILE, TOP(upstream_client_cert), conf_set_client_cert, NULL, CF_RESTART),
@@ -1647,6 +1656,11 @@ static int conf_finish(struct conf_parser *p)
 						     "\"%s\" needs an https:// upstream",
 						     tls_only[i]);
 		}
+		/* h2c:// speaks HTTP/2 already; http:// never negotiates it. */
+		if (c->upstream_http2)
+			return conf_error_at(p, conf_top_line(p, "upstream_http2"),
+					     "\"upstream_http2 on\" needs an https:// upstream "
+					     "(h2c:// is cleartext HTTP/2)");
 	}
 	for (i = 0; i < c->nroutes; i++) {
 		if (conf_finish_route(p, &c->routes[i]) || conf_route_reachable(p, c, i))

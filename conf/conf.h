@@ -193,6 +193,8 @@ struct conf {
 	int upstream_port;
 	char *upstream_hostport;       /* "host:port" as written, for Host fallback */
 	int upstream_tls;              /* https:// */
+	int upstream_h2c;              /* h2c://: cleartext HTTP/2, prior knowledge */
+	int upstream_http2;            /* upstream_http2 on: https:// offers h2 by ALPN */
 	struct conf_file upstream_ca;  /* NULL path: the system's CAs */
 	char *upstream_server_name;    /* verified and sent as SNI; NULL: the URL's host */
 	struct conf_file upstream_client_cert, upstream_client_key;

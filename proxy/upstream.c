@@ -31,6 +31,7 @@
 #include "proxy/clock.h"
 #include "proxy/evalloc.h"
 #include "proxy/evfree.h"
+#include "proxy/h2up.h"
 #include "proxy/http.h"
 #include "proxy/io.h"
 #include "proxy/log.h"
@@ -74,6 +75,7 @@ struct upstream_req {
 	int dispatching;            /* inside a callback */
 	int cancelled;              /* upstream_cancel() during a callback */
 	struct event *timer;
+	struct h2up_stream *h2;     /* an HTTP/2 exchange: everything is h2up's */
 };
 
 struct upstream_pool {
@@ -85,6 +87,7 @@ struct upstream_pool {
 	char *tls_name;		    /* the name the certificate must have */
 	TAILQ_HEAD(, upstream_conn) idle;
 	int nidle;
+	struct h2up_pool *h2;       /* h2c://: the exchanges are streams */
 };
 
 static void upstream_conn_read_cb(struct bufferevent *bev, void *arg);
@@ -95,12 +98,31 @@ static void upstream_idle_read_cb(struct bufferevent *bev, void *arg);
 
 int upstream_pool_idle(const struct upstream_pool *pool)
 {
-	return pool->nidle;
+	return pool->h2 ? h2up_pool_conns(pool->h2) : pool->nidle;
+}
+
+static struct bufferevent *upstream_bev_new(struct upstream_pool *pool);
+
+/* A new connection to the pool's upstream, connecting: h2up's way in. */
+static struct bufferevent *upstream_connect(void *arg)
+{
+	struct upstream_pool *pool = arg;
+	struct bufferevent *bev = upstream_bev_new(pool);
+
+	if (!bev)
+		return NULL;
+	io_tune(bev);
+	if (bufferevent_socket_connect_hostname(bev, pool->dns, AF_UNSPEC, pool->host,
+						pool->port) < 0) {
+		bufferevent_free(bev);
+		return NULL;
+	}
+	return bev;
 }
 
 struct upstream_pool *upstream_pool_new(struct event_base *base, struct evdns_base *dns,
 					const char *host, int port, SSL_CTX *tls,
-					const char *tls_name)
+					const char *tls_name, enum upstream_proto proto)
 {
 	struct upstream_pool *pool = calloc(1, sizeof(*pool));
 
@@ -108,7 +130,12 @@ struct upstream_pool *upstream_pool_new(struct event_base *base, struct evdns_ba
 		return NULL;
 	pool->host = strdup(host);
 	pool->tls_name = tls ? strdup(tls_name) : NULL;
-	if (!pool->host || (tls && (!pool->tls_name || !SSL_CTX_up_ref(tls)))) {
+	if (proto == UPSTREAM_H2C)
+		pool->h2 = h2up_pool_new(base, upstream_connect, pool, tls != NULL,
+					 UPSTREAM_MAX_IDLE, UPSTREAM_IDLE_TIMEOUT_S * 1000);
+	if (!pool->host || (tls && (!pool->tls_name || !SSL_CTX_up_ref(tls))) ||
+	    (proto == UPSTREAM_H2C && !pool->h2)) {
+		h2up_pool_free(pool->h2);
 		free(pool->host);
 		free(pool->tls_name);
 		free(pool);
@@ -148,6 +175,7 @@ void upstream_pool_free(struct upstream_pool *pool)
 		upstream_idle_remove(uc);
 		upstream_conn_free(uc);
 	}
+	h2up_pool_free(pool->h2);
 	free(pool->host);
 	free(pool->tls_name);
 	SSL_CTX_free(pool->tls);
@@ -344,12 +372,16 @@ static int upstream_conn_attach(struct upstream_req *ur, struct upstream_conn *u
 
 int upstream_unsent(const struct upstream_req *ur)
 {
+	if (ur->h2)
+		return h2up_unsent(ur->h2);
 	return !ur->conn ||
 	       evbuffer_get_length(bufferevent_get_output(ur->conn->bev)) == ur->queued;
 }
 
 size_t upstream_pending(const struct upstream_req *ur)
 {
+	if (ur->h2)
+		return h2up_pending(ur->h2);
 	return ur->conn ? evbuffer_get_length(bufferevent_get_output(ur->conn->bev)) : ur->queued;
 }
 
@@ -709,6 +741,78 @@ static void upstream_req_timer_cb(evutil_socket_t fd, short what, void *arg)
 	upstream_req_complete(ur, upstream_unsent(ur) ? UPSTREAM_NOT_SENT : UPSTREAM_TIMEOUT);
 }
 
+/*
+ * An HTTP/2 exchange's reports reach the caller through ur, which goes
+ * with done(). A callback may cancel ur: nothing touches it after one.
+ */
+static void upstream_h2_interim(void *arg, const struct http_msg *m)
+{
+	struct upstream_req *ur = arg;
+
+	if (ur->ev->interim)
+		ur->ev->interim(ur->arg, m);
+}
+
+static void upstream_h2_head(void *arg, struct http_msg *resp)
+{
+	struct upstream_req *ur = arg;
+
+	ur->ev->head(ur->arg, resp);
+}
+
+static void upstream_h2_body(void *arg, struct evbuffer *data)
+{
+	struct upstream_req *ur = arg;
+
+	ur->ev->body(ur->arg, data);
+}
+
+static void upstream_h2_done(void *arg, enum upstream_result res)
+{
+	struct upstream_req *ur = arg;
+	const struct upstream_events *ev = ur->ev;
+	void *cb_arg = ur->arg;
+
+	evalloc_free(ur);
+	ev->done(cb_arg, res);
+}
+
+static void upstream_h2_drained(void *arg)
+{
+	struct upstream_req *ur = arg;
+
+	if (ur->ev->drained)
+		ur->ev->drained(ur->arg);
+}
+
+static void upstream_h2_caught_up(void *arg)
+{
+	struct upstream_req *ur = arg;
+
+	if (ur->ev->caught_up)
+		ur->ev->caught_up(ur->arg);
+}
+
+static void upstream_h2_trailers(void *arg, struct evbuffer *fields)
+{
+	struct upstream_req *ur = arg;
+
+	if (ur->ev->trailers)
+		ur->ev->trailers(ur->arg, fields);
+	else
+		evbuffer_drain(fields, evbuffer_get_length(fields));
+}
+
+static const struct upstream_events upstream_h2_events = {
+	.interim = upstream_h2_interim,
+	.head = upstream_h2_head,
+	.body = upstream_h2_body,
+	.done = upstream_h2_done,
+	.drained = upstream_h2_drained,
+	.caught_up = upstream_h2_caught_up,
+	.trailers = upstream_h2_trailers,
+};
+
 struct upstream_req *upstream_start(struct upstream_pool *pool, struct evbuffer *req,
 				    const struct upstream_params *params,
 				    const struct upstream_events *ev, void *arg)
@@ -719,6 +823,17 @@ struct upstream_req *upstream_start(struct upstream_pool *pool, struct evbuffer 
 
 	if (!ur)
 		return NULL;
+	if (pool->h2) {
+		ur->pool = pool;
+		ur->ev = ev;
+		ur->arg = arg;
+		ur->h2 = h2up_start(pool->h2, req, params, &upstream_h2_events, ur);
+		if (!ur->h2) {
+			evalloc_free(ur);
+			return NULL;
+		}
+		return ur;
+	}
 	ur->pool = pool;
 	ur->params = *params;
 	ur->ev = ev;
@@ -753,6 +868,10 @@ void upstream_send(struct upstream_req *ur, struct evbuffer *data)
 {
 	size_t n = evbuffer_get_length(data);
 
+	if (ur->h2) {
+		h2up_send(ur->h2, data);
+		return;
+	}
 	if (n == 0)
 		return;
 	if (!ur->conn) {
@@ -773,12 +892,20 @@ void upstream_send(struct upstream_req *ur, struct evbuffer *data)
 
 void upstream_send_end(struct upstream_req *ur)
 {
+	if (ur->h2) {
+		h2up_send_end(ur->h2);
+		return;
+	}
 	ur->sent_all = 1;
 	upstream_touch(ur);
 }
 
 void upstream_read_pause(struct upstream_req *ur, int pause)
 {
+	if (ur->h2) {
+		h2up_read_pause(ur->h2, pause);
+		return;
+	}
 	if (ur->paused == pause)
 		return;
 	ur->paused = pause;
@@ -788,6 +915,10 @@ void upstream_read_pause(struct upstream_req *ur, int pause)
 
 void upstream_read_max(struct upstream_req *ur, size_t max)
 {
+	if (ur->h2) {
+		h2up_read_max(ur->h2, max);
+		return;
+	}
 	if (ur->read_max == max)
 		return;
 	ur->read_max = max;
@@ -799,6 +930,11 @@ void upstream_cancel(struct upstream_req *ur)
 {
 	if (!ur)
 		return;
+	if (ur->h2) {
+		h2up_cancel(ur->h2);
+		evalloc_free(ur);
+		return;
+	}
 	if (ur->dispatching) {
 		ur->cancelled = 1;
 		return;

@@ -12,11 +12,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proxy/upstream_events.h"
+
 struct bufferevent;
 struct event_base;
 struct evdns_base;
-struct evbuffer;
-struct http_msg;
 /* Idle keep-alive connections one pool keeps at most. */
 #define UPSTREAM_MAX_IDLE 64
 
@@ -24,65 +24,23 @@ struct upstream_pool;
 struct upstream_req;
 typedef struct ssl_ctx_st SSL_CTX;
 
-enum upstream_result {
-	UPSTREAM_OK,        /* a complete response */
-	UPSTREAM_NOT_SENT,  /* no byte of the request reached the upstream */
-	UPSTREAM_ERROR,     /* sent, then reset, truncated or malformed */
-	UPSTREAM_TIMEOUT,   /* sent, no complete response in time */
-	UPSTREAM_CUT_OFF,   /* sent, then cut off at the shutdown deadline */
-};
-
-enum upstream_flags {
-	UPSTREAM_HEAD_REQUEST = 1,  /* HEAD: the response has no body */
-	UPSTREAM_RETRY_SAFE = 2,    /* safe to repeat: a failure before any response
-				     * byte is tried once more on a fresh connection */
-	UPSTREAM_UPGRADE = 4,       /* the request asks to upgrade: a 101 answers it */
-	UPSTREAM_STREAMED = 8,      /* more request body follows (upstream_send, then
-				     * upstream_send_end) */
-	UPSTREAM_IDLE_TIMEOUT = 16, /* timeout_ms bounds the silence between bytes,
-				     * not the whole exchange */
-};
-
-/*
- * What an exchange reports, each from the event loop and never from inside
- * the call that caused it. A callback may call upstream_cancel() on the
- * exchange it reports.
- */
-struct upstream_events {
-	/* An interim 1xx response (102, 103 ...); m stays the exchange's. */
-	void (*interim)(void *arg, const struct http_msg *m);
-	/* The final response head; the callee owns resp (its body stays empty). */
-	void (*head)(void *arg, struct http_msg *resp);
-	/* Decoded body bytes arrived in data: the callee takes them all. */
-	void (*body)(void *arg, struct evbuffer *data);
-	/* The exchange is over: UPSTREAM_OK once the response is complete. */
-	void (*done)(void *arg, enum upstream_result res);
-	/* A 101 (UPSTREAM_UPGRADE) was reported by head(): the exchange is
-	 * over and the callee owns the connection, as it stands after the 101. */
-	void (*upgraded)(void *arg, struct bufferevent *bev);
-	/* The request bytes waiting to be written fell to drain_mark. */
-	void (*drained)(void *arg);
-	/* Everything that arrived so far has been reported (the callee may
-	 * write out what it gathered, in one go); more follows. */
-	void (*caught_up)(void *arg);
-};
-
-struct upstream_params {
-	unsigned flags;        /* enum upstream_flags */
-	int64_t timeout_ms;    /* upstream_timeout: connect, send, response */
-	size_t drain_mark;     /* see drained() */
+/* What the pool's connections speak. */
+enum upstream_proto {
+	UPSTREAM_HTTP1, /* HTTP/1.1, one exchange at a time per connection */
+	UPSTREAM_H2C,   /* h2c://: HTTP/2 with prior knowledge, exchanges as streams (h2up.h) */
 };
 
 /*
  * Connections to host:port; with tls (its own reference taken) they speak
- * TLS and verify the upstream's certificate names tls_name.
+ * TLS and verify the upstream's certificate names tls_name. proto says what
+ * they speak; the exchange API below is the same for each.
  */
 struct upstream_pool *upstream_pool_new(struct event_base *base, struct evdns_base *dns,
 					const char *host, int port, SSL_CTX *tls,
-					const char *tls_name);
+					const char *tls_name, enum upstream_proto proto);
 void upstream_pool_free(struct upstream_pool *pool);
 
-/* Idle connections in the pool. */
+/* Idle connections in the pool (for HTTP/2: connections open). */
 int upstream_pool_idle(const struct upstream_pool *pool);
 
 /*

@@ -209,7 +209,8 @@ int worker_init(struct worker *w, int id, struct conf_gen *gen, struct pace *pac
 	w->pool = upstream_pool_new(w->base, w->dns, conf->upstream_host, conf->upstream_port,
 				    gen->secrets->upstream_tls,
 				    conf->upstream_server_name ? conf->upstream_server_name
-							       : conf->upstream_host);
+							       : conf->upstream_host,
+				    conf->upstream_h2c ? UPSTREAM_H2C : UPSTREAM_HTTP1);
 	w->cache = cache_new(conf->replay_cache, REPLAY_CACHE_MAX_AGE_US);
 	w->budget = budget_queue_new(w->base);
 	w->reqs = request_ctx_new(w->base, &w->gens, w->store, w->pool, w->cache, pace, &w->stats,

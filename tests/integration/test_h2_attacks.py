@@ -10,6 +10,7 @@ are served meanwhile and after. The figures measured are printed (run
 pytest with -s to see them)."""
 import struct
 import threading
+import time
 
 import pytest
 
@@ -34,6 +35,11 @@ END_WAIT = 90.0           # seconds for a connection to end once the attack stop
 SEND_TIMEOUT = 15.0       # a send that makes no progress this long: the server stopped reading
 SMALL_RCVBUF = 4096
 BYSTANDER_PACE = 0.2      # seconds between the bystander's requests (its CPU stays small)
+BOMB_END_WAIT = 10.0      # after the last bomb, seconds for the connection to end
+# Waiting for a window: CPU seconds at most this share of the wait, plus
+# WAIT_CPU_S (the bystander's requests, the upstream's first megabytes).
+WAIT_CPU_SHARE = 0.25
+WAIT_CPU_S = 1.0
 
 
 @pytest.fixture
@@ -45,8 +51,9 @@ def victim(proxy):
 
 
 class Bystander:
-    """A normal HTTP/2 connection opened before the attack and used
-    during it (a thread's requests) and after it."""
+    """A normal HTTP/2 connection opened before the attack, used during it
+    (a thread's requests, BYSTANDER_PACE apart, so that it is never idle)
+    and after it."""
 
     def __init__(self, p, actor):
         self.p, self.actor = p, actor
@@ -57,14 +64,14 @@ class Bystander:
         self.thread = threading.Thread(target=self.run)
 
     def run(self):
+        c = self.conn
         try:
-            with h2.Client(self.p.port) as c:
-                while not self.stop.is_set():
-                    st = c.response(c.request("GET", "/api/things/bystander",
-                                              [("x-actor-id", self.actor)]), timeout=60)
-                    assert st.status == 200, st
-                    self.served += 1
-                    self.stop.wait(BYSTANDER_PACE)
+            while not self.stop.is_set():
+                st = c.response(c.request("GET", "/api/things/bystander",
+                                          [("x-actor-id", self.actor)]), timeout=60)
+                assert st.status == 200, st
+                self.served += 1
+                self.stop.wait(BYSTANDER_PACE)
         except Exception as e:  # reported by finish()
             self.errors.append(e)
 
@@ -78,8 +85,8 @@ class Bystander:
         self.thread.join(90)
 
     def finish(self, ids):
-        """After the attack: the thread's connection was served meanwhile,
-        the connection opened before still is, and a new one too."""
+        """After the attack: the connection opened before it was served
+        meanwhile and still is, and a new one is too."""
         self.stop.set()
         self.thread.join(90)
         assert not self.errors, self.errors
@@ -92,6 +99,8 @@ class Bystander:
 
 
 def figures(p, name, cpu0, detail):
+    """Print the attack's figures, then check its CPU and memory; the CPU
+    seconds it cost."""
     cpu = h2.cpu_seconds(p.proc) - cpu0
     rss = streams.rss_mib(p.proc)
     peak = streams.peak_rss_mib(p.proc)
@@ -99,6 +108,13 @@ def figures(p, name, cpu0, detail):
           % (name, detail, cpu, rss, peak, p.base_rss))
     assert cpu < CPU_BOUND_S, (name, cpu)
     assert peak - p.base_rss < RSS_BOUND_MIB, (name, peak, p.base_rss)
+    return cpu
+
+
+def how(goaway, closed, what=None):
+    if goaway is not None:
+        return "GOAWAY code %d" % goaway[0]
+    return what or ("closed" if closed else "still open")
 
 
 def ended(raw, wait=END_WAIT):
@@ -175,12 +191,11 @@ def test_rapid_reset(victim, upstream, ids):
                 break
         if goaway is None:
             goaway, _ = ended(raw)
+        executed = upstream.count(actor=ids.actor + "-rr")
+        figures(p, "rapid reset", cpu0, "%d HEADERS+RST_STREAM pairs, then %s; %d reached the "
+                "upstream" % (pairs, how(goaway, raw.closed), executed))
         assert goaway is not None or raw.closed, "rapid reset: the connection did not end"
         assert pairs < RAPID_RESET_MAX, pairs
-        executed = upstream.count(actor=ids.actor + "-rr")
-        figures(p, "rapid reset", cpu0, "ended after %d HEADERS+RST_STREAM pairs (%s), %d reached "
-                "the upstream" % (pairs, "GOAWAY code %d" % goaway[0] if goaway else "closed",
-                                  executed))
         by.finish(ids)
 
 
@@ -191,12 +206,12 @@ def test_continuation_flood(victim, upstream, ids):
         raw.send(h2.frame(h2.HEADERS, 0, 1, h2.hpack_request("GET", "/api/things/cont")))
         piece = h2.hpack_literal("x-flood", "a" * (CONTINUATION_PIECE - 16))
         unit = h2.frame(h2.CONTINUATION, 0, 1, piece) * 16
-        sent, goaway, closed, how = run_flood(p, "continuation", ids, raw, unit,
+        sent, goaway, closed, end = run_flood(p, "continuation", ids, raw, unit,
                                               CONTINUATION_MAX, True)
-        check_ended("CONTINUATION flood", sent, CONTINUATION_MAX, goaway, closed, how)
+        figures(p, "CONTINUATION flood", cpu0, "%.1f MiB of CONTINUATION frames, then %s"
+                % (sent / MIB, how(goaway, closed, end)))
+        check_ended("CONTINUATION flood", sent, CONTINUATION_MAX, goaway, closed, end)
         assert upstream.count(path="/api/things/cont") == 0
-        figures(p, "CONTINUATION flood", cpu0, "ended after %.1f MiB of CONTINUATION frames (%s)"
-                % (sent / MIB, "GOAWAY code %d" % goaway[0] if goaway else how or "closed"))
         by.finish(ids)
 
 
@@ -241,14 +256,14 @@ def test_hpack_bomb(victim, upstream, ids):
             if goaway is not None or raw.closed:
                 break
         if goaway is None and not raw.closed:
-            goaway, _ = ended(raw)
+            goaway, _ = ended(raw, BOMB_END_WAIT)
+        figures(p, "HPACK bomb", cpu0, "%d blocks of %d bytes decoding to %d MB each, %d streams "
+                "reset, then %s" % (bombs, len(bomb_block(False)),
+                                    BOMB_REFS * (BOMB_VALUE + 6) // 10**6, resets,
+                                    how(goaway, raw.closed)))
+        assert upstream.count(path="/api/things/bomb") == 0
         assert goaway is not None or raw.closed, "HPACK bomb: the connection did not end"
         assert bombs < BOMB_STREAMS_MAX, bombs
-        assert upstream.count(path="/api/things/bomb") == 0
-        figures(p, "HPACK bomb", cpu0, "ended after %d blocks of %d bytes decoding to %d MB "
-                "each, %d streams reset (%s)" % (
-                    bombs, len(bomb_block(False)), BOMB_REFS * (BOMB_VALUE + 6) // 10**6,
-                    resets, "GOAWAY code %d" % goaway[0] if goaway else "closed"))
         by.finish(ids)
 
 
@@ -263,11 +278,10 @@ def test_control_frame_flood_unread(victim, upstream, ids, kind):
     else:
         one = h2.frame(h2.PING, 0, 0, b"12345678")
     with Bystander(p, ids.actor) as by, h2.Raw(p.port, rcvbuf=SMALL_RCVBUF) as raw:
-        sent, goaway, closed, how = run_flood(p, kind, ids, raw, one * BATCH, FLOOD_MAX, False)
-        check_ended("%s flood" % kind, sent, FLOOD_MAX, goaway, closed, how)
-        figures(p, "%s flood" % kind.upper(), cpu0, "ended after %d frames (%.1f MiB; %s)" % (
-            sent // len(one), sent / MIB,
-            "GOAWAY code %d" % goaway[0] if goaway else how or "closed"))
+        sent, goaway, closed, end = run_flood(p, kind, ids, raw, one * BATCH, FLOOD_MAX, False)
+        figures(p, "%s flood" % kind.upper(), cpu0, "%d frames (%.1f MiB) unread, then %s" % (
+            sent // len(one), sent / MIB, how(goaway, closed, end)))
+        check_ended("%s flood" % kind, sent, FLOOD_MAX, goaway, closed, end)
         by.finish(ids)
 
 
@@ -279,20 +293,23 @@ def test_empty_data_flood(victim, upstream, ids):
                                extra=[("x-test-action", "sink")]))
         one = h2.frame(h2.DATA, 0, 1)
         limit = EMPTY_DATA_MAX * len(one)
-        sent, goaway, closed, how = run_flood(p, "empty DATA", ids, raw, one * BATCH,
+        sent, goaway, closed, end = run_flood(p, "empty DATA", ids, raw, one * BATCH,
                                               limit, True)
-        check_ended("empty DATA flood", sent, limit, goaway, closed, how)
-        figures(p, "empty DATA flood", cpu0, "ended after %d empty DATA frames (%s)" % (
-            sent // len(one), "GOAWAY code %d" % goaway[0] if goaway else how or "closed"))
+        figures(p, "empty DATA flood", cpu0, "%d empty DATA frames, then %s" % (
+            sent // len(one), how(goaway, closed, end)))
+        check_ended("empty DATA flood", sent, limit, goaway, closed, end)
         by.finish(ids)
 
 
 def test_window_never_opened(victim, upstream, ids):
     """A client whose stream window is 0 and never opened, reading a
     256 MiB response: the upstream is held back, nothing is buffered for
-    it, and the connection ends (client_timeout)."""
+    it, idemproxy waits without spinning (its CPU time over the stall a
+    small share of the stall's length), and the connection ends
+    (client_timeout)."""
     p = victim
     cpu0 = h2.cpu_seconds(p.proc)
+    t0 = time.monotonic()
     actor = ids.actor + "-stall"
     with Bystander(p, ids.actor) as by, \
             h2.Raw(p.port, settings=[(h2.INITIAL_WINDOW_SIZE, 0)]) as raw:
@@ -310,7 +327,10 @@ def test_window_never_opened(victim, upstream, ids):
         assert goaway is not None or raw.closed, "the connection did not end"
         (e,) = upstream.requests(actor=actor)
         assert (e.sent or 0) < STALL_SIZE, "the whole response was read from the upstream"
-        figures(p, "window never opened", cpu0, "%s; the upstream wrote %.1f of %d MiB" % (
-            "GOAWAY code %d" % goaway[0] if goaway else "closed", (e.sent or 0) / MIB,
-            STALL_SIZE // MIB))
+        stall = time.monotonic() - t0
+        cpu = figures(p, "window never opened", cpu0, "%s after %.1f s; the upstream wrote %.1f "
+                      "of %d MiB" % (how(goaway, raw.closed), stall, (e.sent or 0) / MIB,
+                                     STALL_SIZE // MIB))
+        assert cpu < WAIT_CPU_SHARE * stall + WAIT_CPU_S, \
+            "idemproxy spent %.2f s of CPU in %.1f s waiting for a window" % (cpu, stall)
         by.finish(ids)

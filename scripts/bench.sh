@@ -1060,13 +1060,15 @@ add_checks() {
 	done
 }
 
-# One row: section (b-info, j-info: information only, no target; c-static:
-# replays against nginx's static answer), label, idemproxy key, reference
+# One row (none for a section BENCH_ONLY leaves out): section (b-info,
+# j-info, k-info: information only, no target; c-static: replays against
+# nginx's static answer), label, idemproxy key, reference
 # name, reference key, chart slot (0: not charted), connections. Appends to
 # the table, the CSV, the chart data and the target checks; (a) adds its
 # CPU per request line.
 row() {
 	local sec=$1 label=$2 key=$3:$7 refname=$4 refkey=$5:$7 slot=$6 c=$7
+	want "${sec%%-*}" || return 0
 	local rps=${RPS[$key]:-} p50=${P50[$key]:-} p99=${P99[$key]:-} n=${NRUN[$key]:-}
 	local rrps=${RPS[$refkey]:-} rp50=${P50[$refkey]:-} rp99=${P99[$refkey]:-} rn=${NRUN[$refkey]:-}
 	local cpu=${CPU[$key]:-} rcpu=${CPU[$refkey]:-}
@@ -1100,7 +1102,7 @@ row() {
 	k)
 		if [ "$c" = 64 ]; then
 			add_checks "h2 pass-through rps ratio, $c streams" "rps ratio" "$rr" ">=" $TARGET_H2_PASS \
-				"h2 pass-through CPU/request ratio, $c streams" "CPU/request ratio" "$cr" "<=" $TARGET_PASS_CPU
+				"h2 pass-through CPU/req ratio, $c streams" "CPU/request ratio" "$cr" "<=" $TARGET_PASS_CPU
 		else
 			target="none at 1 stream"
 			result="info"
@@ -1180,31 +1182,37 @@ if [ -n "$HWM_KIB" ]; then
 	RSS_MIB=$(awk -v k="$RSS_KIB" 'BEGIN { printf "%.1f", k / 1024 }')
 	HWM_MIB=$(awk -v k="$HWM_KIB" 'BEGIN { printf "%.1f", k / 1024 }')
 fi
-rss_result=$(verdict "$HWM_MIB" "<=" $TARGET_RSS_MIB)
-echo "e,peak RSS with $IDLE_CONNS idle conns,$IDLE_CONNS,,,,,,,,,,$HWM_MIB,peak RSS <= $TARGET_RSS_MIB MiB,$rss_result$CSV_PAD" >>"$CSV"
-CHECKS+=("$(printf '%-44s %5s (target <= %s MiB): %s' "peak RSS (VmHWM), $IDLE_CONNS idle conns, MiB" "$(fmt %.1f "$HWM_MIB")" $TARGET_RSS_MIB "$rss_result")")
+if want e; then
+	rss_result=$(verdict "$HWM_MIB" "<=" $TARGET_RSS_MIB)
+	echo "e,peak RSS with $IDLE_CONNS idle conns,$IDLE_CONNS,,,,,,,,,,$HWM_MIB,peak RSS <= $TARGET_RSS_MIB MiB,$rss_result$CSV_PAD" >>"$CSV"
+	CHECKS+=("$(printf '%-44s %5s (target <= %s MiB): %s' "peak RSS (VmHWM), $IDLE_CONNS idle conns, MiB" "$(fmt %.1f "$HWM_MIB")" $TARGET_RSS_MIB "$rss_result")")
+fi
 
 # (f): MiB/s of idemproxy against nginx's.
 SDAT=$TMP/stream.dat
 : >"$SDAT"
 slot=1
-for dir in down up; do
-	label=$([ $dir = down ] && echo "download 1 GiB" || echo "upload 1 GiB")
-	a=${MIBS[idemproxy:$dir]:-}
-	b=${MIBS[nginx:$dir]:-}
-	r=$(ratio "$a" "$b")
-	res=$(verdict "$r" ">=" $TARGET_STREAM)
-	echo "f,$label (MiB/s),1,$a,,,nginx proxy (buffering off),$b,,,$r,,,MiB/s ratio >= $TARGET_STREAM,$res$CSV_PAD" >>"$CSV"
-	table_line f "$label" 1 "$(fmt %.0f "$a")" - - "nginx proxy" "$(fmt %.0f "$b")" - - "$(fmt %.2f "$r")" -
-	CHECKS+=("$(printf '%-44s %5s (target >= %s): %s' "$label MiB/s ratio" "$(fmt %.2f "$r")" $TARGET_STREAM "$res")")
-	printf '%s\t%s\t%s\n' "$slot" "${a:-NaN}" "${b:-NaN}" >>"$SDAT"
-	slot=$((slot + 1))
-done
+if want f; then
+	for dir in down up; do
+		label=$([ $dir = down ] && echo "download 1 GiB" || echo "upload 1 GiB")
+		a=${MIBS[idemproxy:$dir]:-}
+		b=${MIBS[nginx:$dir]:-}
+		r=$(ratio "$a" "$b")
+		res=$(verdict "$r" ">=" $TARGET_STREAM)
+		echo "f,$label (MiB/s),1,$a,,,nginx proxy (buffering off),$b,,,$r,,,MiB/s ratio >= $TARGET_STREAM,$res$CSV_PAD" >>"$CSV"
+		table_line f "$label" 1 "$(fmt %.0f "$a")" - - "nginx proxy" "$(fmt %.0f "$b")" - - "$(fmt %.2f "$r")" -
+		CHECKS+=("$(printf '%-44s %5s (target >= %s): %s' "$label MiB/s ratio" "$(fmt %.2f "$r")" $TARGET_STREAM "$res")")
+		printf '%s\t%s\t%s\n' "$slot" "${a:-NaN}" "${b:-NaN}" >>"$SDAT"
+		slot=$((slot + 1))
+	done
+fi
 SLOW_MIB=""
 [ -z "$SLOW_RSS_KIB" ] || SLOW_MIB=$(awk -v k="$SLOW_RSS_KIB" 'BEGIN { printf "%.1f", k / 1024 }')
-slow_result=$(verdict "$SLOW_MIB" "<=" $TARGET_RSS_MIB)
-echo "g,RSS with $SLOW_READERS slow readers,$SLOW_READERS,,,,,,,,,,$SLOW_MIB,RSS <= $TARGET_RSS_MIB MiB,$slow_result$CSV_PAD" >>"$CSV"
-CHECKS+=("$(printf '%-44s %5s (target <= %s MiB): %s' "RSS (VmRSS), $SLOW_READERS slow readers, MiB" "$(fmt %.1f "$SLOW_MIB")" $TARGET_RSS_MIB "$slow_result")")
+if want g; then
+	slow_result=$(verdict "$SLOW_MIB" "<=" $TARGET_RSS_MIB)
+	echo "g,RSS with $SLOW_READERS slow readers,$SLOW_READERS,,,,,,,,,,$SLOW_MIB,RSS <= $TARGET_RSS_MIB MiB,$slow_result$CSV_PAD" >>"$CSV"
+	CHECKS+=("$(printf '%-44s %5s (target <= %s MiB): %s' "RSS (VmRSS), $SLOW_READERS slow readers, MiB" "$(fmt %.1f "$SLOW_MIB")" $TARGET_RSS_MIB "$slow_result")")
+fi
 
 FP_TABLE=()
 while read -r _ shape json raw fratio mib _; do
@@ -1224,7 +1232,7 @@ ELAPSED=$(($(date +%s) - T0))
 	echo "idemproxy benchmark: $(date -u +'%Y-%m-%d %H:%M UTC'), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)), workers $WORKERS"
 	echo "wrk -t$WRK_THREADS (-t1 at 1 connection), ${SECONDS_PER}s per run; pgbench -j $WRK_THREADS (pairs/s); PostgreSQL $(psql_q -c 'SHOW server_version' || echo '?'), fsync on, synchronous_commit on"
 	echo "$("$BIN" --version 2>&1 | head -n 1), $("$NGINX" -v 2>&1 | sed 's|.*/|nginx |') (worker_processes $WORKERS, upstream keepalive 64)"
-	echo "(a) (b) (c) (i): $ROUNDS rounds, the two sides alternating; rps and p99 are the medians (min–max) of the rounds, ratios of the medians; (d) (j): one run"
+	echo "(a) (b) (c) (i) (k): $ROUNDS rounds, the two sides alternating; rps and p99 are the medians (min–max) of the rounds, ratios of the medians; (d) (j): one run"
 	echo "(a) nginx proxy, fwd: with the forwarding headers idemproxy sends (the target); plain: nginx's default, none of them (information)"
 	echo "(a) CPU us/request: utime+stime of idemproxy's process, of the nginx proxy's master and workers, per request; (b): each run on an emptied table"
 	echo "(c) nginx static: the same request answered from memory with the replay's status, headers and body: $STATIC_NOTE"
@@ -1236,12 +1244,18 @@ ELAPSED=$(($(date +%s) - T0))
 		"reference" "$(pad $W_RPS "ref rps (min–max)")" "p50 ms" "$(pad $W_P99 "p99 ms (min–max)")" "rps x" "p99 x")" \
 		"${TABLE[@]}")
 	printf '%s\n' "${TABLE[@]}"
-	printf '%-3s %-20s %5s %10s\n' "e" "peak RSS (VmHWM)" "$IDLE_CONNS" "$(fmt %.1f "$HWM_MIB") MiB"
-	echo "    (VmRSS with the $IDLE_CONNS connections open: $(fmt %.1f "$RSS_MIB") MiB; VmHWM is the peak over the whole run)"
-	printf '%-3s %-20s %5s %10s\n' "g" "RSS, slow readers" "$SLOW_READERS" "$(fmt %.1f "$SLOW_MIB") MiB"
-	echo "    (f: MiB/s in the rps columns; g: VmRSS while $SLOW_READERS clients hold 1 GiB responses unread)"
-	printf '%s\n' "${FP_TABLE[@]}"
-	echo "    (h: CPU ms of one fingerprint of a 1 MiB JSON body, the raw-bytes one, their ratio, heap beyond the body)"
+	if want e; then
+		printf '%-3s %-20s %5s %10s\n' "e" "peak RSS (VmHWM)" "$IDLE_CONNS" "$(fmt %.1f "$HWM_MIB") MiB"
+		echo "    (VmRSS with the $IDLE_CONNS connections open: $(fmt %.1f "$RSS_MIB") MiB; VmHWM is the peak over the whole run)"
+	fi
+	if want g; then
+		printf '%-3s %-20s %5s %10s\n' "g" "RSS, slow readers" "$SLOW_READERS" "$(fmt %.1f "$SLOW_MIB") MiB"
+		echo "    (f: MiB/s in the rps columns; g: VmRSS while $SLOW_READERS clients hold 1 GiB responses unread)"
+	fi
+	if want h; then
+		printf '%s\n' "${FP_TABLE[@]}"
+		echo "    (h: CPU ms of one fingerprint of a 1 MiB JSON body, the raw-bytes one, their ratio, heap beyond the body)"
+	fi
 	echo
 	echo "targets (docs/performance.md; medians of $ROUNDS rounds where there are rounds):"
 	printf '  %s\n' "${CHECKS[@]}"
@@ -1250,7 +1264,9 @@ ELAPSED=$(($(date +%s) - T0))
 } | tee "$TXT"
 
 subtitle="$(nproc) CPUs, workers $WORKERS, wrk ${SECONDS_PER}s per run, medians of $ROUNDS rounds (bars: min-max), $(date -u +%Y-%m-%d); peak RSS with $IDLE_CONNS idle connections: $(fmt %.1f "$HWM_MIB") MiB"
-if ! gnuplot -e "data='$DAT'; sdata='$SDAT'; out='$OUT/bench.png'; subtitle='$subtitle'" "$HERE/chart.gp" 2>"$TMP/gnuplot.log"; then
+if [ -n "$ONLY" ]; then
+	say "no chart for a run of some sections (BENCH_ONLY)"
+elif ! gnuplot -e "data='$DAT'; sdata='$SDAT'; out='$OUT/bench.png'; subtitle='$subtitle'" "$HERE/chart.gp" 2>"$TMP/gnuplot.log"; then
 	cat "$TMP/gnuplot.log" >&2
 	say "gnuplot failed: no chart"
 	MISSING=$((MISSING + 1))

@@ -393,6 +393,52 @@ static void h2_stream_pull(struct h2_stream *st)
 	}
 }
 
+/* Lower-case the response's field names in place (HTTP/2 wants them so). */
+static void h2_lower(char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (s[i] >= 'A' && s[i] <= 'Z')
+			s[i] = (char)(s[i] - 'A' + 'a');
+}
+
+/*
+ * The response's chunked trailers, if it had any, submitted as a trailing
+ * HEADERS frame (from the data provider: allowed there). 1 when submitted.
+ */
+static int h2_stream_trailers(struct h2_stream *st)
+{
+	struct evbuffer *t = http_parser_trailers(st->parser);
+	size_t len, n = 0, count = 0;
+	char *lines, *at, *end, *nl, *colon;
+	nghttp2_nv *nva;
+	int rc;
+
+	if (!t)
+		return 0;
+	len = evbuffer_get_length(t);
+	lines = (char *)evbuffer_pullup(t, -1);
+	if (!lines)
+		return 0;
+	end = lines + len;
+	for (at = lines; at < end && (nl = memchr(at, '\n', (size_t)(end - at))); at = nl + 1)
+		count++;
+	nva = calloc(count ? count : 1, sizeof(*nva));
+	if (!nva)
+		return 0;
+	/* Each line is "name: value\r\n" (http.h). */
+	for (at = lines; n < count && (nl = memchr(at, '\n', (size_t)(end - at))); at = nl + 1) {
+		colon = memchr(at, ':', (size_t)(nl - at));
+		if (!colon || colon + 2 > nl - 1)
+			continue;
+		h2_lower(at, (size_t)(colon - at));
+		nva[n++] = (nghttp2_nv){(uint8_t *)at, (uint8_t *)colon + 2, (size_t)(colon - at),
+					(size_t)(nl - 1 - (colon + 2)), NGHTTP2_NV_FLAG_NONE};
+	}
+	rc = n && nghttp2_submit_trailer(st->s->ng, st->id, nva, n) == 0;
+	free(nva);
+	return rc;
+}
+
 static ssize_t h2_body_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len,
 			    uint32_t *flags, nghttp2_data_source *src, void *ud)
 {
@@ -405,6 +451,8 @@ static ssize_t h2_body_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	if (st->resp_done && evbuffer_get_length(st->body) == 0) {
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
+		if (h2_stream_trailers(st))
+			*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
 		return n;
 	}
 	if (n == 0) {
@@ -412,14 +460,6 @@ static ssize_t h2_body_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_
 		return NGHTTP2_ERR_DEFERRED;
 	}
 	return n;
-}
-
-/* Lower-case the response's field names in place (HTTP/2 wants them so). */
-static void h2_lower(char *s)
-{
-	for (; *s; s++)
-		if (*s >= 'A' && *s <= 'Z')
-			*s = (char)(*s - 'A' + 'a');
 }
 
 /* Submit the response head once it is parsed, and wake the data provider. */
@@ -460,13 +500,16 @@ static void h2_stream_respond(struct h2_stream *st)
 
 		if (http_header_is_hop(st->head, h))
 			continue;
-		h2_lower(h->name);
+		h2_lower(h->name, h->name_len);
 		nva[n++] = (nghttp2_nv){(uint8_t *)h->name, (uint8_t *)h->value, h->name_len,
 					h->value_len, NGHTTP2_NV_FLAG_NONE};
 	}
 	st->responded = 1;
 	if (nghttp2_submit_response(s->ng, st->id, nva, n,
-				    st->resp_done && !evbuffer_get_length(st->body) ? NULL : &dp))
+				    st->resp_done && !evbuffer_get_length(st->body) &&
+					    !http_parser_trailers(st->parser)
+					? NULL
+					: &dp))
 		h2_stream_reset(st, NGHTTP2_INTERNAL_ERROR);
 	free(nva);
 	h2_schedule(s);
@@ -542,7 +585,7 @@ static int h2_stream_begin(struct h2_stream *st, int end_stream)
 	if (!st->parser || !st->body ||
 	    bufferevent_pair_new(s->base, BEV_OPT_DEFER_CALLBACKS, pair))
 		goto refused;
-	http_parser_set_options(st->parser, HTTP_OPT_HEAD);
+	http_parser_set_options(st->parser, HTTP_OPT_HEAD | HTTP_OPT_TRAILERS);
 	http_parser_expect_no_body(st->parser, is_head);
 	st->bev = pair[0];
 	bufferevent_setcb(st->bev, h2_stream_read_cb, NULL, NULL, st);
@@ -597,9 +640,12 @@ static int h2_on_header(nghttp2_session *ng, const nghttp2_frame *frame, const u
 	struct h2_owned *grown, *o;
 
 	if (!st || st->bev || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
-		return 0;			    /* trailers of a request body: not forwarded */
-	st->field_bytes += namelen + valuelen + 32; /* RFC 9113 6.5.2's accounting */
-	if (st->field_bytes > s->set.max_header_list || st->nfields >= H2_MAX_FIELDS)
+		return 0; /* trailers of a request body: not forwarded */
+	/* RFC 9113 6.5.2's accounting. Up to twice the announced size the
+	 * HTTP/1.1 head's own limits answer (431, as over HTTP/1.1); beyond
+	 * it the list is not kept. */
+	st->field_bytes += namelen + valuelen + 32;
+	if (st->field_bytes > 2 * (size_t)s->set.max_header_list || st->nfields >= H2_MAX_FIELDS)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	grown = realloc(st->fields, (st->nfields + 1) * sizeof(*grown));
 	if (!grown)

@@ -62,7 +62,7 @@ int h2_preface_prefix(const char *buf, size_t len);
 /* What a session takes from the configuration when it starts. */
 struct h2_settings {
 	uint32_t max_streams;	  /* SETTINGS_MAX_CONCURRENT_STREAMS */
-	uint32_t max_header_list; /* SETTINGS_MAX_HEADER_LIST_SIZE, enforced in our callbacks */
+	uint32_t max_header_list; /* SETTINGS_MAX_HEADER_LIST_SIZE; twice it: reset unread */
 	int64_t idle_ms;	  /* no open stream for this long: GOAWAY and close */
 	size_t stream_buffer;	  /* bytes buffered per stream each way, beyond the windows */
 };

@@ -125,6 +125,7 @@ struct http_parser {
 	int interim;		/* the message is an interim 1xx response */
 	int nheaders;		/* of the head, for the trailer limit */
 	struct evbuffer *stream;
+	struct evbuffer *trailers; /* HTTP_OPT_TRAILERS: the last message's trailer fields */
 	int empty_lines;
 	struct http_scan scan;
 	size_t head_len;
@@ -624,6 +625,8 @@ static void http_parser_restart(struct http_parser *p)
 	p->msg = NULL;
 	if (p->stream)
 		evbuffer_drain(p->stream, evbuffer_get_length(p->stream));
+	if (p->trailers)
+		evbuffer_drain(p->trailers, evbuffer_get_length(p->trailers));
 	p->state = HTTP_ST_HEAD;
 	p->head_done = 0;
 	p->head_taken = 0;
@@ -861,7 +864,7 @@ static enum http_status http_step_chunk_crlf(struct http_parser *p, struct evbuf
 
 /*
  * Trailer fields after the last chunk: checked like header fields and
- * dropped. They count toward HTTP_MAX_HEAD and HTTP_MAX_HEADERS together
+ * dropped, or kept with HTTP_OPT_TRAILERS. They count toward HTTP_MAX_HEAD and HTTP_MAX_HEADERS together
  * with the head; the closing blank line is not counted.
  */
 static enum http_status http_step_trailer(struct http_parser *p, struct evbuffer *in)
@@ -878,9 +881,17 @@ static enum http_status http_step_trailer(struct http_parser *p, struct evbuffer
 	sec = (const char *)evbuffer_pullup(in, (ev_ssize_t)len);
 	if (!sec)
 		return HTTP_ERR_BAD;
+	if ((p->options & HTTP_OPT_TRAILERS) && !p->trailers && !(p->trailers = evbuffer_new()))
+		return HTTP_ERR_BAD;
 	for (i = 0; i < p->scan.nlines; i++) {
 		if (http_parse_field(sec + start, lf[i] - 1u - start, &name_len, &off, &vlen) < 0)
 			return HTTP_ERR_BAD;
+		if (p->trailers) {
+			evbuffer_add(p->trailers, sec + start, name_len);
+			http_add_lit(p->trailers, ": ");
+			evbuffer_add(p->trailers, sec + start + off, vlen);
+			http_add_lit(p->trailers, "\r\n");
+		}
 		start = lf[i] + 1u;
 	}
 	evbuffer_drain(in, len);
@@ -906,6 +917,7 @@ void http_parser_free(struct http_parser *p)
 		return;
 	http_msg_free(p->msg);
 	evfree_evbuffer(&p->stream);
+	evfree_evbuffer(&p->trailers);
 	free(p);
 }
 
@@ -1043,6 +1055,11 @@ int http_parser_started(const struct http_parser *p)
 }
 
 /* NULL unless the last feed or eof returned HTTP_DONE. */
+struct evbuffer *http_parser_trailers(struct http_parser *p)
+{
+	return p->trailers && evbuffer_get_length(p->trailers) ? p->trailers : NULL;
+}
+
 struct http_msg *http_parser_take(struct http_parser *p)
 {
 	struct http_msg *m;

@@ -96,6 +96,9 @@ enum http_options {
 	/* Responses: an interim 1xx response (other than 100 and 101) is a
 	 * message of its own (HTTP_DONE, status < 200), not skipped. */
 	HTTP_OPT_INTERIM = 2,
+	/* A chunked body's trailer fields are kept (http_parser_trailers),
+	 * not dropped. */
+	HTTP_OPT_TRAILERS = 4,
 };
 
 /* Set the parser's options (a mask of enum http_options). */
@@ -117,6 +120,13 @@ int http_parser_limit_body(struct http_parser *p, size_t max_body);
  * and readies the parser for the next message (dropping undrained bytes).
  */
 struct http_msg *http_parser_take_head(struct http_parser *p);
+
+/*
+ * With HTTP_OPT_TRAILERS, once a message is done (and until it is taken):
+ * its trailer fields as "name: value\r\n" lines (checked as header fields
+ * are, blanks around the value removed), owned by p; NULL when it had none.
+ */
+struct evbuffer *http_parser_trailers(struct http_parser *p);
 
 /* The decoded body bytes of a message whose head was taken; NULL for others. */
 struct evbuffer *http_parser_body(struct http_parser *p);

@@ -1321,6 +1321,39 @@ static void test_wants_upgrade(void)
 	}
 }
 
+/* HTTP_OPT_TRAILERS keeps a chunked body's trailer fields, normalised, until the message is taken. */
+static void test_trailers_kept(void)
+{
+	static const char resp[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+				   "3\r\nabc\r\n0\r\nGrpc-Status:  0 \r\ngrpc-message: ok\r\n\r\n";
+	struct http_parser *p = http_parser_new(HTTP_RESPONSE, 0);
+	struct evbuffer *in = evbuffer_new();
+	struct evbuffer *t;
+	struct http_msg *m;
+	char text[128];
+	size_t len;
+
+	evbuffer_add(in, resp, sizeof(resp) - 1);
+	http_parser_set_options(p, HTTP_OPT_HEAD | HTTP_OPT_TRAILERS);
+	CHECK(http_parser_feed(p, in) == HTTP_HEAD);
+	m = http_parser_take_head(p);
+	CHECK(http_parser_trailers(p) == NULL);
+	CHECK(http_parser_feed(p, in) == HTTP_DONE);
+	t = http_parser_trailers(p);
+	CHECK(t != NULL);
+	if (t) {
+		len = evbuffer_copyout(t, text, sizeof(text) - 1);
+		text[len] = '\0';
+		CHECK_STR(text, "Grpc-Status: 0\r\ngrpc-message: ok\r\n");
+	}
+	CHECK(evbuffer_get_length(http_parser_body(p)) == 3);
+	http_parser_take(p);
+	CHECK(http_parser_trailers(p) == NULL);
+	http_msg_free(m);
+	evbuffer_free(in);
+	http_parser_free(p);
+}
+
 int main(void)
 {
 	test_name_classes();
@@ -1352,5 +1385,6 @@ int main(void)
 	test_interim_kept();
 	test_upgrade_response();
 	test_wants_upgrade();
+	test_trailers_kept();
 	UNIT_DONE("http");
 }

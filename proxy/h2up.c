@@ -81,6 +81,8 @@ struct h2up_stream {
 	int has_body;		    /* a body follows the head */
 	int body_done;		    /* the body is whole */
 	int body_taken;		    /* some of it went to nghttp2 */
+	int keep_body;		    /* not streamed: kept whole until the end, for a retry */
+	size_t body_off;	    /* with keep_body: the bytes of it sent */
 	int sent_all;		    /* not streamed, or upstream_send_end */
 	int over;		    /* pending above drain_mark: drained() is due when it falls */
 	int drained_due;
@@ -286,7 +288,8 @@ int h2up_unsent(const struct h2up_stream *s)
 
 size_t h2up_pending(const struct h2up_stream *s)
 {
-	return evbuffer_get_length(s->raw) + (s->req_body ? evbuffer_get_length(s->req_body) : 0);
+	return evbuffer_get_length(s->raw) +
+	       (s->req_body ? evbuffer_get_length(s->req_body) - s->body_off : 0);
 }
 
 /* nghttp2 is done with s (closed it, or its connection went): take it off c. */
@@ -416,10 +419,12 @@ static void h2up_stream_kick(struct h2up_stream *s)
 /* s closed before its response was whole: res, unless one more try is safe. */
 static void h2up_stream_closed(struct h2up_stream *s, enum upstream_result res, int refused)
 {
-	if (res == UPSTREAM_NOT_SENT && !s->retried && !s->body_taken && !s->head_seen &&
-	    (refused || !s->headers_out)) {
+	if (res == UPSTREAM_NOT_SENT && !s->retried && (s->keep_body || !s->body_taken) &&
+	    !s->head_seen && (refused || !s->headers_out)) {
 		/* The upstream never processed it (RFC 9113 8.7): on another stream. */
 		s->retried = 1;
+		s->body_off = 0;
+		s->body_taken = 0;
 		s->id = 0;
 		s->headers_out = 0;
 		s->waiting = 1;
@@ -618,11 +623,20 @@ static ssize_t h2up_read_body_cb(nghttp2_session *sess, int32_t id, uint8_t *buf
 				 uint32_t *flags, nghttp2_data_source *src, void *user)
 {
 	struct h2up_stream *s = src->ptr;
-	int n;
+	struct evbuffer_ptr at;
+	ssize_t n;
 
 	if (s->gone)
 		return NGHTTP2_ERR_DEFERRED;
-	n = evbuffer_remove(s->req_body, buf, len);
+	if (!s->keep_body) {
+		n = evbuffer_remove(s->req_body, buf, len);
+	} else if (evbuffer_ptr_set(s->req_body, &at, s->body_off, EVBUFFER_PTR_SET) < 0) {
+		n = 0;
+	} else {
+		n = evbuffer_copyout_from(s->req_body, &at, buf, len);
+		if (n > 0)
+			s->body_off += (size_t)n;
+	}
 	if (n < 0)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	if (n > 0) {
@@ -634,7 +648,7 @@ static ssize_t h2up_read_body_cb(nghttp2_session *sess, int32_t id, uint8_t *buf
 		s->drained_due = 1;
 		h2up_stream_kick(s);
 	}
-	if (s->body_done && evbuffer_get_length(s->req_body) == 0)
+	if (s->body_done && evbuffer_get_length(s->req_body) == s->body_off)
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
 	else if (n == 0)
 		return NGHTTP2_ERR_DEFERRED;
@@ -780,7 +794,8 @@ static void h2up_idle_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-static struct h2up_conn *h2up_conn_new(struct h2up_pool *hp)
+/* A session on bev, connected already, or on a new connection when bev is NULL. */
+static struct h2up_conn *h2up_conn_new(struct h2up_pool *hp, struct bufferevent *bev)
 {
 	static const nghttp2_settings_entry settings[] = {
 	    {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
@@ -791,8 +806,10 @@ static struct h2up_conn *h2up_conn_new(struct h2up_pool *hp)
 	nghttp2_session_callbacks *cbs = NULL;
 	nghttp2_option *opt = NULL;
 
-	if (!c)
+	if (!c) {
+		evfree_bufferevent(&bev);
 		return NULL;
+	}
 	c->hp = hp;
 	TAILQ_INIT(&c->streams);
 	TAILQ_INSERT_TAIL(&hp->conns, c, link);
@@ -817,11 +834,19 @@ static struct h2up_conn *h2up_conn_new(struct h2up_pool *hp)
 	if (nghttp2_submit_settings(c->sess, NGHTTP2_FLAG_NONE, settings,
 				    sizeof(settings) / sizeof(settings[0])) != 0)
 		goto fail;
-	c->bev = hp->connect(hp->connect_arg);
+	c->connected = bev != NULL;
+	c->bev = bev ? bev : hp->connect(hp->connect_arg);
+	bev = NULL;
 	if (!c->bev)
 		goto fail;
 	bufferevent_setcb(c->bev, h2up_conn_read_cb, h2up_conn_write_cb, h2up_conn_event_cb, c);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	{
+		struct timeval tv = clock_tv(hp->idle_ms);
+
+		event_add(c->idle_timer, &tv); /* until a stream comes */
+	}
+	h2up_conn_schedule(c);
 	nghttp2_session_callbacks_del(cbs);
 	nghttp2_option_del(opt);
 	return c;
@@ -834,6 +859,7 @@ fail:
 	evfree_event(&c->flush_ev);
 	nghttp2_session_del(c->sess);
 	evfree_bufferevent(&c->bev);
+	evfree_bufferevent(&bev);
 	free(c);
 	return NULL;
 }
@@ -881,7 +907,7 @@ static void h2up_pool_dispatch(struct h2up_pool *hp)
 				break;
 		}
 		if (!c && hp->nconns < hp->max_conns)
-			c = h2up_conn_new(hp);
+			c = h2up_conn_new(hp, NULL);
 		if (!c && hp->nconns > 0)
 			return; /* a stream closing makes room */
 		TAILQ_REMOVE(&hp->waiting, s, link);
@@ -933,6 +959,27 @@ void h2up_pool_free(struct h2up_pool *hp)
 int h2up_pool_conns(const struct h2up_pool *hp)
 {
 	return hp->nconns;
+}
+
+int h2up_pool_room(const struct h2up_pool *hp)
+{
+	struct h2up_conn *c;
+
+	TAILQ_FOREACH(c, &hp->conns, link)
+	{
+		if (h2up_conn_room(c))
+			return 1;
+	}
+	return 0;
+}
+
+struct h2up_stream *h2up_adopt(struct h2up_pool *hp, struct bufferevent *bev, struct evbuffer *req,
+			       const struct upstream_params *params,
+			       const struct upstream_events *ev, void *arg)
+{
+	if (!h2up_conn_new(hp, bev))
+		return NULL;
+	return h2up_start(hp, req, params, ev, arg);
 }
 
 /* Parse what the caller handed; -1 when it is no request h2up can send. */
@@ -1007,6 +1054,7 @@ struct h2up_stream *h2up_start(struct h2up_pool *hp, struct evbuffer *req,
 	s->ev = ev;
 	s->arg = arg;
 	s->sent_all = !(params->flags & UPSTREAM_STREAMED);
+	s->keep_body = s->sent_all;
 	s->progress_us = clock_now_us();
 	s->parser = http_parser_new(HTTP_REQUEST, 0);
 	s->raw = evbuffer_new();

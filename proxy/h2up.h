@@ -39,9 +39,9 @@ struct h2up_stream;
 typedef struct bufferevent *(*h2up_connect_fn)(void *arg);
 
 /*
- * Sessions opened with connect(arg), at most max_conns at once, each
- * closed once idle_ms passed without a stream on it. tls: the connections
- * speak TLS (":scheme" https).
+ * Sessions opened with connect(arg), at most max_conns at once (0: none,
+ * only those h2up_adopt() hands over), each closed once idle_ms passed
+ * without a stream on it. tls: the connections speak TLS (":scheme" https).
  */
 struct h2up_pool *h2up_pool_new(struct event_base *base, h2up_connect_fn connect, void *arg,
 				int tls, int max_conns, int64_t idle_ms);
@@ -49,6 +49,18 @@ void h2up_pool_free(struct h2up_pool *hp);
 
 /* Connections open or opening. */
 int h2up_pool_conns(const struct h2up_pool *hp);
+
+/* 1 when a connection of hp has room for one more stream. */
+int h2up_pool_room(const struct h2up_pool *hp);
+
+/*
+ * Start an exchange as h2up_start() does, on a new session over bev, a
+ * connection that is established already (TLS whose ALPN picked h2); hp
+ * owns bev from now on, even when NULL is returned (out of memory).
+ */
+struct h2up_stream *h2up_adopt(struct h2up_pool *hp, struct bufferevent *bev, struct evbuffer *req,
+			       const struct upstream_params *params,
+			       const struct upstream_events *ev, void *arg);
 
 /*
  * The upstream.h calls, for one stream: start (req drained), more body and

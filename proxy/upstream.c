@@ -87,12 +87,14 @@ struct upstream_pool {
 	char *tls_name;		    /* the name the certificate must have */
 	TAILQ_HEAD(, upstream_conn) idle;
 	int nidle;
-	struct h2up_pool *h2;       /* h2c://: the exchanges are streams */
+	struct h2up_pool *h2;       /* h2c://, or ALPN's h2: the exchanges are streams */
+	int alpn;                   /* TLS offers h2: a connection may turn HTTP/2 */
 };
 
 static void upstream_conn_read_cb(struct bufferevent *bev, void *arg);
 static void upstream_conn_write_cb(struct bufferevent *bev, void *arg);
 static void upstream_conn_event_cb(struct bufferevent *bev, short what, void *arg);
+static const struct upstream_events upstream_h2_events;
 static void upstream_idle_event_cb(struct bufferevent *bev, short what, void *arg);
 static void upstream_idle_read_cb(struct bufferevent *bev, void *arg);
 
@@ -101,13 +103,13 @@ int upstream_pool_idle(const struct upstream_pool *pool)
 	return pool->h2 ? h2up_pool_conns(pool->h2) : pool->nidle;
 }
 
-static struct bufferevent *upstream_bev_new(struct upstream_pool *pool);
+static struct bufferevent *upstream_bev_new(struct upstream_pool *pool, int offer_h2);
 
 /* A new connection to the pool's upstream, connecting: h2up's way in. */
 static struct bufferevent *upstream_connect(void *arg)
 {
 	struct upstream_pool *pool = arg;
-	struct bufferevent *bev = upstream_bev_new(pool);
+	struct bufferevent *bev = upstream_bev_new(pool, 0);
 
 	if (!bev)
 		return NULL;
@@ -130,11 +132,15 @@ struct upstream_pool *upstream_pool_new(struct event_base *base, struct evdns_ba
 		return NULL;
 	pool->host = strdup(host);
 	pool->tls_name = tls ? strdup(tls_name) : NULL;
-	if (proto == UPSTREAM_H2C)
+	/* With ALPN, h2up opens no connection: only those the upstream
+	 * switched to h2 on become its sessions (upstream_to_h2). */
+	pool->alpn = proto == UPSTREAM_ALPN && tls;
+	if (proto == UPSTREAM_H2C || pool->alpn)
 		pool->h2 = h2up_pool_new(base, upstream_connect, pool, tls != NULL,
-					 UPSTREAM_MAX_IDLE, UPSTREAM_IDLE_TIMEOUT_S * 1000);
+					 pool->alpn ? 0 : UPSTREAM_MAX_IDLE,
+					 UPSTREAM_IDLE_TIMEOUT_S * 1000);
 	if (!pool->host || (tls && (!pool->tls_name || !SSL_CTX_up_ref(tls))) ||
-	    (proto == UPSTREAM_H2C && !pool->h2)) {
+	    ((proto == UPSTREAM_H2C || pool->alpn) && !pool->h2)) {
 		h2up_pool_free(pool->h2);
 		free(pool->host);
 		free(pool->tls_name);
@@ -185,10 +191,12 @@ void upstream_pool_free(struct upstream_pool *pool)
 /*
  * A connection's bufferevent: a socket one, or for https an OpenSSL one
  * whose handshake (certificate and name verified) runs once connected;
- * BEV_EVENT_CONNECTED comes after it.
+ * BEV_EVENT_CONNECTED comes after it. offer_h2: ALPN offers h2 before
+ * http/1.1.
  */
-static struct bufferevent *upstream_bev_new(struct upstream_pool *pool)
+static struct bufferevent *upstream_bev_new(struct upstream_pool *pool, int offer_h2)
 {
+	static const unsigned char alpn[] = "\x02h2\x08http/1.1";
 	struct bufferevent *bev;
 	SSL *ssl;
 
@@ -197,6 +205,10 @@ static struct bufferevent *upstream_bev_new(struct upstream_pool *pool)
 	ssl = tls_client_new(pool->tls, pool->tls_name);
 	if (!ssl)
 		return NULL;
+	if (offer_h2 && SSL_set_alpn_protos(ssl, alpn, sizeof(alpn) - 1) != 0) {
+		SSL_free(ssl);
+		return NULL;
+	}
 	bev = bufferevent_openssl_socket_new(pool->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
 					     BEV_OPT_CLOSE_ON_FREE);
 	if (!bev) {
@@ -209,7 +221,12 @@ static struct bufferevent *upstream_bev_new(struct upstream_pool *pool)
 	return bev;
 }
 
-static struct upstream_conn *upstream_conn_new(struct upstream_pool *pool)
+/*
+ * A new connection for the exchange ur: with ALPN, h2 is offered but to an
+ * upgrade (HTTP/2 has no 101; RFC 8441's extended CONNECT is not spoken).
+ */
+static struct upstream_conn *upstream_conn_new(struct upstream_pool *pool,
+					       const struct upstream_req *ur)
 {
 	struct upstream_conn *uc = calloc(1, sizeof(*uc));
 
@@ -217,7 +234,7 @@ static struct upstream_conn *upstream_conn_new(struct upstream_pool *pool)
 		return NULL;
 	uc->pool = pool;
 	uc->parser = http_parser_new(HTTP_RESPONSE, 0);
-	uc->bev = upstream_bev_new(pool);
+	uc->bev = upstream_bev_new(pool, pool->alpn && !(ur->params.flags & UPSTREAM_UPGRADE));
 	if (!uc->parser || !uc->bev)
 		goto fail;
 	io_tune(uc->bev);
@@ -479,7 +496,7 @@ static void upstream_req_fail(struct upstream_req *ur, enum upstream_result sent
 	if (!ur->retried && !answered && (safe || (unsent && ur->reused))) {
 		ur->retried = 1;
 		ur->reused = 0;
-		uc = upstream_conn_new(ur->pool);
+		uc = upstream_conn_new(ur->pool, ur);
 		/* Unsent bytes move whole (a streamed body's included); a safe
 		 * request is queued again from ur->data. */
 		if (uc && unsent && old) {
@@ -674,6 +691,49 @@ static void upstream_tls_failed(struct upstream_conn *uc, unsigned long err)
 			 uc->pool->host, uc->pool->port, why, uc->pool->tls_name, skipped);
 }
 
+/* 1 when uc's TLS handshake picked h2 by ALPN. */
+static int upstream_alpn_h2(struct upstream_conn *uc)
+{
+	const unsigned char *proto = NULL;
+	unsigned int len = 0;
+
+	SSL_get0_alpn_selected(bufferevent_openssl_get_ssl(uc->bev), &proto, &len);
+	return len == 2 && memcmp(proto, "h2", 2) == 0;
+}
+
+/*
+ * The upstream picked h2 for uc, just connected: not a byte of ur's
+ * request was written (the handshake came first), so the bytes queued so
+ * far go to a stream of a new HTTP/2 session on uc's connection, and ur
+ * goes on as an HTTP/2 exchange.
+ */
+static void upstream_to_h2(struct upstream_conn *uc)
+{
+	struct upstream_req *ur = uc->ur;
+	struct evbuffer *queued = evbuffer_new();
+	struct bufferevent *bev = uc->bev;
+	struct upstream_params params = ur->params;
+
+	if (!queued || evbuffer_add_buffer(queued, bufferevent_get_output(bev)) < 0) {
+		evfree_evbuffer(&queued);
+		upstream_req_fail(ur, UPSTREAM_NOT_SENT);
+		return;
+	}
+	if (ur->sent_all)
+		params.flags &= ~UPSTREAM_STREAMED;
+	bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
+	bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+	uc->bev = NULL;
+	upstream_conn_free(uc);
+	ur->conn = NULL;
+	evfree_event(&ur->timer);
+	evfree_evbuffer(&ur->data);
+	ur->h2 = h2up_adopt(ur->pool->h2, bev, queued, &params, &upstream_h2_events, ur);
+	evbuffer_free(queued);
+	if (!ur->h2)
+		upstream_req_complete(ur, UPSTREAM_NOT_SENT);
+}
+
 static void upstream_conn_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct upstream_conn *uc = arg;
@@ -683,6 +743,10 @@ static void upstream_conn_event_cb(struct bufferevent *bev, short what, void *ar
 
 	if (what & BEV_EVENT_CONNECTED) {
 		uc->connected = 1;
+		if (uc->pool->alpn && upstream_alpn_h2(uc)) {
+			upstream_to_h2(uc);
+			return;
+		}
 		if (uc->pool->tls)
 			return; /* the bufferevent reads: it decrypts */
 		uc->read_ev = event_new(uc->pool->base, bufferevent_getfd(bev), EV_READ | EV_PERSIST,
@@ -823,7 +887,7 @@ struct upstream_req *upstream_start(struct upstream_pool *pool, struct evbuffer 
 
 	if (!ur)
 		return NULL;
-	if (pool->h2) {
+	if (pool->h2 && (!pool->alpn || h2up_pool_room(pool->h2))) {
 		ur->pool = pool;
 		ur->ev = ev;
 		ur->arg = arg;
@@ -852,7 +916,7 @@ struct upstream_req *upstream_start(struct upstream_pool *pool, struct evbuffer 
 	uc = upstream_idle_take(pool, (params->flags & UPSTREAM_RETRY_SAFE) != 0);
 	ur->reused = uc != NULL;
 	if (!uc)
-		uc = upstream_conn_new(pool);
+		uc = upstream_conn_new(pool, ur);
 	if (!uc || upstream_conn_attach(ur, uc, ur->reused, NULL) < 0) {
 		/* Reported from the loop, never from inside this call. */
 		upstream_conn_free(uc);

@@ -28,6 +28,8 @@ typedef struct ssl_ctx_st SSL_CTX;
 enum upstream_proto {
 	UPSTREAM_HTTP1, /* HTTP/1.1, one exchange at a time per connection */
 	UPSTREAM_H2C,   /* h2c://: HTTP/2 with prior knowledge, exchanges as streams (h2up.h) */
+	UPSTREAM_ALPN,  /* https:// offering h2 and http/1.1: each connection speaks the
+			 * one the upstream picked (upstream_http2 on) */
 };
 
 /*

@@ -210,7 +210,9 @@ int worker_init(struct worker *w, int id, struct conf_gen *gen, struct pace *pac
 				    gen->secrets->upstream_tls,
 				    conf->upstream_server_name ? conf->upstream_server_name
 							       : conf->upstream_host,
-				    conf->upstream_h2c ? UPSTREAM_H2C : UPSTREAM_HTTP1);
+				    conf->upstream_h2c     ? UPSTREAM_H2C
+				    : conf->upstream_http2 ? UPSTREAM_ALPN
+							   : UPSTREAM_HTTP1);
 	w->cache = cache_new(conf->replay_cache, REPLAY_CACHE_MAX_AGE_US);
 	w->budget = budget_queue_new(w->base);
 	w->reqs = request_ctx_new(w->base, &w->gens, w->store, w->pool, w->cache, pace, &w->stats,

@@ -517,7 +517,19 @@ static void test_errors(void)
 
 	/* top-level values */
 	BAD("upstream ftp://api\n",
-	    "t.conf:1: invalid upstream \"ftp://api\" (expected http[s]://HOST[:PORT])");
+	    "t.conf:1: invalid upstream \"ftp://api\" (expected http[s]://HOST[:PORT] or "
+	    "h2c://HOST[:PORT])");
+	BAD("upstream h2c://api/v1\n",
+	    "t.conf:1: upstream \"h2c://api/v1\" has a path; only \"/\" is supported");
+	BAD("upstream h2c://api:0\n", "t.conf:1: invalid port in upstream \"h2c://api:0\" (1-65535)");
+	BAD(UPSTREAM "actor anonymous\nupstream_http2 on\n",
+	    "t.conf:3: \"upstream_http2 on\" needs an https:// upstream (h2c:// is cleartext "
+	    "HTTP/2)");
+	BAD("upstream h2c://api\nactor anonymous\nupstream_http2 on\n",
+	    "t.conf:3: \"upstream_http2 on\" needs an https:// upstream (h2c:// is cleartext "
+	    "HTTP/2)");
+	BAD("upstream https://api\nactor anonymous\nupstream_http2 maybe\n",
+	    "t.conf:3: invalid upstream_http2 \"maybe\" (off or on)");
 	BAD(UPSTREAM "actor anonymous\nupstream_ca ca.pem\n",
 	    "t.conf:3: \"upstream_ca\" needs an https:// upstream");
 	BAD(UPSTREAM "actor anonymous\nupstream_client_certificate a b\n",
@@ -893,7 +905,23 @@ static void test_identity(void)
 		CHECK(c->routes[0].jwt_leeway_ms == 30000);
 		CHECK(c->routes[0].jwt_issuer == NULL && c->routes[0].actor_header == NULL);
 		CHECK(c->upstream_tls == 0 && c->upstream_port == 3000);
+		CHECK(c->upstream_h2c == 0 && c->upstream_http2 == 0);
 	}
+	conf_free(c);
+
+	/* h2c://: cleartext HTTP/2, port 80 unless given; upstream_http2 with https. */
+	c = parse("upstream h2c://grpc.internal\nactor anonymous\n");
+	CHECK(c && c->upstream_h2c == 1 && c->upstream_tls == 0 && c->upstream_port == 80);
+	if (c)
+		CHECK_STR(c->upstream_hostport, "grpc.internal");
+	conf_free(c);
+	c = parse("upstream H2C://[::1]:50051/\nactor anonymous\n");
+	CHECK(c && c->upstream_h2c == 1 && c->upstream_port == 50051);
+	if (c)
+		CHECK_STR(c->upstream_host, "::1");
+	conf_free(c);
+	c = parse("upstream https://api\nupstream_http2 on\nactor anonymous\n");
+	CHECK(c && c->upstream_tls == 1 && c->upstream_h2c == 0 && c->upstream_http2 == 1);
 	conf_free(c);
 }
 

@@ -410,6 +410,19 @@ def test_h2_client_to_http11_upstream_intact(proxy, upstream, ids, length):
     assert all(k == k.lower() for k, _ in st.headers.pairs), st.headers
 
 
+def test_trailers_from_an_http11_upstream_reach_an_h2_client(proxy, upstream, ids):
+    p = proxy()
+    with h2.Client(p.port) as c:
+        st = c.response(c.request("GET", "/api/things/t", [("x-actor-id", ids.actor),
+                                                          ("te", "trailers"),
+                                                          ("x-test-action", "trailers")]))
+    assert st.status == 200 and st.ended, st
+    (e,) = upstream.requests(actor=ids.actor)
+    assert st.json()["n"] == e.n
+    assert st.trailers.get("x-trailer-a") == "one", st.trailers
+    assert st.trailers.get("x-trailer-b") == "two", st.trailers
+
+
 # ---- h2c upstreams ----
 
 @pytest.fixture

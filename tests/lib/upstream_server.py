@@ -22,6 +22,8 @@ Each request chooses its own response with headers:
                  silent     read the request, answer nothing (30 s at most)
                  big:N      a body of N bytes
                  chunked    answer with Transfer-Encoding: chunked
+                 trailers   the same, with the trailer fields
+                            "X-Trailer-A: one" and "X-Trailer-B: two"
   Streaming (bodies made of BIG_PATTERN, written as they are made):
                  stream:N           N bytes with Content-Length (the log
                                     entry's "sent" says how many are
@@ -79,6 +81,7 @@ STREAM_BLOCK = 64 << 10
 WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 BIG_PATTERN = b"0123456789abcdef"
 NO_BODY_STATUSES = (204, 304)
+TRAILERS = b"X-Trailer-A: one\r\nX-Trailer-B: two\r\n"
 STRAY_RESPONSE = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstray"
 # Separate "A: 1, B: 2" (a proxy may join repeated X-Test-Header fields)
 # without splitting values such as HTTP dates at their commas.
@@ -359,9 +362,11 @@ class Handler(BaseHTTPRequestHandler):
         headers += extra
         if status in NO_BODY_STATUSES or status < 200:
             payload = b""
-        elif action == "chunked":
+        elif action in ("chunked", "trailers"):
             headers.append(("Transfer-Encoding", "chunked"))
-            payload = self.chunk(payload)
+            if action == "trailers":
+                headers.append(("Trailer", "X-Trailer-A, X-Trailer-B"))
+            payload = self.chunk(payload, TRAILERS if action == "trailers" else b"")
         else:
             headers.append(("Content-Length", str(len(payload))))
         if self.close_connection:
@@ -550,14 +555,15 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     @staticmethod
-    def chunk(payload):
-        """payload as three chunks and the last-chunk."""
+    def chunk(payload, trailers=b""):
+        """payload as three chunks and the last-chunk (with trailers: the
+        trailer section's field lines, each ending in CRLF)."""
         out = bytearray()
         step = max(1, len(payload) // 3)
         for i in range(0, len(payload), step):
             piece = payload[i:i + step]
             out += b"%x\r\n" % len(piece) + piece + b"\r\n"
-        out += b"0\r\n\r\n"
+        out += b"0\r\n" + trailers + b"\r\n"
         return bytes(out)
 
     def wait_for_close(self, limit):

@@ -338,20 +338,31 @@ run_wrk() {
 		MISSING=$((MISSING + 1))
 		return 0
 	fi
+	keep_run "$name" "$c" connections "$rps" "$p50" "$p99" "$reqs" "$errs" "$out"
+}
+
+# Keep a run of scenario $1 at $2 $3 (connections or streams): its rps $4,
+# p50 $5 and p99 $6 ("": the tool gives none) in ms, its requests $7 and
+# failed ones $8, its report in file $9. A run with more than
+# ERROR_PCT_MAX % failed requests counts as not measured.
+keep_run() {
+	local name=$1 c=$2 unit=$3 rps=$4 p50=$5 p99=$6 reqs=$7 errs=$8 out=$9
 	if awk -v e="$errs" -v r="$reqs" -v m=$ERROR_PCT_MAX 'BEGIN { exit !(r == 0 || e * 100 > r * m) }'; then
 		cat "$out" >&2
-		say "$name at $c connections: $errs of $reqs requests failed (more than $ERROR_PCT_MAX%): not counted"
+		say "$name at $c $unit: $errs of $reqs requests failed (more than $ERROR_PCT_MAX%): not counted"
 		MISSING=$((MISSING + 1))
 		return 0
 	fi
 	RPS[$name:$c]=$rps
 	P50[$name:$c]=$p50
-	P99[$name:$c]=$p99
 	REQS[$name:$c]=$reqs
 	ERRS[$name:$c]=$errs
 	add_figure ALL_RPS "$name:$c" "$rps"
 	add_figure ALL_P50 "$name:$c" "$p50"
-	add_figure ALL_P99 "$name:$c" "$p99"
+	if [ -n "$p99" ]; then
+		P99[$name:$c]=$p99
+		add_figure ALL_P99 "$name:$c" "$p99"
+	fi
 }
 
 # Print the CPU clock ticks (utime + stime, /proc/PID/stat fields 14 and
@@ -389,8 +400,8 @@ run_wrk_cpu() {
 
 # Run h2load: scenario $1 at $2 concurrent streams (1: one connection of
 # one; more: H2_CLIENTS connections sharing them) against URL $3, extra
-# h2load arguments after; stores and adds its figures as run_wrk does, its
-# mean latency in the p50 place (h2load reports no percentiles).
+# h2load arguments after; keeps its figures as run_wrk does, its mean
+# latency in the p50 place (h2load reports no percentiles).
 run_h2load() {
 	local name=$1 c=$2 url=$3 clients=1 streams=1 t=1 out rps mean reqs errs
 	shift 3
@@ -419,18 +430,7 @@ run_h2load() {
 		MISSING=$((MISSING + 1))
 		return 0
 	fi
-	if awk -v e="$errs" -v r="$reqs" -v m=$ERROR_PCT_MAX 'BEGIN { exit !(r == 0 || e * 100 > r * m) }'; then
-		cat "$out" >&2
-		say "$name at $c streams: $errs of $reqs requests failed (more than $ERROR_PCT_MAX%): not counted"
-		MISSING=$((MISSING + 1))
-		return 0
-	fi
-	RPS[$name:$c]=$rps
-	P50[$name:$c]=$mean
-	REQS[$name:$c]=$reqs
-	ERRS[$name:$c]=$errs
-	add_figure ALL_RPS "$name:$c" "$rps"
-	add_figure ALL_P50 "$name:$c" "$mean"
+	keep_run "$name" "$c" streams "$rps" "$mean" "" "$reqs" "$errs" "$out"
 }
 
 # Check that owner run $1 at $2 connections, keys prefixed $3, of operation

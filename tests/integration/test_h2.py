@@ -398,9 +398,9 @@ def test_h2_client_to_http11_upstream_intact(proxy, upstream, ids, length):
     assert e.body == body
     if length:
         assert e.headers.get("Content-Length") == str(len(body))
-    else:
-        assert e.headers.get("Content-Length") is not None or \
-            (e.headers.get("Transfer-Encoding") or "").lower() == "chunked"
+    else:   # no length from the client: chunked on HTTP/1.1
+        assert e.headers.get("Content-Length") is None, e.headers
+        assert (e.headers.get("Transfer-Encoding") or "").lower() == "chunked", e.headers
     assert not any(k.startswith(":") for k, _ in e.headers.pairs), e.headers
     doc = st.json()
     assert doc["n"] == e.n and doc["body_sha"] == hashlib.sha256(body).hexdigest()
@@ -490,6 +490,30 @@ def test_owner_replay_conflict_through_h2c_upstream(proxy, h2c_upstream, ids, cl
     problem(post(course(title="Other")), "idempotency-conflict", 422)
     assert h2c_upstream.count(key=key) == 1
     assert [e.version for e in h2c_upstream.requests(key=key)] == ["2"]
+
+
+@pytest.mark.parametrize("http2", ["on", "off"])
+def test_https_upstream_speaks_what_alpn_picked(proxy, pki, ids, http2):
+    """upstream_http2 on offers h2 by ALPN to an https upstream (hypercorn
+    with TLS, which offers h2 and http/1.1); off keeps HTTP/1.1."""
+    up = Upstream(tls=pki["pair"], module="tests.lib.h2c_upstream")
+    try:
+        p = proxy({"upstream": "https://localhost:%d" % up.port, "upstream_ca": pki["ca"],
+                   "upstream_http2": http2})
+        key = ids.key()
+        owner = p.post("/api/courses", key=key, actor=ids.actor, body=course())
+        assert_owner(owner)
+        assert_replay_of(p.post("/api/courses", key=key, actor=ids.actor, body=course()), owner)
+        body = os.urandom(32 << 10)
+        with h2.Client(p.port) as c:
+            st = c.response(c.request("POST", "/api/echo", [("x-actor-id", ids.actor),
+                                                            ("x-test-action", "echo")], body))
+        assert st.status == 201 and bytes(st.body) == body, st
+        assert up.count(key=key) == 1
+        want = "2" if http2 == "on" else "1.1"
+        assert [e.version for e in up.requests(actor=ids.actor)] == [want, want]
+    finally:
+        up.stop()
 
 
 def test_trailers_from_an_h2c_upstream_reach_an_h2_client(proxy, ids, tmp_path):

@@ -2,9 +2,10 @@
 ASGI app, cleartext HTTP/2 with prior knowledge (and HTTP/1.1 on the same
 port, which its control requests use).
 
-    /usr/bin/python3 -m tests.lib.h2c_upstream [PORT]
+    /usr/bin/python3 -m tests.lib.h2c_upstream [PORT [CERT KEY]]
 
 Prints the port it listens on (127.0.0.1) as the first line on stdout.
+With CERT and KEY it serves TLS instead, offering h2 and http/1.1 by ALPN.
 It speaks the test upstream's language (tests/lib/upstream_server.py) for
 what the h2 tests need, so tests.lib.upstream.Upstream drives it: every
 request is recorded (method, path with query, headers, body, and
@@ -133,6 +134,9 @@ def main():
     config.accesslog = None
     config.errorlog = None
     config.h2_max_concurrent_streams = 256
+    if len(sys.argv) > 3:
+        config.certfile, config.keyfile = sys.argv[2], sys.argv[3]
+        config.alpn_protocols = ["h2", "http/1.1"]
     sys.stdout.write("%d\n" % sock.getsockname()[1])
     sys.stdout.flush()
     try:

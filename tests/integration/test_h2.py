@@ -291,6 +291,41 @@ def test_max_concurrent_streams_a_client_that_does_not_wait(proxy, upstream, ids
     assert upstream.count(actor=ids.actor) == LIMIT
 
 
+MAX_CONNECTIONS = 4
+
+
+def test_streams_count_against_max_connections(proxy, upstream, ids):
+    """Each open stream takes one of max_connections' slots (the carrying
+    connection one too): once they are taken, the next stream is refused
+    with REFUSED_STREAM and never executed; the streams before it are all
+    answered, and a stream opened after they end is served."""
+    p = proxy({"max_connections": str(MAX_CONNECTIONS),
+               "upstream_timeout": SLOW_UPSTREAM_TIMEOUT})
+    held, refused = [], None
+    with h2.Client(p.port) as c:
+        for i in range(MAX_CONNECTIONS + 1):
+            path = "/api/slots/%d" % i
+            sid = c.request("GET", path, [("x-actor-id", ids.actor),
+                                          ("x-test-delay", HELD_DELAY)])
+            st = c.streams[sid]
+            c.wait(lambda: st.reset is not None or upstream.count(path=path) == 1,
+                   "stream %d forwarded or refused" % sid)
+            if st.reset is not None:
+                refused = (sid, path, st.reset)
+                break
+            held.append(sid)
+        assert refused is not None, "no stream refused with max_connections %d" % MAX_CONNECTIONS
+        assert refused[2] == h2.REFUSED_STREAM, refused
+        assert 1 <= len(held) < MAX_CONNECTIONS, held
+        for sid in held:
+            assert c.response(sid).status == 200, c.streams[sid]
+        after = c.response(c.request("GET", "/api/slots/after", [("x-actor-id", ids.actor)]))
+        assert after.status == 200, after
+    assert upstream.count(path=refused[1]) == 0
+    print("max_connections %d: %d streams held on one connection, the next refused"
+          % (MAX_CONNECTIONS, len(held)))
+
+
 # ---- pass-through streams ----
 
 def wait_stall(upstream, actor, total, client):
@@ -343,6 +378,34 @@ def test_download_100mib_read_slowly_then_fast_in_bounded_memory(proxy, upstream
           % (DOWNLOAD // MIB, peak, base, bound, stalled / MIB))
     assert peak < bound, (peak, bound)
     assert upstream.count(actor=ids.actor) == 1
+
+
+UPLOAD = 64 * MIB
+
+
+def test_upload_over_h2_byte_exact_in_bounded_memory(proxy, upstream, ids):
+    """A pass-through upload as DATA frames, sent as the stream's window
+    allows: byte-exact at the upstream, idemproxy's memory bounded by the
+    configuration, not by the body."""
+    p = bounded_proxy(proxy, {"relay_buffer": str(RELAY_BUFFER), "max_request_body": "1k"})
+    base = footprint(p)
+    bound = base + FIXED_MIB + RELAY_COPIES * RELAY_BUFFER / MIB
+    with h2.Client(p.port) as c:
+        sid = c.request("POST", "/uploads", [("x-actor-id", ids.actor),
+                                             ("x-test-action", "sink")], end=False)
+        for piece in streams.blocks(UPLOAD):
+            c.send_data(sid, piece, end=False)
+        c.send_data(sid, b"", end=True)
+        st = c.response(sid, timeout=300)
+    assert st.status == 201, st
+    doc = st.json()
+    assert doc["len"] == UPLOAD and doc["body_sha"] == streams.pattern_sha(UPLOAD), doc
+    (e,) = upstream.requests(actor=ids.actor)
+    assert (e.headers.get("Transfer-Encoding") or "").lower() == "chunked"
+    peak = streams.peak_rss_mib(p.proc)
+    print("h2 upload %d MiB: idemproxy peak RSS %.1f MiB (%.1f after start, bound %.1f)"
+          % (UPLOAD // MIB, peak, base, bound))
+    assert peak < bound, (peak, bound)
 
 
 def test_server_sent_events_arrive_one_by_one_over_h2(proxy, upstream, ids):

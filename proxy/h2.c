@@ -578,7 +578,11 @@ static int h2_stream_begin(struct h2_stream *st, int end_stream)
 			is_head = 1;
 	}
 	rc = h2_request_head(f, st->nfields, !end_stream, head, &st->chunked);
-	if (rc != H2_OK)
+	/* CONNECT is refused by the listener, answered, logged and counted
+	 * as over HTTP/1.1 (it opens no tunnel, whatever the target). */
+	if (rc == H2_CONNECT)
+		http_add_lit(head, "CONNECT * HTTP/1.1\r\n\r\n");
+	else if (rc != H2_OK)
 		goto refused;
 	st->parser = http_parser_new(HTTP_RESPONSE, 0);
 	st->body = evbuffer_new();
@@ -592,6 +596,7 @@ static int h2_stream_begin(struct h2_stream *st, int end_stream)
 	bufferevent_setwatermark(st->bev, EV_READ, 0, s->set.stream_buffer);
 	st->conn = s->ops->stream_open(s->arg, st, pair[1]);
 	if (!st->conn) {
+		st->conn_gone = 1;
 		rc = H2_OK;
 		goto refused;
 	}
@@ -608,7 +613,8 @@ refused:
 	free(f);
 	if (head)
 		evbuffer_free(head);
-	h2_stream_reset(st, rc == H2_OK ? NGHTTP2_REFUSED_STREAM : NGHTTP2_PROTOCOL_ERROR);
+	h2_stream_reset(st, rc == H2_OK || rc == H2_CONNECT ? NGHTTP2_REFUSED_STREAM
+							    : NGHTTP2_PROTOCOL_ERROR);
 	return 0;
 }
 
@@ -805,10 +811,6 @@ static int h2_flush(struct h2_session *s)
 	return 0;
 }
 
-static void h2_send_cb(evutil_socket_t fd, short what, void *arg)
-{
-	h2_flush(arg);
-}
 
 /* The client sent bytes: all of them to nghttp2, which answers what it must. */
 static void h2_read_cb(struct bufferevent *bev, void *arg)
@@ -834,6 +836,18 @@ static void h2_read_cb(struct bufferevent *bev, void *arg)
 		evbuffer_drain(in, (size_t)n);
 	}
 	h2_flush(s);
+}
+
+/* From the loop: what the client sent before the session began (the
+ * carrier's input), then whatever the session has to send. */
+static void h2_send_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct h2_session *s = arg;
+
+	if (evbuffer_get_length(bufferevent_get_input(s->bev)))
+		h2_read_cb(s->bev, s);
+	else
+		h2_flush(s);
 }
 
 static void h2_write_cb(struct bufferevent *bev, void *arg)
@@ -927,8 +941,6 @@ struct h2_session *h2_session_new(struct event_base *base, struct bufferevent *b
 	bufferevent_setcb(bev, h2_read_cb, h2_write_cb, h2_event_cb, s);
 	bufferevent_setwatermark(bev, EV_WRITE, H2_OUTPUT_MARK / 2, 0);
 	bufferevent_enable(bev, EV_READ | EV_WRITE);
-	if (evbuffer_get_length(bufferevent_get_input(bev)))
-		event_active(s->send_ev, EV_WRITE, 0);
 	h2_schedule(s);
 	return s;
 fail:

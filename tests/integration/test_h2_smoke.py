@@ -3,6 +3,7 @@ plain listener and h2 by ALPN on a TLS one; a keyed POST's owner and its
 replay (executed once), and a pass-through GET. The full HTTP/2 suite is
 test_h2.py."""
 import re
+import socket
 import subprocess
 
 import pytest
@@ -98,3 +99,53 @@ def test_h2c_many_streams_one_connection(proxy, upstream, ids, tmp_path):
     assert len(statuses) == 20 and set(statuses) <= {"201", "409"}, statuses
     assert "201" in statuses
     assert upstream.count(key=key) == 1
+
+
+def h2_exchange(port, headers):
+    """One stream on a new connection, the preface, SETTINGS and HEADERS in a
+    single write (python3-h2): (status, headers, body), or ("reset", code)."""
+    import h2.config
+    import h2.connection
+    import h2.events
+
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, validate_outbound_headers=False))
+    conn.initiate_connection()
+    conn.send_headers(1, headers, end_stream=True)
+    sock = socket.create_connection(("127.0.0.1", port), timeout=CURL_TIMEOUT)
+    try:
+        sock.sendall(conn.data_to_send())
+        status, got, body = None, {}, b""
+        while True:
+            data = sock.recv(65536)
+            assert data, "closed before the stream ended"
+            for ev in conn.receive_data(data):
+                if isinstance(ev, h2.events.ResponseReceived):
+                    got = {k.decode(): v.decode() for k, v in ev.headers}
+                    status = int(got[":status"])
+                elif isinstance(ev, h2.events.DataReceived):
+                    body += ev.data
+                    conn.acknowledge_received_data(ev.flow_controlled_length, 1)
+                elif isinstance(ev, h2.events.StreamEnded):
+                    return status, got, body
+                elif isinstance(ev, h2.events.StreamReset):
+                    return "reset", ev.error_code
+            sock.sendall(conn.data_to_send())
+    finally:
+        sock.close()
+
+
+def test_h2c_first_write_holds_everything(proxy, upstream):
+    """A client whose first write holds the preface and its first request is
+    answered at once (nothing waits for more bytes); CONNECT is refused with
+    the HTTP/1.1 problem, never forwarded."""
+    p = proxy()
+    auth = "127.0.0.1:%d" % p.port
+    status, _, _ = h2_exchange(p.port, [(":method", "GET"), (":scheme", "http"),
+                                        (":authority", auth), (":path", "/api/things/3")])
+    assert status == 200
+    assert upstream.count(path="/api/things/3") == 1
+    status, headers, body = h2_exchange(p.port, [(":method", "CONNECT"),
+                                                 (":authority", "example.com:443")])
+    assert status == 400, (status, headers, body)
+    assert b"CONNECT" in body
+    assert upstream.count() == 1

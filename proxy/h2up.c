@@ -618,6 +618,35 @@ static int h2up_stream_close_cb(nghttp2_session *sess, int32_t id, uint32_t erro
 	return 0;
 }
 
+/*
+ * A request's HEADERS that nghttp2 dropped unsent (its stream reset while
+ * queued, or the session going): nghttp2 opened no stream for it, so no
+ * close follows; the stream is over here, never sent.
+ */
+static int h2up_not_sent_cb(nghttp2_session *sess, const nghttp2_frame *frame, int error,
+			    void *user)
+{
+	struct h2up_conn *c = user;
+	struct h2up_stream *s;
+
+	if (frame->hd.type != NGHTTP2_HEADERS ||
+	    nghttp2_session_find_stream(sess, frame->hd.stream_id))
+		return 0;
+	TAILQ_FOREACH(s, &c->streams, link)
+	{
+		if (s->id == frame->hd.stream_id)
+			break;
+	}
+	if (!s)
+		return 0;
+	h2up_stream_unlink(s);
+	if (s->gone)
+		h2up_stream_free(s);
+	else
+		h2up_stream_closed(s, UPSTREAM_NOT_SENT, 1);
+	return 0;
+}
+
 /* The request body for DATA frames: what the caller handed so far. */
 static ssize_t h2up_read_body_cb(nghttp2_session *sess, int32_t id, uint8_t *buf, size_t len,
 				 uint32_t *flags, nghttp2_data_source *src, void *user)
@@ -826,6 +855,7 @@ static struct h2up_conn *h2up_conn_new(struct h2up_pool *hp, struct bufferevent 
 	nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, h2up_frame_recv_cb);
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, h2up_data_cb);
 	nghttp2_session_callbacks_set_on_stream_close_callback(cbs, h2up_stream_close_cb);
+	nghttp2_session_callbacks_set_on_frame_not_send_callback(cbs, h2up_not_sent_cb);
 	/* Windows open as the callers take the bytes (nghttp2_session_consume_*). */
 	nghttp2_option_set_no_auto_window_update(opt, 1);
 	if (nghttp2_session_client_new2(&c->sess, cbs, c, opt) != 0)

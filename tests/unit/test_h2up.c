@@ -244,6 +244,7 @@ struct srv {
 	int requests;	  /* requests whose end arrived */
 	size_t body_seen; /* request body bytes */
 	size_t big_left;
+	uint32_t max_streams; /* SETTINGS_MAX_CONCURRENT_STREAMS; 0: not sent */
 };
 
 struct client {
@@ -362,7 +363,12 @@ static struct bufferevent *srv_connect(void *arg)
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, srv_data);
 	nghttp2_session_server_new(&srv.sess, cbs, NULL);
 	nghttp2_session_callbacks_del(cbs);
-	nghttp2_submit_settings(srv.sess, NGHTTP2_FLAG_NONE, NULL, 0);
+	{
+		nghttp2_settings_entry max = {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
+					      srv.max_streams};
+
+		nghttp2_submit_settings(srv.sess, NGHTTP2_FLAG_NONE, &max, srv.max_streams ? 1 : 0);
+	}
 	bufferevent_setcb(srv.bev, srv_read_cb, NULL, NULL, NULL);
 	bufferevent_enable(srv.bev, EV_READ | EV_WRITE);
 	return pair[0];
@@ -493,6 +499,58 @@ static void test_exchanges(void)
 	h2up_pool_free(hp);
 	nghttp2_session_del(srv.sess);
 	bufferevent_free(srv.bev);
+	srv.sess = NULL;
+	srv.bev = NULL;
+	event_base_free(srv.base);
+}
+
+/*
+ * One connection allowed, one stream at a time on it (the upstream's
+ * SETTINGS): three exchanges wait their turn in the pool's queue and all
+ * complete on that one connection; one cancelled while queued is never
+ * sent nor told.
+ */
+static void test_queue(void)
+{
+	static const char post[] = "POST /q HTTP/1.1\r\nHost: api\r\nContent-Length: 2\r\n\r\n{}";
+	struct upstream_params params = {0, 60000, 1024};
+	struct client c[4];
+	struct h2up_pool *hp;
+	int all;
+
+	memset(&srv, 0, sizeof(srv));
+	memset(c, 0, sizeof(c));
+	srv.base = event_base_new();
+	srv.max_streams = 1;
+	srv.mode = SRV_TRAILERS;
+	hp = h2up_pool_new(srv.base, srv_connect, NULL, 0, 1, 60000);
+	/* the first exchange learns the upstream's SETTINGS */
+	exchange(hp, SRV_TRAILERS, post, &c[0]);
+	CHECK(c[0].done && c[0].res == UPSTREAM_OK);
+	srv.requests = 0;
+	for (int i = 1; i < 4; i++) {
+		struct evbuffer *b = evbuffer_new();
+
+		evbuffer_add(b, post, strlen(post));
+		c[i].s = h2up_start(hp, b, &params, &cl_events, &c[i]);
+		evbuffer_free(b);
+	}
+	CHECK(!h2up_pool_room(hp));
+	h2up_cancel(c[3].s); /* queued behind the others */
+	for (int i = 0; i < 10000; i++) {
+		all = c[1].done && c[2].done;
+		if (all)
+			break;
+		event_base_loop(srv.base, EVLOOP_NONBLOCK);
+	}
+	CHECK(c[1].done && c[1].res == UPSTREAM_OK && c[1].body == 5);
+	CHECK(c[2].done && c[2].res == UPSTREAM_OK && c[2].body == 5);
+	CHECK(!c[3].done);
+	CHECK(srv.requests == 2);
+	CHECK(h2up_pool_conns(hp) == 1);
+	h2up_pool_free(hp);
+	nghttp2_session_del(srv.sess);
+	bufferevent_free(srv.bev);
 	event_base_free(srv.base);
 }
 
@@ -502,5 +560,6 @@ int main(void)
 	test_request_te_and_targets();
 	test_response_fields();
 	test_exchanges();
+	test_queue();
 	UNIT_DONE("test_h2up");
 }

@@ -294,12 +294,14 @@ def test_max_concurrent_streams_a_client_that_does_not_wait(proxy, upstream, ids
 MAX_CONNECTIONS = 4
 
 
-def test_streams_count_against_max_connections(proxy, upstream, ids):
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_streams_count_against_max_connections(proxy, upstream, ids, workers):
     """Each open stream takes one of max_connections' slots (the carrying
-    connection one too): once they are taken, the next stream is refused
-    with REFUSED_STREAM and never executed; the streams before it are all
-    answered, and a stream opened after they end is served."""
-    p = proxy({"max_connections": str(MAX_CONNECTIONS),
+    connection one too; all workers together): once they are taken, the
+    next stream is refused with REFUSED_STREAM and never executed; the
+    streams before it are all answered, and a stream opened after they end
+    is served."""
+    p = proxy({"max_connections": str(MAX_CONNECTIONS), "workers": workers,
                "upstream_timeout": SLOW_UPSTREAM_TIMEOUT})
     held, refused = [], None
     with h2.Client(p.port) as c:
@@ -322,8 +324,8 @@ def test_streams_count_against_max_connections(proxy, upstream, ids):
         after = c.response(c.request("GET", "/api/slots/after", [("x-actor-id", ids.actor)]))
         assert after.status == 200, after
     assert upstream.count(path=refused[1]) == 0
-    print("max_connections %d: %d streams held on one connection, the next refused"
-          % (MAX_CONNECTIONS, len(held)))
+    print("max_connections %d, workers %s: %d streams held on one connection, the next refused"
+          % (MAX_CONNECTIONS, workers, len(held)))
 
 
 # ---- pass-through streams ----

@@ -84,8 +84,8 @@ FUZZ_LIB_fuzz_log := -lyajl -lcrypto
 FUZZ_SRC_fuzz_trace := tests/fuzz/fuzz_trace.c proxy/trace.c
 FUZZ_LIB_fuzz_trace := -lcrypto
 FUZZ_SRC_fuzz_h2 := tests/fuzz/fuzz_h2.c proxy/h2.c proxy/http.c http/header.c http/path.c \
-                    proxy/upgrade.c proxy/base64.c proxy/digest.c
-FUZZ_LIB_fuzz_h2 := -levent -lnghttp2 -lcrypto
+                    proxy/upgrade.c proxy/base64.c proxy/digest.c proxy/log.c proxy/utf8.c
+FUZZ_LIB_fuzz_h2 := -levent -lnghttp2 -lcrypto -lyajl
 FUZZ_SRC_fuzz_h2up := tests/fuzz/fuzz_h2up.c proxy/h2up.c proxy/http.c http/header.c http/path.c \
                       proxy/evalloc.c proxy/log.c proxy/digest.c proxy/utf8.c
 FUZZ_LIB_fuzz_h2up := -levent -lnghttp2 -lyajl -lcrypto

@@ -23,6 +23,7 @@
 
 #include "proxy/clock.h"
 #include "proxy/http.h"
+#include "proxy/log.h"
 
 /* The carrier's output is filled up to this; it is written down to half before more. */
 #define H2_OUTPUT_MARK (64 * 1024)
@@ -39,6 +40,8 @@
 #define H2_DEFLATE_TABLE     4096
 /* Fields of one header list, pseudo-headers and cookie crumbs included. */
 #define H2_MAX_FIELDS (2 * HTTP_MAX_HEADERS)
+/* A connection ended for misbehaving is logged at most this often, all workers together. */
+#define H2_WARN_INTERVAL_US 1000000
 /* The largest flow-control window (RFC 9113 6.9.1). */
 #define H2_WINDOW_MAX ((1u << 31) - 1)
 
@@ -90,6 +93,7 @@ struct h2_session {
 };
 
 static const char h2_preface[] = H2_PREFACE;
+static struct log_limit h2_warnings;
 
 int h2_preface_prefix(const char *buf, size_t len)
 {
@@ -278,6 +282,18 @@ static void h2_schedule(struct h2_session *s)
 	event_active(s->send_ev, EV_WRITE, 0);
 }
 
+/* The session ends for why (the client broke the protocol or flooded it): a warning. */
+static void h2_warn(const struct h2_session *s, const char *why)
+{
+	int skipped;
+
+	if (!log_limit_pass(&h2_warnings, clock_now_us(), H2_WARN_INTERVAL_US, &skipped))
+		return;
+	log_warn(NULL,
+		 "HTTP/2 connection from %s ended with GOAWAY: %s (%d more since the last message)",
+		 s->set.peer, why, skipped);
+}
+
 /* A frame that does no work for the client: too many in a window end the session. */
 static int h2_flood(struct h2_session *s)
 {
@@ -289,6 +305,8 @@ static int h2_flood(struct h2_session *s)
 	}
 	if (++s->flood_count <= H2_FLOOD_MAX)
 		return 0;
+	if (s->flood_count == H2_FLOOD_MAX + 1)
+		h2_warn(s, "too many frames that carry nothing");
 	nghttp2_session_terminate_session(s->ng, NGHTTP2_ENHANCE_YOUR_CALM);
 	return 1;
 }
@@ -334,10 +352,78 @@ static void h2_stream_reset(struct h2_stream *st, uint32_t code)
 	h2_schedule(st->s);
 }
 
+static void h2_lower(char *s, size_t len);
+
+/*
+ * The header list of response head m: :status, then its fields but the
+ * hop-by-hop ones, names lower-cased in place (they point into m). NULL
+ * when out of memory; *n is its length.
+ */
+static nghttp2_nv *h2_response_nv(struct http_msg *m, char *status, size_t status_size, size_t *n)
+{
+	nghttp2_nv *nva = calloc((size_t)m->nheaders + 1, sizeof(*nva));
+
+	*n = 0;
+	if (!nva)
+		return NULL;
+	snprintf(status, status_size, "%03d", m->status % 1000);
+	nva[(*n)++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)status, 7, strlen(status),
+				   NGHTTP2_NV_FLAG_NONE};
+	for (int i = 0; i < m->nheaders; i++) {
+		struct http_header *h = &m->headers[i];
+
+		if (http_header_is_hop(m, h))
+			continue;
+		h2_lower(h->name, h->name_len);
+		nva[(*n)++] = (nghttp2_nv){(uint8_t *)h->name, (uint8_t *)h->value, h->name_len,
+					   h->value_len, NGHTTP2_NV_FLAG_NONE};
+	}
+	return nva;
+}
+
+/* An interim response (103 Early Hints) goes out as a 1xx HEADERS frame. */
+static void h2_stream_interim(struct h2_stream *st, struct http_msg *m)
+{
+	char status[8];
+	size_t n;
+	nghttp2_nv *nva = h2_response_nv(m, status, sizeof(status), &n);
+
+	if (nva)
+		nghttp2_submit_headers(st->s->ng, NGHTTP2_FLAG_NONE, st->id, NULL, nva, n, NULL);
+	free(nva);
+	http_msg_free(m);
+	h2_schedule(st->s);
+}
+
+/*
+ * The listener's "100 Continue" to a request that expects it (the HTTP/1.1
+ * parser skips a 100): out as a 1xx HEADERS frame, so the client sends its
+ * body. 1 when it was the next thing in the pair.
+ */
+static int h2_stream_continue(struct h2_stream *st)
+{
+	static const char line[] = "HTTP/1.1 100 Continue\r\n\r\n";
+	static const nghttp2_nv nv[] = {
+	    {(uint8_t *)":status", (uint8_t *)"100", 7, 3, NGHTTP2_NV_FLAG_NONE}};
+	struct evbuffer *in = bufferevent_get_input(st->bev);
+	const unsigned char *at;
+
+	if (http_parser_started(st->parser) || evbuffer_get_length(in) < sizeof(line) - 1)
+		return 0;
+	at = evbuffer_pullup(in, sizeof(line) - 1);
+	if (!at || memcmp(at, line, sizeof(line) - 1) != 0)
+		return 0;
+	evbuffer_drain(in, sizeof(line) - 1);
+	nghttp2_submit_headers(st->s->ng, NGHTTP2_FLAG_NONE, st->id, NULL, nv, 1, NULL);
+	h2_schedule(st->s);
+	return 1;
+}
+
 /*
  * Parse what the listener wrote into the pair, as long as the body waiting
- * for the window is below stream_buffer. No nghttp2 call: the data
- * provider calls it too.
+ * for the window is below stream_buffer. No nghttp2 call once the head is
+ * in (the data provider calls it too); before, an interim response is
+ * submitted as it comes.
  */
 static void h2_stream_pull(struct h2_stream *st)
 {
@@ -347,6 +433,8 @@ static void h2_stream_pull(struct h2_stream *st)
 
 	while (!st->resp_done && !st->resp_failed &&
 	       (!st->head || evbuffer_get_length(st->body) < st->s->set.stream_buffer)) {
+		if (!st->head && h2_stream_continue(st))
+			continue;
 		before = evbuffer_get_length(in);
 		if (!before) {
 			if (!st->conn_gone)
@@ -374,7 +462,13 @@ static void h2_stream_pull(struct h2_stream *st)
 					st->resp_failed = 1;
 					break;
 				}
-				evbuffer_add_buffer(st->body, st->head->body);
+				if (st->head->status < 200) {
+					h2_stream_interim(st, st->head);
+					st->head = NULL;
+					break;
+				}
+				if (st->head->body)
+					evbuffer_add_buffer(st->body, st->head->body);
 			}
 			st->resp_done = 1;
 			break;
@@ -469,7 +563,7 @@ static void h2_stream_respond(struct h2_stream *st)
 	nghttp2_data_provider dp = {.source.ptr = st, .read_callback = h2_body_read};
 	nghttp2_nv *nva;
 	char status[8];
-	size_t n = 0;
+	size_t n;
 
 	if (st->reset_sent)
 		return;
@@ -487,22 +581,10 @@ static void h2_stream_respond(struct h2_stream *st)
 	}
 	if (!st->head)
 		return;
-	nva = calloc((size_t)st->head->nheaders + 1, sizeof(*nva));
+	nva = h2_response_nv(st->head, status, sizeof(status), &n);
 	if (!nva) {
 		h2_stream_reset(st, NGHTTP2_INTERNAL_ERROR);
 		return;
-	}
-	snprintf(status, sizeof(status), "%03d", st->head->status % 1000);
-	nva[n++] =
-	    (nghttp2_nv){(uint8_t *)":status", (uint8_t *)status, 7, 3, NGHTTP2_NV_FLAG_NONE};
-	for (int i = 0; i < st->head->nheaders; i++) {
-		struct http_header *h = &st->head->headers[i];
-
-		if (http_header_is_hop(st->head, h))
-			continue;
-		h2_lower(h->name, h->name_len);
-		nva[n++] = (nghttp2_nv){(uint8_t *)h->name, (uint8_t *)h->value, h->name_len,
-					h->value_len, NGHTTP2_NV_FLAG_NONE};
 	}
 	st->responded = 1;
 	if (nghttp2_submit_response(s->ng, st->id, nva, n,
@@ -589,7 +671,7 @@ static int h2_stream_begin(struct h2_stream *st, int end_stream)
 	if (!st->parser || !st->body ||
 	    bufferevent_pair_new(s->base, BEV_OPT_DEFER_CALLBACKS, pair))
 		goto refused;
-	http_parser_set_options(st->parser, HTTP_OPT_HEAD | HTTP_OPT_TRAILERS);
+	http_parser_set_options(st->parser, HTTP_OPT_HEAD | HTTP_OPT_INTERIM | HTTP_OPT_TRAILERS);
 	http_parser_expect_no_body(st->parser, is_head);
 	st->bev = pair[0];
 	bufferevent_setcb(st->bev, h2_stream_read_cb, NULL, NULL, st);
@@ -811,7 +893,6 @@ static int h2_flush(struct h2_session *s)
 	return 0;
 }
 
-
 /* The client sent bytes: all of them to nghttp2, which answers what it must. */
 static void h2_read_cb(struct bufferevent *bev, void *arg)
 {
@@ -829,6 +910,7 @@ static void h2_read_cb(struct bufferevent *bev, void *arg)
 		if (n < 0) {
 			/* A GOAWAY (nghttp2's own, ENHANCE_YOUR_CALM for its
 			 * floods, else PROTOCOL_ERROR), then the end. */
+			h2_warn(s, nghttp2_strerror((int)n));
 			nghttp2_session_terminate_session(s->ng, NGHTTP2_PROTOCOL_ERROR);
 			evbuffer_drain(in, len);
 			break;

@@ -65,6 +65,7 @@ struct h2_settings {
 	uint32_t max_header_list; /* SETTINGS_MAX_HEADER_LIST_SIZE; twice it: reset unread */
 	int64_t idle_ms;	  /* no open stream for this long: GOAWAY and close */
 	size_t stream_buffer;	  /* bytes buffered per stream each way, beyond the windows */
+	const char *peer;	  /* the client's address, for the log (outlives the session) */
 };
 
 /* What the listener does for a session. */

@@ -7,6 +7,11 @@
  * to the request piece by piece. Pipelined requests wait in the input
  * buffer until the previous response is queued.
  *
+ * A connection that opens with the HTTP/2 preface (or picked h2 by ALPN)
+ * is handed to an h2 session instead (h2.h), whose streams come back here
+ * as virtual connections: one request each, on a bufferevent pair, served
+ * exactly as an accepted connection's.
+ *
  * client_timeout is one deadline per request head (and intercepted body):
  * it starts when the connection is accepted or the previous response was
  * written, and it is not reset by arriving bytes, so a slow client cannot
@@ -182,16 +187,15 @@ static void listener_read_event(evutil_socket_t fd, short what, void *arg)
 
 /*
  * A bufferevent that reads itself (TLS decrypted more input, or a stream's
- * pair got more of its request) filled the input buffer; its read
- * watermark keeps it at CLIENT_READ_HIGH_WATERMARK.
+ * pair got more of its request) filled the input buffer. Its read
+ * watermark keeps the buffer at CLIENT_READ_HIGH_WATERMARK: it stops
+ * reading while the buffer is full and goes on by itself once the parser
+ * took bytes, so no hold is needed here (one would outlast a body that
+ * the parser drains, up to the response).
  */
 static void listener_bev_read_cb(struct bufferevent *bev, void *arg)
 {
-	struct client_conn *c = arg;
-
-	if (evbuffer_get_length(bufferevent_get_input(bev)) >= CLIENT_READ_HIGH_WATERMARK)
-		conn_input_full(c, 1);
-	listener_input(c);
+	listener_input(arg);
 }
 
 /* New bytes in c's input buffer: to the request, its body or its tunnel. */
@@ -389,6 +393,7 @@ static void listener_h2_start(struct client_conn *c)
 	    .max_header_list = HTTP_MAX_HEAD,
 	    .idle_ms = conf->client_timeout_ms,
 	    .stream_buffer = conf->relay_buffer,
+	    .peer = c->peer,
 	};
 
 	evtimer_del(c->timer);
@@ -859,8 +864,9 @@ void listener_drain(struct listener *l)
 			h2_session_drain(c->h2);
 		else if (c->h2_stream)
 			conn_close_after(c);
-		else if (!c->req && !c->writing && !c->lingering && !http_parser_started(c->parser) &&
-		    evbuffer_get_length(bufferevent_get_input(c->bev)) == 0)
+		else if (!c->req && !c->writing && !c->lingering &&
+			 !http_parser_started(c->parser) &&
+			 evbuffer_get_length(bufferevent_get_input(c->bev)) == 0)
 			listener_conn_free(c);
 		else
 			conn_close_after(c);

@@ -3,13 +3,15 @@ plain listener and h2 by ALPN on a TLS one; a keyed POST's owner and its
 replay (executed once), and a pass-through GET. The full HTTP/2 suite is
 test_h2.py."""
 import re
+import signal
 import socket
 import subprocess
 
 import pytest
 
-from tests.lib import jwtkit
+from tests.lib import jwtkit, procs
 from tests.lib.expect import course
+from tests.lib.proxy import rewrite, wait_for_log
 
 CURL_TIMEOUT = 30
 
@@ -149,3 +151,86 @@ def test_h2c_first_write_holds_everything(proxy, upstream):
     assert status == 400, (status, headers, body)
     assert b"CONNECT" in body
     assert upstream.count() == 1
+
+
+def test_streams_take_max_connections_slots(proxy, upstream):
+    """With max_connections 3, one connection carries two streams at once
+    (it takes a slot itself); the others are refused, never forwarded."""
+    p = proxy({"max_connections": "3", "workers": "1", "upstream_timeout": "8s"})
+    out = subprocess.run(
+        ["nghttp", "-v", "-m", "5", "-H", "x-test-delay: 2", "-t", str(CURL_TIMEOUT),
+         "http://127.0.0.1:%d/api/things/5" % p.port],
+        capture_output=True, timeout=CURL_TIMEOUT + 10).stdout.decode()
+    assert out.count("error_code=REFUSED_STREAM") == 3, out
+    assert len(re.findall(r"\) :status: 200", out)) == 2, out
+    assert upstream.count(path="/api/things/5") == 2
+
+
+def test_reload_http2_off_for_new_connections(proxy, upstream, pki):
+    """http2 off by reload: new connections speak HTTP/1.1 only (ALPN picks
+    http/1.1, a preface is refused as HTTP/1.1); http2 on again brings h2 back."""
+    crt, key = pki["pair"]
+    p = proxy({"tls_certificate": crt, "tls_certificate_key": key})
+    url = "https://127.0.0.1:%d/api/things/1" % p.port
+    tls = ["--http2", "--cacert", pki["ca"]]
+    assert curl(tls, url)[:2] == ("HTTP/2", 200)
+    rewrite(p, lambda t: t + "\nhttp2 off\n")
+    p.signal(signal.SIGHUP)
+    wait_for_log(p, "configuration reloaded")
+    for _ in range(4):
+        assert curl(tls, url)[:2] == ("HTTP/1.1", 200)
+    rewrite(p, lambda t: t.replace("\nhttp2 off\n", "\n"))
+    p.signal(signal.SIGHUP)
+    assert procs.poll(lambda: p.stderr_text().count("configuration reloaded") == 2)
+    for _ in range(4):
+        assert curl(tls, url)[:2] == ("HTTP/2", 200)
+
+
+def test_preface_refused_with_http2_off(proxy, upstream):
+    p = proxy({"http2": "off"})
+    r = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "--max-time", "10",
+                        "-o", "/dev/null", "-w", "%{http_code}",
+                        "http://127.0.0.1:%d/api/things/1" % p.port],
+                       capture_output=True, timeout=30)
+    assert r.returncode != 0
+    assert upstream.count() == 0
+
+
+def test_h2c_expect_continue(proxy, upstream, ids):
+    """A keyed POST that expects 100-continue gets a 100 HEADERS frame, then
+    sends its body: executed once."""
+    import h2.config
+    import h2.connection
+    import h2.events
+
+    p = proxy()
+    key = ids.key()
+    body = course().encode()
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    conn.initiate_connection()
+    conn.send_headers(1, [(":method", "POST"), (":scheme", "http"),
+                          (":authority", "127.0.0.1:%d" % p.port), (":path", "/api/courses"),
+                          ("idempotency-key", key), ("x-actor-id", ids.actor),
+                          ("content-type", "application/json"),
+                          ("content-length", str(len(body))), ("expect", "100-continue")])
+    sock = socket.create_connection(("127.0.0.1", p.port), timeout=CURL_TIMEOUT)
+    interim, final, ended = [], None, False
+    try:
+        sock.sendall(conn.data_to_send())
+        while not ended:
+            data = sock.recv(65536)
+            assert data, "closed before the stream ended"
+            for ev in conn.receive_data(data):
+                if isinstance(ev, h2.events.InformationalResponseReceived):
+                    interim.append(dict(ev.headers)[b":status"])
+                    assert final is None
+                    conn.send_data(1, body, end_stream=True)
+                elif isinstance(ev, h2.events.ResponseReceived):
+                    final = dict(ev.headers)[b":status"]
+                elif isinstance(ev, h2.events.StreamEnded):
+                    ended = True
+            sock.sendall(conn.data_to_send())
+    finally:
+        sock.close()
+    assert interim == [b"100"] and final == b"201", (interim, final)
+    assert upstream.count(key=key) == 1

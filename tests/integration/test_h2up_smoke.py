@@ -145,6 +145,24 @@ def test_upstream_gone_is_nothing_sent(h2proxy, h2app, ids):
         back.stop()
 
 
+def test_silent_upstream_is_an_unknown_outcome(proxy, h2app, pg, ids):
+    """The stream ran the effect and never answered: upstream_timeout ends
+    it (RST_STREAM CANCEL), the owner gets 504 upstream-timeout, the record
+    is unknown and a retry is held, not run again."""
+    p = proxy(settings={"upstream": "h2c://127.0.0.1:%d" % h2app.port,
+                        "upstream_timeout": "1s", "lease": "5s"})
+    key = ids.key()
+    body = json.dumps(helpers.course()).encode()
+    before = h2app.state()["count"]
+    r = p.post("/api/courses", key=key, actor=ids.actor, body=body,
+               headers=[("X-Test-Action", "silent")])
+    helpers.problem(r, "upstream-timeout", 504)
+    assert helpers.record_state(pg.records.one(ids.actor)) == "unknown"
+    again = post(p, key, ids.actor, body)
+    helpers.problem(again, "outcome-unknown", 409)
+    assert h2app.state()["count"] == before + 1
+
+
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
     ca = jwtkit.Pki(str(tmp_path_factory.mktemp("pki")))

@@ -4,16 +4,19 @@ idemproxy (`upstream h2c://...`) in front of it.
 
   POST /api/courses   runs once per request (the effect counted), 201 with
                       a JSON body naming the HTTP version it was asked in
-                      and the body's length, and an X-Order-Id header
+                      and the body's length, and an X-Order-Id header;
+                      with X-Test-Action: silent it runs, then never answers
   GET  /__count       {"count": N, "versions": [...]}: POSTs run so far and
                       the HTTP versions of every request
   PUT  /anything      200, {"length": N, "sha256": HEX} of the request body
   GET  /big           200, BIG bytes of "x"
+  GET  /slow?S        200 after S seconds (5 by default)
   GET  /anything      200, a text body, and the request's headers echoed as
                       JSON in X-Seen (lower-cased names)
 
 Run: /usr/bin/python3 -m hypercorn --bind 127.0.0.1:PORT tests.lib.h2_app:app
 """
+import asyncio
 import hashlib
 import json
 
@@ -49,6 +52,8 @@ async def app(scope, receive, send):
     if scope["method"] == "POST" and scope["path"] == "/api/courses":
         STATE["count"] += 1
         n = STATE["count"]
+        if dict(scope["headers"]).get(b"x-test-action") == b"silent":
+            await asyncio.sleep(30)  # the effect happened; the answer never comes
         out = json.dumps({"id": n, "http_version": scope["http_version"],
                           "length": len(body)}).encode()
         await _send(send, 201, [("content-type", "application/json"),
@@ -59,6 +64,10 @@ async def app(scope, receive, send):
         out = json.dumps({"length": len(body),
                           "sha256": hashlib.sha256(body).hexdigest()}).encode()
         await _send(send, 200, [("content-type", "application/json")], out)
+        return
+    if scope["path"] == "/slow":
+        await asyncio.sleep(float(scope["query_string"] or b"5"))
+        await _send(send, 200, [("content-type", "text/plain")], b"late\n")
         return
     if scope["path"] == "/big":
         await _send(send, 200, [("content-type", "application/octet-stream")],

@@ -99,6 +99,22 @@ static void test_request_fields(void)
 	http_msg_free(m);
 }
 
+/* The :path the request in text maps to, copied into buf; NULL if none. */
+static const char *path_of(const char *text, char *buf, size_t size)
+{
+	struct h2up_field f[H2UP_MAX_FIELDS];
+	struct http_msg *m = request(text);
+	const char *path = NULL;
+	int n;
+
+	if (!m)
+		return NULL;
+	n = h2up_request_fields(m, "http", f);
+	path = field(f, n, ":path", buf, size);
+	http_msg_free(m);
+	return path;
+}
+
 static void test_request_te_and_targets(void)
 {
 	struct h2up_field f[H2UP_MAX_FIELDS];
@@ -118,28 +134,14 @@ static void test_request_te_and_targets(void)
 		CHECK(!field(f, n, "transfer-encoding", buf, sizeof(buf)));
 		http_msg_free(m);
 	}
-	/* an absolute-form target: its path and query */
-	m = request("GET http://api.example/a/b?c HTTP/1.1\r\nHost: api.example\r\n\r\n");
-	CHECK(m != NULL);
-	if (m) {
-		n = h2up_request_fields(m, "http", f);
-		CHECK_STR(field(f, n, ":path", buf, sizeof(buf)), "/a/b?c");
-		http_msg_free(m);
-	}
-	m = request("GET http://api.example HTTP/1.1\r\nHost: api.example\r\n\r\n");
-	CHECK(m != NULL);
-	if (m) {
-		n = h2up_request_fields(m, "http", f);
-		CHECK_STR(field(f, n, ":path", buf, sizeof(buf)), "/");
-		http_msg_free(m);
-	}
-	m = request("OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n");
-	CHECK(m != NULL);
-	if (m) {
-		n = h2up_request_fields(m, "http", f);
-		CHECK_STR(field(f, n, ":path", buf, sizeof(buf)), "*");
-		http_msg_free(m);
-	}
+	/* an absolute-form target: its path and query; OPTIONS * */
+	CHECK_STR(path_of("GET http://api.example/a/b?c HTTP/1.1\r\nHost: api.example\r\n\r\n", buf,
+			  sizeof(buf)),
+		  "/a/b?c");
+	CHECK_STR(path_of("GET http://api.example HTTP/1.1\r\nHost: api.example\r\n\r\n", buf,
+			  sizeof(buf)),
+		  "/");
+	CHECK_STR(path_of("OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n", buf, sizeof(buf)), "*");
 	/* without Host there is no :authority to send */
 	m = request("GET / HTTP/1.0\r\n\r\n");
 	CHECK(m != NULL);

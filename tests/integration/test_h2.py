@@ -475,6 +475,15 @@ def test_h2_client_to_http11_upstream_intact(proxy, upstream, ids, length):
     assert all(k == k.lower() for k, _ in st.headers.pairs), st.headers
 
 
+def test_early_hints_reach_an_h2_client(proxy, upstream, ids):
+    p = proxy()
+    with h2.Client(p.port) as c:
+        st = c.response(c.request("GET", "/page", [("x-actor-id", ids.actor),
+                                                  ("x-test-action", "early-hints")]))
+    assert st.interim == [103], st
+    assert st.status == 200 and bytes(st.body) == b'{"hinted":true}', st
+
+
 def test_trailers_from_an_http11_upstream_reach_an_h2_client(proxy, upstream, ids):
     p = proxy()
     with h2.Client(p.port) as c:

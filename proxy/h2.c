@@ -1051,11 +1051,6 @@ void h2_session_drain(struct h2_session *s)
 	h2_schedule(s);
 }
 
-int h2_session_streams(const struct h2_session *s)
-{
-	return s->nstreams;
-}
-
 void h2_session_free(struct h2_session *s)
 {
 	struct h2_stream *st;

@@ -96,15 +96,13 @@ struct h2_session *h2_session_new(struct event_base *base, struct bufferevent *b
 /* Shutdown: GOAWAY, no new streams; the session is done once its streams are. */
 void h2_session_drain(struct h2_session *s);
 
-/* Streams open on s. */
-int h2_session_streams(const struct h2_session *s);
-
 /* Close every stream (stream_close for each) and free s. NULL is accepted. */
 void h2_session_free(struct h2_session *s);
 
 /*
- * The listener freed the virtual connection of st (its pair end, whose
- * bytes were all handed over first). reset: the response was aborted and
+ * The listener is freeing the virtual connection of st (its pair end):
+ * what it wrote and the pair took is the whole response, and a response
+ * cut short resets the stream. reset: the response was aborted and
  * must not look complete: the stream is reset.
  */
 void h2_stream_conn_gone(struct h2_stream *st, int reset);

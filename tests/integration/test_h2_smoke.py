@@ -234,3 +234,29 @@ def test_h2c_expect_continue(proxy, upstream, ids):
         sock.close()
     assert interim == [b"100"] and final == b"201", (interim, final)
     assert upstream.count(key=key) == 1
+
+
+def test_shutdown_sends_goaway_and_lets_streams_finish(proxy, upstream):
+    """SIGTERM during an event stream over h2 (nghttp): GOAWAY, the stream
+    runs to its end, then the process exits."""
+    p = proxy({"workers": "1"})
+    nghttp = subprocess.Popen(
+        ["nghttp", "-v", "-H", "x-test-action: sse:4:0.3", "-t", str(CURL_TIMEOUT),
+         "http://127.0.0.1:%d/api/things/1" % p.port],
+        stdout=subprocess.PIPE, text=True)
+    out = []
+    try:
+        for line in nghttp.stdout:
+            out.append(line)
+            if "recv DATA frame" in line:
+                break
+        p.signal(signal.SIGTERM)
+        out += nghttp.stdout.readlines()
+        assert nghttp.wait(timeout=CURL_TIMEOUT) == 0
+    finally:
+        if nghttp.poll() is None:
+            nghttp.kill()
+    text = "".join(out)
+    assert "recv GOAWAY frame" in text, text
+    assert text.count("data: ") == 4, text
+    assert p.proc.wait(timeout=CURL_TIMEOUT) == 0

@@ -860,6 +860,12 @@ static struct h2up_conn *h2up_conn_new(struct h2up_pool *hp, struct bufferevent 
 	nghttp2_option_set_no_auto_window_update(opt, 1);
 	if (nghttp2_session_client_new2(&c->sess, cbs, c, opt) != 0)
 		goto fail;
+	/* The connection's window is given back as bytes arrive (what waits is
+	 * bounded per stream): room for every stream's window, so one stream's
+	 * bytes never wait for another's WINDOW_UPDATE. */
+	if (nghttp2_session_set_local_window_size(c->sess, NGHTTP2_FLAG_NONE, 0,
+						  H2UP_MAX_STREAMS * H2UP_STREAM_WINDOW) != 0)
+		goto fail;
 	/* The preface and SETTINGS go at once: prior knowledge, no Upgrade. */
 	if (nghttp2_submit_settings(c->sess, NGHTTP2_FLAG_NONE, settings,
 				    sizeof(settings) / sizeof(settings[0])) != 0)
@@ -989,6 +995,16 @@ void h2up_pool_free(struct h2up_pool *hp)
 int h2up_pool_conns(const struct h2up_pool *hp)
 {
 	return hp->nconns;
+}
+
+int h2up_pool_idle(const struct h2up_pool *hp)
+{
+	const struct h2up_conn *c;
+	int n = 0;
+
+	TAILQ_FOREACH(c, &hp->conns, link)
+	n += c->nstreams == 0;
+	return n;
 }
 
 int h2up_pool_room(const struct h2up_pool *hp)

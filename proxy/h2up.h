@@ -50,6 +50,9 @@ void h2up_pool_free(struct h2up_pool *hp);
 /* Connections open or opening. */
 int h2up_pool_conns(const struct h2up_pool *hp);
 
+/* Connections with no stream on them. */
+int h2up_pool_idle(const struct h2up_pool *hp);
+
 /* 1 when a connection of hp has room for one more stream. */
 int h2up_pool_room(const struct h2up_pool *hp);
 

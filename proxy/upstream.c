@@ -100,7 +100,7 @@ static void upstream_idle_read_cb(struct bufferevent *bev, void *arg);
 
 int upstream_pool_idle(const struct upstream_pool *pool)
 {
-	return pool->h2 ? h2up_pool_conns(pool->h2) : pool->nidle;
+	return pool->nidle + (pool->h2 ? h2up_pool_idle(pool->h2) : 0);
 }
 
 static struct bufferevent *upstream_bev_new(struct upstream_pool *pool, int offer_h2);

@@ -42,7 +42,7 @@ struct upstream_pool *upstream_pool_new(struct event_base *base, struct evdns_ba
 					const char *tls_name, enum upstream_proto proto);
 void upstream_pool_free(struct upstream_pool *pool);
 
-/* Idle connections in the pool (for HTTP/2: connections open). */
+/* Idle connections in the pool (HTTP/2 ones: with no stream on them). */
 int upstream_pool_idle(const struct upstream_pool *pool);
 
 /*

@@ -190,8 +190,16 @@ def test_http2_off(proxy, upstream, pki, ids):
 
 # ---- many streams on one connection ----
 
-def test_100_streams_50_keys_one_connection(proxy, upstream, ids):
-    p = proxy()
+@pytest.mark.parametrize("kind", ["http1", "h2c"])
+def test_100_streams_50_keys_one_connection(request, proxy, ids, kind):
+    """Over an HTTP/1.1 upstream and over an h2c one (whose streams share
+    its connections): each key executed once, every stream answered."""
+    if kind == "h2c":
+        upstream = request.getfixturevalue("h2c_upstream")
+        p = proxy(h2c(upstream))
+    else:
+        upstream = request.getfixturevalue("upstream")
+        p = proxy()
     keys = [ids.key() for _ in range(KEYS)]
     with h2.Client(p.port) as c:
         limit = c.settings().max_concurrent_streams

@@ -19,7 +19,7 @@ import h2.connection
 import h2.events
 import h2.settings
 
-from tests.lib import http1
+from tests.lib import http1, streams
 
 IO_TIMEOUT = 30.0
 READ = 256 << 10
@@ -333,27 +333,21 @@ def hpack_request(method, path, authority="localhost", headers=()):
     return block
 
 
-class Raw:
+class Raw(streams.Conn):
     """A connection that speaks in hand-built frames: the preface and
     SETTINGS are sent, then whatever the test writes; frames() parses what
-    came back."""
+    came back. rcvbuf: the socket's receive buffer, set before it connects
+    (a client that reads little keeps little in flight)."""
 
     def __init__(self, port, rcvbuf=None, timeout=IO_TIMEOUT, settings=()):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         if rcvbuf:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        self.sock.settimeout(timeout)
-        self.sock.connect(("127.0.0.1", port))
-        self.buf = b""
-        self.closed = False
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        sock.settimeout(timeout)
+        sock.connect(("127.0.0.1", port))
+        self.port, self.sock, self.buf, self.closed = port, sock, b"", False
         self.sent = 0
         self.send(PREFACE + settings_frame(settings))
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.sock.close()
 
     def send(self, data):
         """Send data; False when the server has closed the connection."""
@@ -371,16 +365,9 @@ class Raw:
             return False
         self.sock.settimeout(timeout)
         try:
-            data = self.sock.recv(READ)
+            return self.fill()
         except socket.timeout:
             return False
-        except (ConnectionResetError, BrokenPipeError):
-            data = b""
-        if not data:
-            self.closed = True
-            return False
-        self.buf += data
-        return True
 
     def frames(self):
         """The complete frames received so far, consumed: (type, flags,

@@ -42,6 +42,11 @@
 #define H2_MAX_FIELDS (2 * HTTP_MAX_HEADERS)
 /* A connection ended for misbehaving is logged at most this often, all workers together. */
 #define H2_WARN_INTERVAL_US 1000000
+/* Streams beyond max_streams that nghttp2 tracks at once, until their
+ * RST_STREAM is out: its own limit is max_streams and these. */
+#define H2_REFUSED_AT_ONCE 128
+/* A frame's header (RFC 9113 4.1). */
+#define H2_FRAME_HEAD 9
 /* The largest flow-control window (RFC 9113 6.9.1). */
 #define H2_WINDOW_MAX ((1u << 31) - 1)
 
@@ -86,6 +91,7 @@ struct h2_session {
 	LIST_HEAD(, h2_stream) streams;
 	int nstreams;
 	int draining;
+	int advertised;		/* our SETTINGS went out (h2_add_frame) */
 	int failed;		/* the connection broke: done at once */
 	size_t conn_unconsumed; /* of closed streams: the connection window's only */
 	int64_t flood_start_us;
@@ -419,20 +425,46 @@ static int h2_stream_continue(struct h2_stream *st)
 	return 1;
 }
 
+/* Whether the stream takes more of the response from the pair now. */
+static int h2_stream_wants(const struct h2_stream *st)
+{
+	return !st->resp_done && !st->resp_failed &&
+	       (!st->head || evbuffer_get_length(st->body) < st->s->set.stream_buffer);
+}
+
+/*
+ * Our end of the pair reads only while the stream wants more: a full
+ * input left enabled has libevent run its read callback again at once
+ * (bufferevent_inbuf_wm_check), a spin for as long as the client's window
+ * stays shut. Disabled, the listener's bytes stay on its side (its
+ * conn_pending() grows, the relay waits) until the data provider took
+ * from the body and h2_stream_pull enables it again.
+ */
+static void h2_stream_reading(struct h2_stream *st)
+{
+	int on = h2_stream_wants(st);
+
+	if (on == !!(bufferevent_get_enabled(st->bev) & EV_READ))
+		return;
+	if (on)
+		bufferevent_enable(st->bev, EV_READ);
+	else
+		bufferevent_disable(st->bev, EV_READ);
+}
+
 /*
  * Parse what the listener wrote into the pair, as long as the body waiting
  * for the window is below stream_buffer. No nghttp2 call once the head is
  * in (the data provider calls it too); before, an interim response is
  * submitted as it comes.
  */
-static void h2_stream_pull(struct h2_stream *st)
+static void h2_stream_pull_some(struct h2_stream *st)
 {
 	struct evbuffer *in = bufferevent_get_input(st->bev);
 	enum http_status rc;
 	size_t before;
 
-	while (!st->resp_done && !st->resp_failed &&
-	       (!st->head || evbuffer_get_length(st->body) < st->s->set.stream_buffer)) {
+	while (h2_stream_wants(st)) {
 		if (!st->head && h2_stream_continue(st))
 			continue;
 		before = evbuffer_get_length(in);
@@ -485,6 +517,13 @@ static void h2_stream_pull(struct h2_stream *st)
 			break;
 		}
 	}
+}
+
+static void h2_stream_pull(struct h2_stream *st)
+{
+	h2_stream_pull_some(st);
+	if (!st->conn_gone)
+		h2_stream_reading(st);
 }
 
 /* Lower-case the response's field names in place (HTTP/2 wants them so). */
@@ -543,6 +582,8 @@ static ssize_t h2_body_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_
 	n = evbuffer_remove(st->body, buf, len);
 	if (n < 0 || st->resp_failed)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	if (n > 0 && !st->conn_gone)
+		h2_stream_reading(st); /* room in the body again */
 	if (st->resp_done && evbuffer_get_length(st->body) == 0) {
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
 		if (h2_stream_trailers(st))
@@ -707,6 +748,18 @@ static int h2_on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, 
 
 	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
 		return 0;
+	if (s->nstreams >= (int)s->set.max_streams) {
+		/* Beyond what the client was told: refused alone, untracked
+		 * (nghttp2 decodes the block and closes the stream once the
+		 * RST_STREAM is out), and counted: a flood of them ends the
+		 * connection. Not TEMPORAL_CALLBACK_FAILURE: nghttp2 would
+		 * reset it a second time, with INTERNAL_ERROR. */
+		nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
+					  NGHTTP2_REFUSED_STREAM);
+		h2_flood(s);
+		h2_schedule(s);
+		return 0;
+	}
 	st = calloc(1, sizeof(*st));
 	if (!st)
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -792,11 +845,14 @@ static int h2_on_invalid_frame(nghttp2_session *ng, const nghttp2_frame *frame, 
 static int h2_on_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data,
 		      size_t len, void *ud)
 {
+	struct h2_session *s = ud;
 	struct h2_stream *st = nghttp2_session_get_stream_user_data(ng, id);
 	char line[24];
 
-	if (!st)
+	if (!st) {
+		s->conn_unconsumed += len; /* a refused stream's */
 		return 0;
+	}
 	st->unconsumed += len;
 	if (!st->bev || st->conn_gone || !len) {
 		h2_schedule(st->s);
@@ -855,6 +911,36 @@ static int h2_over(struct h2_session *s)
 }
 
 /*
+ * Frame data of n bytes to the carrier's output. Our SETTINGS tells the
+ * client max_streams, while nghttp2 was given H2_REFUSED_AT_ONCE more:
+ * it makes a stream beyond the acknowledged value a connection error
+ * (every stream before it lost), and has no option to enforce less than
+ * it announces, so the stream beyond max_streams reaches
+ * h2_on_begin_headers and is refused there alone. The value is set in
+ * the frame nghttp2 packed; nothing else of it changes.
+ */
+static int h2_add_frame(struct h2_session *s, struct evbuffer *out, const uint8_t *data, size_t n)
+{
+	uint8_t f[H2_FRAME_HEAD + 6 * 8];
+	size_t i;
+
+	if (s->advertised || n < H2_FRAME_HEAD || n > sizeof(f) || data[3] != NGHTTP2_SETTINGS ||
+	    (data[4] & NGHTTP2_FLAG_ACK))
+		return evbuffer_add(out, data, n);
+	s->advertised = 1;
+	memcpy(f, data, n);
+	for (i = H2_FRAME_HEAD; i + 6 <= n; i += 6) {
+		if (((f[i] << 8) | f[i + 1]) != NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)
+			continue;
+		f[i + 2] = (uint8_t)(s->set.max_streams >> 24);
+		f[i + 3] = (uint8_t)(s->set.max_streams >> 16);
+		f[i + 4] = (uint8_t)(s->set.max_streams >> 8);
+		f[i + 5] = (uint8_t)s->set.max_streams;
+	}
+	return evbuffer_add(out, f, n);
+}
+
+/*
  * Send what the session has, while the carrier's output is below the mark;
  * reading waits while it is above. Calls session_done (s is then gone)
  * when the session is over; returns 1 then.
@@ -873,7 +959,7 @@ static int h2_flush(struct h2_session *s)
 			s->failed = 1;
 		if (n <= 0)
 			break;
-		if (evbuffer_add(out, data, (size_t)n) < 0)
+		if (h2_add_frame(s, out, data, (size_t)n) < 0)
 			s->failed = 1;
 	}
 	if (h2_over(s)) {
@@ -998,8 +1084,11 @@ struct h2_session *h2_session_new(struct event_base *base, struct bufferevent *b
 	nghttp2_option *opt = h2_options();
 	uint32_t window =
 	    set->stream_buffer > H2_WINDOW_MAX ? H2_WINDOW_MAX : (uint32_t)set->stream_buffer;
+	uint32_t streams = set->max_streams > UINT32_MAX - H2_REFUSED_AT_ONCE
+			       ? UINT32_MAX
+			       : set->max_streams + H2_REFUSED_AT_ONCE;
 	nghttp2_settings_entry iv[] = {
-	    {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, set->max_streams},
+	    {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, streams}, /* max_streams on the wire */
 	    {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, window},
 	    {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, set->max_header_list},
 	};

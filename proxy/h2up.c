@@ -119,6 +119,7 @@ struct h2up_pool {
 	h2up_connect_fn connect;
 	void *connect_arg;
 	const char *scheme;
+	char *name; /* host:port, for the log */
 	int max_conns;
 	int64_t idle_ms;
 	TAILQ_HEAD(, h2up_conn) conns;
@@ -686,6 +687,22 @@ static ssize_t h2up_read_body_cb(nghttp2_session *sess, int32_t id, uint8_t *buf
 
 /* ---- connections ---- */
 
+#define H2UP_WARN_INTERVAL_US 1000000 /* a failing upstream: one line a second */
+
+static struct log_limit h2up_conn_warnings;
+
+/* A connection of hp failed (why): said at most once an interval. */
+static void h2up_conn_warn(const struct h2up_pool *hp, const char *why)
+{
+	int skipped;
+
+	if (log_limit_pass(&h2up_conn_warnings, clock_now_us(), H2UP_WARN_INTERVAL_US, &skipped))
+		log_warn(NULL,
+			 "upstream %s: HTTP/2 connection %s (%d more failures since the last "
+			 "message)",
+			 hp->name, why, skipped);
+}
+
 /* Streams c may carry at once. */
 static int h2up_conn_room(struct h2up_conn *c)
 {
@@ -707,7 +724,7 @@ static int h2up_conn_flush(struct h2up_conn *c)
 	int rv = nghttp2_session_send(c->sess);
 
 	if (rv != 0) {
-		log_warn(NULL, "upstream HTTP/2 connection failed: %s", nghttp2_strerror(rv));
+		h2up_conn_warn(c->hp, nghttp2_strerror(rv));
 		h2up_conn_free(c);
 		return -1;
 	}
@@ -773,8 +790,7 @@ static void h2up_conn_read_cb(struct bufferevent *bev, void *arg)
 		ssize_t n = nghttp2_session_mem_recv(c->sess, v.iov_base, v.iov_len);
 
 		if (n < 0) {
-			log_warn(NULL, "upstream broke the HTTP/2 protocol: %s",
-				 nghttp2_strerror((int)n));
+			h2up_conn_warn(hp, nghttp2_strerror((int)n));
 			h2up_conn_free(c);
 			h2up_pool_dispatch(hp);
 			return;
@@ -805,8 +821,7 @@ static void h2up_conn_event_cb(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	if (what & BEV_EVENT_ERROR)
-		log_warn(NULL, "upstream HTTP/2 connection %s",
-			 c->connected ? "failed" : "refused");
+		h2up_conn_warn(hp, c->connected ? "failed" : "could not be made");
 	h2up_conn_free(c);
 	h2up_pool_dispatch(hp);
 }
@@ -958,13 +973,18 @@ static void h2up_pool_dispatch(struct h2up_pool *hp)
 
 /* ---- the pool and the exchange API ---- */
 
-struct h2up_pool *h2up_pool_new(struct event_base *base, h2up_connect_fn connect, void *arg,
-				int tls, int max_conns, int64_t idle_ms)
+struct h2up_pool *h2up_pool_new(struct event_base *base, const char *name, h2up_connect_fn connect,
+				void *arg, int tls, int max_conns, int64_t idle_ms)
 {
 	struct h2up_pool *hp = calloc(1, sizeof(*hp));
 
 	if (!hp)
 		return NULL;
+	hp->name = strdup(name);
+	if (!hp->name) {
+		free(hp);
+		return NULL;
+	}
 	hp->base = base;
 	hp->connect = connect;
 	hp->connect_arg = arg;
@@ -989,6 +1009,7 @@ void h2up_pool_free(struct h2up_pool *hp)
 		TAILQ_REMOVE(&hp->waiting, s, link);
 		h2up_stream_free(s);
 	}
+	free(hp->name);
 	free(hp);
 }
 

@@ -39,12 +39,12 @@ struct h2up_stream;
 typedef struct bufferevent *(*h2up_connect_fn)(void *arg);
 
 /*
- * Sessions opened with connect(arg), at most max_conns at once (0: none,
- * only those h2up_adopt() hands over), each closed once idle_ms passed
+ * Sessions to the upstream called name in the log (host:port), opened with connect(arg), at most
+ * max_conns at once (0: none, only those h2up_adopt() hands over), each closed once idle_ms passed
  * without a stream on it. tls: the connections speak TLS (":scheme" https).
  */
-struct h2up_pool *h2up_pool_new(struct event_base *base, h2up_connect_fn connect, void *arg,
-				int tls, int max_conns, int64_t idle_ms);
+struct h2up_pool *h2up_pool_new(struct event_base *base, const char *name, h2up_connect_fn connect,
+				void *arg, int tls, int max_conns, int64_t idle_ms);
 void h2up_pool_free(struct h2up_pool *hp);
 
 /* Connections open or opening. */

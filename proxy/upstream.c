@@ -23,6 +23,7 @@
 #include <event2/dns.h>
 #include <event2/event.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
@@ -127,6 +128,7 @@ struct upstream_pool *upstream_pool_new(struct event_base *base, struct evdns_ba
 					const char *tls_name, enum upstream_proto proto)
 {
 	struct upstream_pool *pool = calloc(1, sizeof(*pool));
+	char name[300];
 
 	if (!pool)
 		return NULL;
@@ -135,8 +137,9 @@ struct upstream_pool *upstream_pool_new(struct event_base *base, struct evdns_ba
 	/* With ALPN, h2up opens no connection: only those the upstream
 	 * switched to h2 on become its sessions (upstream_to_h2). */
 	pool->alpn = proto == UPSTREAM_ALPN && tls;
+	snprintf(name, sizeof(name), "%s:%d", host, port);
 	if (proto == UPSTREAM_H2C || pool->alpn)
-		pool->h2 = h2up_pool_new(base, upstream_connect, pool, tls != NULL,
+		pool->h2 = h2up_pool_new(base, name, upstream_connect, pool, tls != NULL,
 					 pool->alpn ? 0 : UPSTREAM_MAX_IDLE,
 					 UPSTREAM_IDLE_TIMEOUT_S * 1000);
 	if (!pool->host || (tls && (!pool->tls_name || !SSL_CTX_up_ref(tls))) ||

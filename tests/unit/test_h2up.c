@@ -450,7 +450,7 @@ static void test_exchanges(void)
 	struct client c;
 
 	srv.base = event_base_new();
-	hp = h2up_pool_new(srv.base, srv_connect, NULL, 0, 4, 60000);
+	hp = h2up_pool_new(srv.base, "test:1", srv_connect, NULL, 0, 4, 60000);
 
 	memset(&c, 0, sizeof(c));
 	exchange(hp, SRV_TRAILERS, post, &c);
@@ -525,7 +525,7 @@ static void test_queue(void)
 	srv.base = event_base_new();
 	srv.max_streams = 1;
 	srv.mode = SRV_TRAILERS;
-	hp = h2up_pool_new(srv.base, srv_connect, NULL, 0, 1, 60000);
+	hp = h2up_pool_new(srv.base, "test:1", srv_connect, NULL, 0, 1, 60000);
 	/* the first exchange learns the upstream's SETTINGS */
 	exchange(hp, SRV_TRAILERS, post, &c[0]);
 	CHECK(c[0].done && c[0].res == UPSTREAM_OK);

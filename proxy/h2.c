@@ -38,6 +38,10 @@
 #define H2_RESET_BURST	     1000
 #define H2_RESET_RATE	     33
 #define H2_DEFLATE_TABLE     4096
+/* Header lists too large to keep (reset unread) allowed in a connection's
+ * life; the next ends it with GOAWAY ENHANCE_YOUR_CALM (an HPACK bomb
+ * costs its decoding each time). */
+#define H2_MAX_OVERSIZED 10
 /* Fields of one header list, pseudo-headers and cookie crumbs included. */
 #define H2_MAX_FIELDS (2 * HTTP_MAX_HEADERS)
 /* A connection ended for misbehaving is logged at most this often, all workers together. */
@@ -96,6 +100,7 @@ struct h2_session {
 	size_t conn_unconsumed; /* of closed streams: the connection window's only */
 	int64_t flood_start_us;
 	int flood_count;
+	int oversized; /* header lists reset unread */
 };
 
 static const char h2_preface[] = H2_PREFACE;
@@ -315,6 +320,16 @@ static int h2_flood(struct h2_session *s)
 		h2_warn(s, "too many frames that carry nothing");
 	nghttp2_session_terminate_session(s->ng, NGHTTP2_ENHANCE_YOUR_CALM);
 	return 1;
+}
+
+/* A header list too large to keep: a few end the session. */
+static void h2_oversized(struct h2_session *s)
+{
+	if (++s->oversized <= H2_MAX_OVERSIZED)
+		return;
+	if (s->oversized == H2_MAX_OVERSIZED + 1)
+		h2_warn(s, "too many header lists too large");
+	nghttp2_session_terminate_session(s->ng, NGHTTP2_ENHANCE_YOUR_CALM);
 }
 
 static void h2_fields_free(struct h2_stream *st)
@@ -727,6 +742,7 @@ static int h2_stream_begin(struct h2_stream *st, int end_stream)
 	bufferevent_enable(st->bev, EV_READ | EV_WRITE);
 	bufferevent_write_buffer(st->bev, head);
 	h2_fields_free(st);
+	st->field_bytes = 0; /* trailers are a list of their own */
 	if (end_stream)
 		h2_stream_body_end(st);
 	free(f);
@@ -780,14 +796,18 @@ static int h2_on_header(nghttp2_session *ng, const nghttp2_frame *frame, const u
 	struct h2_stream *st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
 	struct h2_owned *grown, *o;
 
-	if (!st || st->bev || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
-		return 0; /* trailers of a request body: not forwarded */
+	if (!st)
+		return 0;
 	/* RFC 9113 6.5.2's accounting. Up to twice the announced size the
 	 * HTTP/1.1 head's own limits answer (431, as over HTTP/1.1); beyond
 	 * it the list is not kept. */
 	st->field_bytes += namelen + valuelen + 32;
-	if (st->field_bytes > 2 * (size_t)s->set.max_header_list || st->nfields >= H2_MAX_FIELDS)
+	if (st->field_bytes > 2 * (size_t)s->set.max_header_list || st->nfields >= H2_MAX_FIELDS) {
+		h2_oversized(s); /* nghttp2 resets the stream, skips the rest of the list */
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	}
+	if (st->bev || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0; /* trailers of a request body: counted, not forwarded */
 	grown = realloc(st->fields, (st->nfields + 1) * sizeof(*grown));
 	if (!grown)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;

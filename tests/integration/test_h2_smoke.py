@@ -260,3 +260,126 @@ def test_shutdown_sends_goaway_and_lets_streams_finish(proxy, upstream):
     assert "recv GOAWAY frame" in text, text
     assert text.count("data: ") == 4, text
     assert p.proc.wait(timeout=CURL_TIMEOUT) == 0
+
+
+class RawH2:
+    """A client in hand-built frames (hyperframe, hpack), for what
+    python3-h2 will not send: streams beyond the server's limit, HPACK
+    bombs."""
+
+    def __init__(self, port):
+        import hpack
+
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=CURL_TIMEOUT)
+        self.enc = hpack.Encoder()
+        self.dec = hpack.Decoder()
+        self.buf = b""
+        self.sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + self.frame("settings", 0))
+
+    def frame(self, kind, sid, data=b"", flags=()):
+        from hyperframe import frame as hf
+
+        f = {"settings": hf.SettingsFrame, "headers": hf.HeadersFrame}[kind](sid)
+        if kind == "headers":
+            f.data = data
+        for flag in flags:
+            f.flags.add(flag)
+        return f.serialize()
+
+    def headers(self, sid, fields):
+        block = self.enc.encode(fields)
+        self.sock.sendall(self.frame("headers", sid, block, ("END_HEADERS", "END_STREAM")))
+
+    def next_frame(self):
+        """The next frame (hyperframe), its HEADERS decoded into .fields; None once closed."""
+        from hyperframe import frame as hf
+
+        while True:
+            if len(self.buf) >= 9:
+                f, length = hf.Frame.parse_frame_header(memoryview(self.buf[:9]))
+                if len(self.buf) >= 9 + length:
+                    f.parse_body(memoryview(self.buf[9:9 + length]))
+                    self.buf = self.buf[9 + length:]
+                    if isinstance(f, hf.HeadersFrame):
+                        f.fields = dict(self.dec.decode(f.data))
+                    if isinstance(f, hf.SettingsFrame) and "ACK" not in f.flags:
+                        self.sock.sendall(self.frame("settings", 0, flags=("ACK",)))
+                    return f
+            data = self.sock.recv(65536)
+            if not data:
+                return None
+            self.buf += data
+
+    def close(self):
+        self.sock.close()
+
+
+def request_fields(port, path, extra=()):
+    return [(":method", "GET"), (":scheme", "http"), (":authority", "127.0.0.1:%d" % port),
+            (":path", path)] + list(extra)
+
+
+def test_stream_beyond_max_concurrent_streams_refused_alone(proxy, upstream, ids):
+    """With http2_max_concurrent_streams 3 acknowledged, a fourth stream
+    opened while three are held is refused with REFUSED_STREAM and never
+    forwarded; the three go on and are answered on the same connection."""
+    from hyperframe import frame as hf
+
+    p = proxy({"http2_max_concurrent_streams": "3", "upstream_timeout": "8s"})
+    raw = RawH2(p.port)
+    try:
+        f = raw.next_frame()
+        assert isinstance(f, hf.SettingsFrame) and f.settings.get(f.MAX_CONCURRENT_STREAMS) == 3, f
+        held = [1, 3, 5]
+        for sid in held:
+            raw.headers(sid, request_fields(p.port, "/api/held/%d" % sid,
+                                            [("x-actor-id", ids.actor), ("x-test-delay", "2")]))
+        assert len(upstream.wait_for(3, actor=ids.actor)) == 3
+        raw.headers(7, request_fields(p.port, "/api/held/7", [("x-actor-id", ids.actor)]))
+        statuses, resets, ended = {}, {}, set()
+        while not set(held) <= ended:
+            f = raw.next_frame()
+            assert f is not None and not isinstance(f, hf.GoAwayFrame), (f, statuses, resets)
+            if isinstance(f, hf.HeadersFrame):
+                statuses[f.stream_id] = f.fields.get(":status")
+            if isinstance(f, hf.RstStreamFrame):
+                resets[f.stream_id] = f.error_code
+            if isinstance(f, (hf.HeadersFrame, hf.DataFrame)) and "END_STREAM" in f.flags:
+                ended.add(f.stream_id)
+    finally:
+        raw.close()
+    assert resets == {7: 7}, resets  # REFUSED_STREAM
+    assert all(statuses[s] == "200" for s in held), statuses
+    assert upstream.count(path="/api/held/7") == 0
+    assert upstream.count(actor=ids.actor) == 3
+
+
+def test_hpack_bomb_ends_the_connection(proxy, upstream):
+    """Header lists that decode far over the limit from a few bytes each
+    (references to one 4000-byte dynamic-table entry) reset their streams;
+    the eleventh ends the connection with GOAWAY ENHANCE_YOUR_CALM.
+    Nothing is forwarded."""
+    from hyperframe import frame as hf
+
+    p = proxy()
+    bomb = [("x-bomb", "b" * 4000)] * 40  # 160 KB decoded, 4 KB then 40 bytes sent
+    raw = RawH2(p.port)
+    resets, goaway = set(), None
+    try:
+        for i in range(30):  # each bomb once the one before was answered
+            sid = 2 * i + 1
+            raw.headers(sid, request_fields(p.port, "/api/things/bomb", bomb))
+            while sid not in resets and goaway is None:
+                f = raw.next_frame()
+                assert f is not None, ("closed without GOAWAY", resets)
+                if isinstance(f, hf.RstStreamFrame):
+                    resets.add(f.stream_id)
+                if isinstance(f, hf.GoAwayFrame):
+                    goaway = f
+            if goaway is not None:
+                break
+    finally:
+        raw.close()
+    assert goaway is not None and goaway.error_code == 11, (goaway, resets)  # ENHANCE_YOUR_CALM
+    assert goaway.last_stream_id <= 21 and len(resets) <= 11, (goaway.last_stream_id, resets)
+    assert upstream.count(path="/api/things/bomb") == 0

@@ -35,19 +35,29 @@
 #       token, scripts/bench/jwt.py) against the same with the header actor;
 #   (j) pass-through GET and owner POST through a TLS listener (a second
 #       idemproxy with tls_certificate) against the nginx proxy's TLS
-#       listener with the same certificate.
-# (a), (b), (c) and (i) run ROUNDS rounds interleaved at each connection
+#       listener with the same certificate;
+#   (k) HTTP/2 in cleartext (prior knowledge) with h2load: pass-through GET
+#       against nginx's http2 listener setting the same forwarding headers,
+#       with the CPU time per request of each, and replay POSTs of one
+#       completed key against idemproxy's own h2 pass-through and nginx's
+#       static answer over http2; at "1" one connection of one stream, at
+#       "64" H2_CLIENTS connections of 64/H2_CLIENTS streams each. h2load
+#       reports no percentiles: the p50 column holds its mean. When h2load
+#       or nginx's http2 module is missing the output says so and (k) is
+#       left out.
+# (a), (b), (c), (i) and (k) run ROUNDS rounds interleaved at each connection
 # count (A B A B ..., as the machine is noisy) and report the median rps and
 # p99 with min-max, their ratios from the medians; (d), (j) run once, (e)-(h)
 # as described. Prints one table and a target check per row (the targets in
 # docs/performance.md), writes bench-out/bench.csv, bench-out/bench.png
 # (gnuplot) and bench-out/bench.txt, and copies the CSV and PNG to
-# docs/bench/.
+# docs/bench/ (not after a run with BENCH_ONLY).
 #
 # Environment: BENCH_SECONDS (per measured run, default 5), BENCH_ROUNDS
 # (1-9, default 3), BENCH_WORKERS (idemproxy and nginx workers, default the
 # number of CPUs), BENCH_SKIP_MILLION=1 (skip (d)), BENCH_NO_DOCS=1 (leave
-# docs/bench/ alone), IDEMPROXY_BIN (default ./idemproxy), BENCH_PROXY_LOG=FILE
+# docs/bench/ alone), BENCH_ONLY="k ..." (run only these sections; the
+# others are reported as "-"), IDEMPROXY_BIN (default ./idemproxy), BENCH_PROXY_LOG=FILE
 # (idemproxy's stderr, one line per request; default /dev/null, as nginx
 # runs with access_log off).
 # Runtime: 14 x 2 x ROUNDS runs for (a) (b) (c) (i) and 12 more for (d) (j),
@@ -78,9 +88,11 @@ WORKERS=${BENCH_WORKERS:-$(nproc)}
 SKIP_MILLION=${BENCH_SKIP_MILLION:-0}
 NO_DOCS=${BENCH_NO_DOCS:-0}
 PROXY_LOG=${BENCH_PROXY_LOG:-/dev/null}
+ONLY=${BENCH_ONLY:-}
 
 CONNS="1 64"              # connection counts of every wrk and pgbench run
 WRK_THREADS=2             # wrk -t, and pgbench -j (both at most CONNS)
+H2_CLIENTS=8              # (k): h2load connections at 64 concurrent streams
 WRK_TIMEOUT=10s           # wrk --timeout: a slower response counts as an error
 WARMUP_SECONDS=2          # unmeasured wrk run before the pass-through runs
 REPLAY_KEYS=100           # completed keys the replay runs cycle over
@@ -118,6 +130,7 @@ TARGET_STREAM=0.9         # (f): idemproxy MiB/s >= this x nginx's
 TARGET_FP_MS=10           # (h): CPU ms per 1 MiB JSON body
 TARGET_FP_MIB=4           # (h): heap MiB beyond the body
 TARGET_JWT=0.9            # (i): actor jwt rps >= this x the header actor's
+TARGET_H2_PASS=1.0        # (k): h2 pass-through rps >= this x nginx http2's, at 64 streams
 
 # The fixed values pgbench sends, as idemproxy would for the bench route.
 PGB_FINGERPRINT='\x9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08'
@@ -133,6 +146,8 @@ usage() {
 
 say() { printf 'bench: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }
+# 0 when section $1 runs: every one, unless BENCH_ONLY names some.
+want() { [ -z "$ONLY" ] || [[ " $ONLY " == *" $1 "* ]]; }
 
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -145,6 +160,9 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
+for sec in $ONLY; do
+	case "$sec" in [a-k]) ;; *) die "BENCH_ONLY names sections a to k: $sec" ;; esac
+done
 case "$SECONDS_PER" in '' | *[!0-9]*) die "BENCH_SECONDS must be a number of seconds: $SECONDS_PER" ;; esac
 case "$WORKERS" in '' | *[!0-9]*) die "BENCH_WORKERS must be a number: $WORKERS" ;; esac
 case "$ROUNDS" in '' | *[!0-9]*) die "BENCH_ROUNDS must be a number: $ROUNDS" ;; esac
@@ -320,20 +338,31 @@ run_wrk() {
 		MISSING=$((MISSING + 1))
 		return 0
 	fi
+	keep_run "$name" "$c" connections "$rps" "$p50" "$p99" "$reqs" "$errs" "$out"
+}
+
+# Keep a run of scenario $1 at $2 $3 (connections or streams): its rps $4,
+# p50 $5 and p99 $6 ("": the tool gives none) in ms, its requests $7 and
+# failed ones $8, its report in file $9. A run with more than
+# ERROR_PCT_MAX % failed requests counts as not measured.
+keep_run() {
+	local name=$1 c=$2 unit=$3 rps=$4 p50=$5 p99=$6 reqs=$7 errs=$8 out=$9
 	if awk -v e="$errs" -v r="$reqs" -v m=$ERROR_PCT_MAX 'BEGIN { exit !(r == 0 || e * 100 > r * m) }'; then
 		cat "$out" >&2
-		say "$name at $c connections: $errs of $reqs requests failed (more than $ERROR_PCT_MAX%): not counted"
+		say "$name at $c $unit: $errs of $reqs requests failed (more than $ERROR_PCT_MAX%): not counted"
 		MISSING=$((MISSING + 1))
 		return 0
 	fi
 	RPS[$name:$c]=$rps
 	P50[$name:$c]=$p50
-	P99[$name:$c]=$p99
 	REQS[$name:$c]=$reqs
 	ERRS[$name:$c]=$errs
 	add_figure ALL_RPS "$name:$c" "$rps"
 	add_figure ALL_P50 "$name:$c" "$p50"
-	add_figure ALL_P99 "$name:$c" "$p99"
+	if [ -n "$p99" ]; then
+		P99[$name:$c]=$p99
+		add_figure ALL_P99 "$name:$c" "$p99"
+	fi
 }
 
 # Print the CPU clock ticks (utime + stime, /proc/PID/stat fields 14 and
@@ -349,17 +378,59 @@ proc_ticks() {
 	echo "$total"
 }
 
-# run_wrk $2... with the CPU time of process $1 and its children measured
-# around it; a counted run adds its CPU microseconds per request to ALL_CPU.
-run_wrk_cpu() {
-	local pid=$1 name=$2 c=$3 before after
-	shift
+# Run $2 (run_wrk or run_h2load) with arguments $3... with the CPU time of
+# process $1 and its children measured around it; a counted run adds its
+# CPU microseconds per request to ALL_CPU.
+run_cpu() {
+	local pid=$1 run=$2 name=$3 c=$4 before after
+	shift 2
 	before=$(proc_ticks "$pid")
-	run_wrk "$@"
+	"$run" "$@"
 	after=$(proc_ticks "$pid")
 	[ -n "${RPS[$name:$c]:-}" ] || return 0
 	add_figure ALL_CPU "$name:$c" "$(awk -v t=$((after - before)) -v hz="$CLK_TCK" -v n="${REQS[$name:$c]}" \
 		'BEGIN { printf "%.2f", t * 1e6 / hz / n }')"
+}
+
+run_wrk_cpu() {
+	local pid=$1
+	shift
+	run_cpu "$pid" run_wrk "$@"
+}
+
+# Run h2load: scenario $1 at $2 concurrent streams (1: one connection of
+# one; more: H2_CLIENTS connections sharing them) against URL $3, extra
+# h2load arguments after; keeps its figures as run_wrk does, its mean
+# latency in the p50 place (h2load reports no percentiles).
+run_h2load() {
+	local name=$1 c=$2 url=$3 clients=1 streams=1 t=1 out rps mean reqs errs
+	shift 3
+	if [ "$c" -gt 1 ]; then
+		clients=$H2_CLIENTS streams=$((c / H2_CLIENTS)) t=$WRK_THREADS
+	fi
+	unset "RPS[$name:$c]" "P50[$name:$c]" "P99[$name:$c]" "REQS[$name:$c]" "ERRS[$name:$c]"
+	out=$TMP/h2load-$name-$c.txt
+	say "h2load $name, $clients connection(s) x $streams stream(s), ${SECONDS_PER}s"
+	if ! run_bounded $((SECONDS_PER + RUN_GRACE)) "$out" \
+		h2load -t"$t" -c"$clients" -m"$streams" -D "$SECONDS_PER" "$@" "$url"; then
+		cat "$out" >&2
+		say "h2load failed for $name at $c streams"
+		MISSING=$((MISSING + 1))
+		return 0
+	fi
+	rps=$(awk '/^finished in/ { print $4 }' "$out")
+	mean=$(awk '/^time for request:/ { print $6 }' "$out")
+	reqs=$(awk '/^requests:/ { print $2 }' "$out")
+	# failed, errored and timed out requests, and 4xx and 5xx answers
+	errs=$(awk '/^requests:/ { n += $10 + $12 + $14 } /^status codes:/ { n += $7 + $9 }
+		END { print n + 0 }' "$out")
+	if [ -z "$rps" ] || [ -z "$mean" ] || [ -z "$reqs" ] || ! mean=$(to_ms "$mean"); then
+		cat "$out" >&2
+		say "could not read h2load's report for $name at $c streams"
+		MISSING=$((MISSING + 1))
+		return 0
+	fi
+	keep_run "$name" "$c" streams "$rps" "$mean" "" "$reqs" "$errs" "$out"
 }
 
 # Check that owner run $1 at $2 connections, keys prefixed $3, of operation
@@ -486,6 +557,8 @@ free_port && TLS_PROXY_PORT=$FREE_PORT
 free_port && NGINX_TLS_PORT=$FREE_PORT
 free_port && STATIC_PORT=$FREE_PORT
 free_port && FWD_PORT=$FREE_PORT
+free_port && NGINX_H2_PORT=$FREE_PORT
+free_port && STATIC_H2_PORT=$FREE_PORT
 
 start_pg
 fsync=$(psql_q -c "SHOW fsync") || die "cannot query PostgreSQL"
@@ -498,10 +571,12 @@ fi
 # not what is measured; uploads go to the sink.
 SHM=$(mktemp -d /dev/shm/idemproxy-bench.XXXXXX 2>/dev/null || mktemp -d "$TMP/shm.XXXXXX")
 mkdir -p "$SHM/files"
-head -c $STREAM_BYTES /dev/zero >"$SHM/files/big" || die "cannot make the $STREAM_BYTES-byte file"
+if want f || want g; then
+	head -c $STREAM_BYTES /dev/zero >"$SHM/files/big" || die "cannot make the $STREAM_BYTES-byte file"
+	chmod 0644 "$SHM/files/big"
+fi
 # nginx's workers run as an unprivileged user: they must read the file.
 chmod 0755 "$SHM" "$SHM/files"
-chmod 0644 "$SHM/files/big"
 setsid "$PY" "$HERE/sink.py" 0 >"$TMP/sink.port" 2>"$TMP/sink.log" &
 sink_pid=$!
 for ((i = 0; i < READY_WAIT * 10; i++)); do
@@ -590,6 +665,7 @@ fi
 {
 	echo "server {"
 	echo "	listen 127.0.0.1:$STATIC_PORT reuseport;"
+	echo "	listen 127.0.0.1:$STATIC_H2_PORT http2 reuseport;"
 	echo "	server_tokens off;"
 	echo "	location / {"
 	tr -d '\r' <"$TMP/replay.head" | awk 'NR > 1 && index($0, ":") {
@@ -607,13 +683,14 @@ fi
 render "$HERE/proxy.nginx.conf.in" "$TMP/nginx/nginx.conf" \
 	PREFIX="$TMP/nginx" PORT="$NGINX_PORT" FWD_PORT="$FWD_PORT" UPSTREAM_PORT="$UPSTREAM_PORT" WORKERS="$WORKERS" \
 	TLS_PORT="$NGINX_TLS_PORT" TLS_CERT="$TMP/tls.crt" TLS_KEY="$TMP/tls.key" \
-	STATIC_CONF="$TMP/nginx/static.conf"
+	H2_PORT="$NGINX_H2_PORT" STATIC_CONF="$TMP/nginx/static.conf"
 setsid "$NGINX" -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" -e "$TMP/nginx/error.log" \
 	>"$TMP/nginx/stderr.log" 2>&1 &
 nginx_pid=$!
 wait_listening "$nginx_pid" "$NGINX_PORT" "nginx (proxy)" "$TMP/nginx/stderr.log"
 wait_listening "$nginx_pid" "$STATIC_PORT" "nginx (static)" "$TMP/nginx/stderr.log"
 wait_listening "$nginx_pid" "$FWD_PORT" "nginx (forwarding headers)" "$TMP/nginx/stderr.log"
+wait_listening "$nginx_pid" "$NGINX_H2_PORT" "nginx (http2)" "$TMP/nginx/stderr.log"
 
 # The same request to nginx: the same status, header names and body bytes.
 fetch_post "$STATIC" "$STATIC_KEY" "$TMP/static.head" "$TMP/static.body"
@@ -633,99 +710,147 @@ say "upstream :$UPSTREAM_PORT, nginx proxy :$NGINX_PORT (static :$STATIC_PORT), 
 # (a) pass-through GET, nginx with idemproxy's forwarding headers, idemproxy
 # and nginx as configured by default alternating, with the CPU time of each
 # proxy's own processes (not the upstream's, not wrk's)
-for url in "$NGX_FWD" "$NGX" "$IDEM"; do
-	run_bounded $((WARMUP_SECONDS + RUN_GRACE)) /dev/null \
-		wrk -t$WRK_THREADS -c64 -d${WARMUP_SECONDS}s "$url" ||
-		say "warm-up against $url failed"
-done
-for c in $CONNS; do
-	for ((r = 1; r <= ROUNDS; r++)); do
-		say "(a) round $r of $ROUNDS"
-		run_wrk_cpu "$nginx_pid" nginx_fwd "$c" "$NGX_FWD"
-		run_wrk_cpu "$proxy_pid" get "$c" "$IDEM"
-		run_wrk_cpu "$nginx_pid" nginx_get "$c" "$NGX"
+if want a; then
+	for url in "$NGX_FWD" "$NGX" "$IDEM"; do
+		run_bounded $((WARMUP_SECONDS + RUN_GRACE)) /dev/null \
+			wrk -t$WRK_THREADS -c64 -d${WARMUP_SECONDS}s "$url" ||
+			say "warm-up against $url failed"
 	done
-done
-check_proxy
+	for c in $CONNS; do
+		for ((r = 1; r <= ROUNDS; r++)); do
+			say "(a) round $r of $ROUNDS"
+			run_wrk_cpu "$nginx_pid" nginx_fwd "$c" "$NGX_FWD"
+			run_wrk_cpu "$proxy_pid" get "$c" "$IDEM"
+			run_wrk_cpu "$nginx_pid" nginx_get "$c" "$NGX"
+		done
+	done
+	check_proxy
+fi
 
 # (b) the pgbench ceiling, prepared and unnamed, and owner POSTs, each run
 # on an emptied table; fresh keys (and pgbench operations) every round
-for c in $CONNS; do
-	for ((r = 1; r <= ROUNDS; r++)); do
-		say "(b) round $r of $ROUNDS"
-		empty_table
-		run_pgbench "$c" prepared "$r"
-		empty_table
-		run_pgbench "$c" extended "$r"
-		empty_table
-		run_wrk owner "$c" "$IDEM" -s "$HERE/owner.lua" -- "o$RUN_ID-$c-$r"
-		check_owner_records owner "$c" "o$RUN_ID-$c-$r"
+if want b; then
+	for c in $CONNS; do
+		for ((r = 1; r <= ROUNDS; r++)); do
+			say "(b) round $r of $ROUNDS"
+			empty_table
+			run_pgbench "$c" prepared "$r"
+			empty_table
+			run_pgbench "$c" extended "$r"
+			empty_table
+			run_wrk owner "$c" "$IDEM" -s "$HERE/owner.lua" -- "o$RUN_ID-$c-$r"
+			check_owner_records owner "$c" "o$RUN_ID-$c-$r"
+		done
 	done
-done
-check_proxy
+	check_proxy
+fi
 
 # (c) replay POSTs over REPLAY_KEYS completed keys, idemproxy's own
 # pass-through and nginx's static answer (the same request) alternating
 REPLAY_PREFIX=r$RUN_ID
 "$PY" "$HERE/client.py" warm "$PROXY_PORT" "$REPLAY_PREFIX" $REPLAY_KEYS ||
 	die "could not complete the $REPLAY_KEYS replay keys"
-for c in $CONNS; do
-	for ((r = 1; r <= ROUNDS; r++)); do
-		say "(c) round $r of $ROUNDS"
-		run_wrk get_c "$c" "$IDEM"
-		run_wrk replay "$c" "$IDEM" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS
-		run_wrk nginx_static "$c" "$STATIC" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS
+if want c; then
+	for c in $CONNS; do
+		for ((r = 1; r <= ROUNDS; r++)); do
+			say "(c) round $r of $ROUNDS"
+			run_wrk get_c "$c" "$IDEM"
+			run_wrk replay "$c" "$IDEM" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS
+			run_wrk nginx_static "$c" "$STATIC" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS
+		done
 	done
-done
-check_proxy
+	check_proxy
+fi
 
 # (i) actor jwt next to the header actor, alternating at each count
-for c in $CONNS; do
-	for ((r = 1; r <= ROUNDS; r++)); do
-		say "(i) owner round $r of $ROUNDS"
-		psql_q -c CHECKPOINT || true
-		run_wrk owner_hdr "$c" "$IDEM" -s "$HERE/owner.lua" -- "oh$RUN_ID-$c-$r"
-		check_owner_records owner_hdr "$c" "oh$RUN_ID-$c-$r"
-		run_wrk owner_es "$c" "$IDEM" -s "$HERE/owner.lua" -- "oe$RUN_ID-$c-$r" /api/jwt-es "$ES_AUTH"
-		check_owner_records owner_es "$c" "oe$RUN_ID-$c-$r" bench.jwt_es
-		run_wrk owner_rs "$c" "$IDEM" -s "$HERE/owner.lua" -- "or$RUN_ID-$c-$r" /api/jwt-rs "$RS_AUTH"
-		check_owner_records owner_rs "$c" "or$RUN_ID-$c-$r" bench.jwt_rs
+if want i; then
+	for c in $CONNS; do
+		for ((r = 1; r <= ROUNDS; r++)); do
+			say "(i) owner round $r of $ROUNDS"
+			psql_q -c CHECKPOINT || true
+			run_wrk owner_hdr "$c" "$IDEM" -s "$HERE/owner.lua" -- "oh$RUN_ID-$c-$r"
+			check_owner_records owner_hdr "$c" "oh$RUN_ID-$c-$r"
+			run_wrk owner_es "$c" "$IDEM" -s "$HERE/owner.lua" -- "oe$RUN_ID-$c-$r" /api/jwt-es "$ES_AUTH"
+			check_owner_records owner_es "$c" "oe$RUN_ID-$c-$r" bench.jwt_es
+			run_wrk owner_rs "$c" "$IDEM" -s "$HERE/owner.lua" -- "or$RUN_ID-$c-$r" /api/jwt-rs "$RS_AUTH"
+			check_owner_records owner_rs "$c" "or$RUN_ID-$c-$r" bench.jwt_rs
+		done
 	done
-done
-"$PY" "$HERE/client.py" warm "$PROXY_PORT" "$REPLAY_PREFIX" $REPLAY_KEYS /api/jwt-es "$ES_AUTH" ||
-	die "could not complete the ES256 replay keys"
-"$PY" "$HERE/client.py" warm "$PROXY_PORT" "$REPLAY_PREFIX" $REPLAY_KEYS /api/jwt-rs "$RS_AUTH" ||
-	die "could not complete the RS256 replay keys"
-for c in $CONNS; do
-	for ((r = 1; r <= ROUNDS; r++)); do
-		say "(i) replay round $r of $ROUNDS"
-		run_wrk replay_hdr "$c" "$IDEM" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS
-		run_wrk replay_es "$c" "$IDEM" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS /api/jwt-es "$ES_AUTH"
-		run_wrk replay_rs "$c" "$IDEM" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS /api/jwt-rs "$RS_AUTH"
+	"$PY" "$HERE/client.py" warm "$PROXY_PORT" "$REPLAY_PREFIX" $REPLAY_KEYS /api/jwt-es "$ES_AUTH" ||
+		die "could not complete the ES256 replay keys"
+	"$PY" "$HERE/client.py" warm "$PROXY_PORT" "$REPLAY_PREFIX" $REPLAY_KEYS /api/jwt-rs "$RS_AUTH" ||
+		die "could not complete the RS256 replay keys"
+	for c in $CONNS; do
+		for ((r = 1; r <= ROUNDS; r++)); do
+			say "(i) replay round $r of $ROUNDS"
+			run_wrk replay_hdr "$c" "$IDEM" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS
+			run_wrk replay_es "$c" "$IDEM" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS /api/jwt-es "$ES_AUTH"
+			run_wrk replay_rs "$c" "$IDEM" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS /api/jwt-rs "$RS_AUTH"
+		done
 	done
-done
-check_proxy
+	check_proxy
+fi
 
 # (j) through TLS listeners: a second idemproxy, and nginx's TLS port
-setsid "$BIN" -c "$TMP/idemproxy-tls.conf" >>"$PROXY_LOG" 2>&1 &
-tls_proxy_pid=$!
-wait_listening "$tls_proxy_pid" "$TLS_PROXY_PORT" "idemproxy (TLS)" "$PROXY_LOG"
-IDEM_TLS=https://127.0.0.1:$TLS_PROXY_PORT/api/items
-NGX_TLS=https://127.0.0.1:$NGINX_TLS_PORT/api/items
-for c in $CONNS; do
-	run_wrk nginx_tls_get "$c" "$NGX_TLS"
-	run_wrk tls_get "$c" "$IDEM_TLS"
-	run_wrk nginx_tls_post "$c" "$NGX_TLS" -s "$HERE/owner.lua" -- "nt$RUN_ID-$c"
-	run_wrk tls_owner "$c" "$IDEM_TLS" -s "$HERE/owner.lua" -- "ot$RUN_ID-$c"
-	check_owner_records tls_owner "$c" "ot$RUN_ID-$c"
-done
-stop_pid "$tls_proxy_pid"
-tls_proxy_pid=""
-check_proxy
+if want j; then
+	setsid "$BIN" -c "$TMP/idemproxy-tls.conf" >>"$PROXY_LOG" 2>&1 &
+	tls_proxy_pid=$!
+	wait_listening "$tls_proxy_pid" "$TLS_PROXY_PORT" "idemproxy (TLS)" "$PROXY_LOG"
+	IDEM_TLS=https://127.0.0.1:$TLS_PROXY_PORT/api/items
+	NGX_TLS=https://127.0.0.1:$NGINX_TLS_PORT/api/items
+	for c in $CONNS; do
+		run_wrk nginx_tls_get "$c" "$NGX_TLS"
+		run_wrk tls_get "$c" "$IDEM_TLS"
+		run_wrk nginx_tls_post "$c" "$NGX_TLS" -s "$HERE/owner.lua" -- "nt$RUN_ID-$c"
+		run_wrk tls_owner "$c" "$IDEM_TLS" -s "$HERE/owner.lua" -- "ot$RUN_ID-$c"
+		check_owner_records tls_owner "$c" "ot$RUN_ID-$c"
+	done
+	stop_pid "$tls_proxy_pid"
+	tls_proxy_pid=""
+	check_proxy
+fi
+
+# (k) HTTP/2 with h2load: what is missing for it is said, not fatal
+H2_NOTE=""
+if want k; then
+	if ! command -v h2load >/dev/null; then
+		H2_NOTE="h2load not found (nghttp2-client): (k) not measured"
+	elif ! "$NGINX" -V 2>&1 | grep -q -- --with-http_v2_module; then
+		H2_NOTE="$NGINX has no http2 module: (k) not measured"
+	fi
+	[ -z "$H2_NOTE" ] || say "$H2_NOTE"
+fi
+if want k && [ -z "$H2_NOTE" ]; then
+	IDEM_H2=http://127.0.0.1:$PROXY_PORT/api/items
+	NGX_H2=http://127.0.0.1:$NGINX_H2_PORT/api/items
+	STATIC_H2=http://127.0.0.1:$STATIC_H2_PORT/api/items
+	if ! run_bounded $((READY_WAIT + 5)) "$TMP/curl-h2.log" curl -sS --max-time $READY_WAIT \
+		--http2-prior-knowledge -o /dev/null "$IDEM_H2"; then
+		cat "$TMP/curl-h2.log" >&2
+		H2_NOTE="idemproxy does not answer HTTP/2 with prior knowledge: (k) not measured"
+		say "$H2_NOTE"
+		MISSING=$((MISSING + 1))
+	fi
+fi
+if want k && [ -z "$H2_NOTE" ]; then
+	printf '%s' "$REPLAY_BODY" >"$TMP/replay-body.json"
+	H2_REPLAY=(-d "$TMP/replay-body.json" -H "idempotency-key: $STATIC_KEY" -H "x-actor-id: bench"
+		-H "content-type: application/json")
+	for c in $CONNS; do
+		for ((r = 1; r <= ROUNDS; r++)); do
+			say "(k) round $r of $ROUNDS"
+			run_cpu "$nginx_pid" run_h2load nginx_h2 "$c" "$NGX_H2"
+			run_cpu "$proxy_pid" run_h2load h2_get "$c" "$IDEM_H2"
+			run_h2load h2_replay "$c" "$IDEM_H2" "${H2_REPLAY[@]}"
+			run_h2load nginx_h2_static "$c" "$STATIC_H2" "${H2_REPLAY[@]}"
+		done
+	done
+	check_proxy
+fi
 
 # (d) the same with MILLION records in the table
-if [ "$SKIP_MILLION" = 1 ]; then
-	say "skipping the $MILLION-record runs (BENCH_SKIP_MILLION=1)"
+if [ "$SKIP_MILLION" = 1 ] || ! want d; then
+	say "skipping the $MILLION-record runs (BENCH_SKIP_MILLION=1 or BENCH_ONLY)"
 else
 	say "loading $MILLION records"
 	t=$(date +%s)
@@ -768,11 +893,14 @@ measure_memory() {
 	check_proxy
 }
 
+RSS_KIB="" HWM_KIB="" SLOW_RSS_KIB="" FP_LINES="" # (e), (g), (h) when left out
 # (e) RSS with IDLE_CONNS idle keep-alive connections
-say "opening $IDLE_CONNS idle keep-alive connections for ${IDLE_SECONDS}s"
-measure_memory idle $IDLE_SECONDS $IDLE_CONNS $IDLE_SECONDS
-RSS_KIB=$MEM_RSS_KIB
-HWM_KIB=$MEM_HWM_KIB
+if want e; then
+	say "opening $IDLE_CONNS idle keep-alive connections for ${IDLE_SECONDS}s"
+	measure_memory idle $IDLE_SECONDS $IDLE_CONNS $IDLE_SECONDS
+	RSS_KIB=$MEM_RSS_KIB
+	HWM_KIB=$MEM_HWM_KIB
+fi
 
 # Print $1 / $2 with two decimals, or "" when either is missing or $2 is 0.
 ratio() {
@@ -830,27 +958,33 @@ run_curl() {
 	fi
 }
 
-say "(f) 1 GiB download and upload, $STREAM_RUNS runs each, idemproxy and nginx alternating"
-for dir in down up; do
-	for ((i = 0; i < STREAM_RUNS; i++)); do
-		run_curl nginx $dir "http://127.0.0.1:$NGINX_PORT"
-		run_curl idemproxy $dir "http://127.0.0.1:$PROXY_PORT"
+if want f; then
+	say "(f) 1 GiB download and upload, $STREAM_RUNS runs each, idemproxy and nginx alternating"
+	for dir in down up; do
+		for ((i = 0; i < STREAM_RUNS; i++)); do
+			run_curl nginx $dir "http://127.0.0.1:$NGINX_PORT"
+			run_curl idemproxy $dir "http://127.0.0.1:$PROXY_PORT"
+		done
+		for name in nginx idemproxy; do
+			[ -n "${MIBS[$name:$dir]:-}" ] || MISSING=$((MISSING + 1))
+		done
 	done
-	for name in nginx idemproxy; do
-		[ -n "${MIBS[$name:$dir]:-}" ] || MISSING=$((MISSING + 1))
-	done
-done
-check_proxy
+	check_proxy
+fi
 
 # (g) RSS with SLOW_READERS clients that stop reading 1 GiB responses
-say "(g) $SLOW_READERS clients that stop reading their 1 GiB responses, ${SLOW_SECONDS}s"
-measure_memory slow $SLOW_SECONDS $SLOW_READERS $SLOW_SECONDS /big/big
-SLOW_RSS_KIB=$MEM_RSS_KIB
+if want g; then
+	say "(g) $SLOW_READERS clients that stop reading their 1 GiB responses, ${SLOW_SECONDS}s"
+	measure_memory slow $SLOW_SECONDS $SLOW_READERS $SLOW_SECONDS /big/big
+	SLOW_RSS_KIB=$MEM_RSS_KIB
+fi
 
 # (h) the fingerprint unit benchmark: "fingerprint SHAPE JSON_MS RAW_MS RATIO MIB OK"
-say "(h) fingerprints of 1 MiB JSON bodies (unit benchmark)"
-FP_LINES=$(IDEMPROXY_FP_BENCH=1 "$FP_BIN" | grep -E '^fingerprint [a-z0-9-]+ +[0-9.-]+ ') || FP_LINES=""
-[ -n "$FP_LINES" ] || { say "the fingerprint benchmark ($FP_BIN) gave nothing"; MISSING=$((MISSING + 1)); }
+if want h; then
+	say "(h) fingerprints of 1 MiB JSON bodies (unit benchmark)"
+	FP_LINES=$(IDEMPROXY_FP_BENCH=1 "$FP_BIN" | grep -E '^fingerprint [a-z0-9-]+ +[0-9.-]+ ') || FP_LINES=""
+	[ -n "$FP_LINES" ] || { say "the fingerprint benchmark ($FP_BIN) gave nothing"; MISSING=$((MISSING + 1)); }
+fi
 
 # ---- report ----
 
@@ -926,20 +1060,22 @@ add_checks() {
 	done
 }
 
-# One row: section (b-info, j-info: information only, no target; c-static:
-# replays against nginx's static answer), label, idemproxy key, reference
+# One row (none for a section BENCH_ONLY leaves out): section (b-info,
+# j-info, k-info: information only, no target; c-static: replays against
+# nginx's static answer), label, idemproxy key, reference
 # name, reference key, chart slot (0: not charted), connections. Appends to
 # the table, the CSV, the chart data and the target checks; (a) adds its
 # CPU per request line.
 row() {
 	local sec=$1 label=$2 key=$3:$7 refname=$4 refkey=$5:$7 slot=$6 c=$7
+	want "${sec%%-*}" || return 0
 	local rps=${RPS[$key]:-} p50=${P50[$key]:-} p99=${P99[$key]:-} n=${NRUN[$key]:-}
 	local rrps=${RPS[$refkey]:-} rp50=${P50[$refkey]:-} rp99=${P99[$refkey]:-} rn=${NRUN[$refkey]:-}
 	local cpu=${CPU[$key]:-} rcpu=${CPU[$refkey]:-}
 	local rr pr cr="" target="" result="" what t
 	rr=$(ratio "$rps" "$rrps")
 	pr=$(ratio "$p99" "$rp99")
-	[ "${sec%-info}" != a ] || cr=$(ratio "$cpu" "$rcpu")
+	[ "$sec" != a ] && [ "$sec" != a-info ] && [ "$sec" != k ] || cr=$(ratio "$cpu" "$rcpu")
 	case "$sec" in
 	a)
 		if [ "$c" = 64 ]; then
@@ -959,9 +1095,18 @@ row() {
 		target="none: unnamed statements; information"
 		result="info"
 		;;
-	j-info)
+	j-info | k-info)
 		target="none: reported"
 		result="info"
+		;;
+	k)
+		if [ "$c" = 64 ]; then
+			add_checks "h2 pass-through rps ratio, $c streams" "rps ratio" "$rr" ">=" $TARGET_H2_PASS \
+				"h2 pass-through CPU/req ratio, $c streams" "CPU/request ratio" "$cr" "<=" $TARGET_PASS_CPU
+		else
+			target="none at 1 stream"
+			result="info"
+		fi
 		;;
 	c)
 		add_checks "replay/pass-through rps ratio, $c conns" "rps ratio" "$rr" ">=" $TARGET_REPLAY \
@@ -984,7 +1129,7 @@ row() {
 		"$refname" "$(cell %.0f "$rrps" "${RPS_MIN[$refkey]:-}" "${RPS_MAX[$refkey]:-}" "$rn")" "$(fmt %.2f "$rp50")" \
 		"$(cell %.2f "$rp99" "${P99_MIN[$refkey]:-}" "${P99_MAX[$refkey]:-}" "$rn")" \
 		"$(fmt %.2f "$rr")" "$(fmt %.2f "$pr")"
-	if [ "${sec%-info}" = a ]; then
+	if [ "${sec%-info}" = a ] || [ "$sec" = k ]; then
 		table_line "" "  CPU us/request" "$c" \
 			"$(cell %.1f "$cpu" "${CPU_MIN[$key]:-}" "${CPU_MAX[$key]:-}" "$n")" - - "$refname" \
 			"$(cell %.1f "$rcpu" "${CPU_MIN[$refkey]:-}" "${CPU_MAX[$refkey]:-}" "$rn")" - - \
@@ -1017,6 +1162,11 @@ for c in $CONNS; do
 	row j-info "TLS pass-through" tls_get "nginx TLS proxy" nginx_tls_get 0 "$c"
 	row j-info "TLS owner POST" tls_owner "nginx TLS proxy" nginx_tls_post 0 "$c"
 done
+for c in $CONNS; do
+	row k "h2 pass-through GET" h2_get "nginx http2, fwd" nginx_h2 0 "$c"
+	row k-info "h2 replay POST" h2_replay "own h2 pass-through" h2_get 0 "$c"
+	row k-info "h2 replay POST" h2_replay "nginx static h2" nginx_h2_static 0 "$c"
+done
 if [ "$SKIP_MILLION" != 1 ]; then
 	for c in $CONNS; do
 		row d "owner POST @1M" owner_1m "empty table" owner_ref 5 "$c"
@@ -1032,31 +1182,37 @@ if [ -n "$HWM_KIB" ]; then
 	RSS_MIB=$(awk -v k="$RSS_KIB" 'BEGIN { printf "%.1f", k / 1024 }')
 	HWM_MIB=$(awk -v k="$HWM_KIB" 'BEGIN { printf "%.1f", k / 1024 }')
 fi
-rss_result=$(verdict "$HWM_MIB" "<=" $TARGET_RSS_MIB)
-echo "e,peak RSS with $IDLE_CONNS idle conns,$IDLE_CONNS,,,,,,,,,,$HWM_MIB,peak RSS <= $TARGET_RSS_MIB MiB,$rss_result$CSV_PAD" >>"$CSV"
-CHECKS+=("$(printf '%-44s %5s (target <= %s MiB): %s' "peak RSS (VmHWM), $IDLE_CONNS idle conns, MiB" "$(fmt %.1f "$HWM_MIB")" $TARGET_RSS_MIB "$rss_result")")
+if want e; then
+	rss_result=$(verdict "$HWM_MIB" "<=" $TARGET_RSS_MIB)
+	echo "e,peak RSS with $IDLE_CONNS idle conns,$IDLE_CONNS,,,,,,,,,,$HWM_MIB,peak RSS <= $TARGET_RSS_MIB MiB,$rss_result$CSV_PAD" >>"$CSV"
+	CHECKS+=("$(printf '%-44s %5s (target <= %s MiB): %s' "peak RSS (VmHWM), $IDLE_CONNS idle conns, MiB" "$(fmt %.1f "$HWM_MIB")" $TARGET_RSS_MIB "$rss_result")")
+fi
 
 # (f): MiB/s of idemproxy against nginx's.
 SDAT=$TMP/stream.dat
 : >"$SDAT"
 slot=1
-for dir in down up; do
-	label=$([ $dir = down ] && echo "download 1 GiB" || echo "upload 1 GiB")
-	a=${MIBS[idemproxy:$dir]:-}
-	b=${MIBS[nginx:$dir]:-}
-	r=$(ratio "$a" "$b")
-	res=$(verdict "$r" ">=" $TARGET_STREAM)
-	echo "f,$label (MiB/s),1,$a,,,nginx proxy (buffering off),$b,,,$r,,,MiB/s ratio >= $TARGET_STREAM,$res$CSV_PAD" >>"$CSV"
-	table_line f "$label" 1 "$(fmt %.0f "$a")" - - "nginx proxy" "$(fmt %.0f "$b")" - - "$(fmt %.2f "$r")" -
-	CHECKS+=("$(printf '%-44s %5s (target >= %s): %s' "$label MiB/s ratio" "$(fmt %.2f "$r")" $TARGET_STREAM "$res")")
-	printf '%s\t%s\t%s\n' "$slot" "${a:-NaN}" "${b:-NaN}" >>"$SDAT"
-	slot=$((slot + 1))
-done
+if want f; then
+	for dir in down up; do
+		label=$([ $dir = down ] && echo "download 1 GiB" || echo "upload 1 GiB")
+		a=${MIBS[idemproxy:$dir]:-}
+		b=${MIBS[nginx:$dir]:-}
+		r=$(ratio "$a" "$b")
+		res=$(verdict "$r" ">=" $TARGET_STREAM)
+		echo "f,$label (MiB/s),1,$a,,,nginx proxy (buffering off),$b,,,$r,,,MiB/s ratio >= $TARGET_STREAM,$res$CSV_PAD" >>"$CSV"
+		table_line f "$label" 1 "$(fmt %.0f "$a")" - - "nginx proxy" "$(fmt %.0f "$b")" - - "$(fmt %.2f "$r")" -
+		CHECKS+=("$(printf '%-44s %5s (target >= %s): %s' "$label MiB/s ratio" "$(fmt %.2f "$r")" $TARGET_STREAM "$res")")
+		printf '%s\t%s\t%s\n' "$slot" "${a:-NaN}" "${b:-NaN}" >>"$SDAT"
+		slot=$((slot + 1))
+	done
+fi
 SLOW_MIB=""
 [ -z "$SLOW_RSS_KIB" ] || SLOW_MIB=$(awk -v k="$SLOW_RSS_KIB" 'BEGIN { printf "%.1f", k / 1024 }')
-slow_result=$(verdict "$SLOW_MIB" "<=" $TARGET_RSS_MIB)
-echo "g,RSS with $SLOW_READERS slow readers,$SLOW_READERS,,,,,,,,,,$SLOW_MIB,RSS <= $TARGET_RSS_MIB MiB,$slow_result$CSV_PAD" >>"$CSV"
-CHECKS+=("$(printf '%-44s %5s (target <= %s MiB): %s' "RSS (VmRSS), $SLOW_READERS slow readers, MiB" "$(fmt %.1f "$SLOW_MIB")" $TARGET_RSS_MIB "$slow_result")")
+if want g; then
+	slow_result=$(verdict "$SLOW_MIB" "<=" $TARGET_RSS_MIB)
+	echo "g,RSS with $SLOW_READERS slow readers,$SLOW_READERS,,,,,,,,,,$SLOW_MIB,RSS <= $TARGET_RSS_MIB MiB,$slow_result$CSV_PAD" >>"$CSV"
+	CHECKS+=("$(printf '%-44s %5s (target <= %s MiB): %s' "RSS (VmRSS), $SLOW_READERS slow readers, MiB" "$(fmt %.1f "$SLOW_MIB")" $TARGET_RSS_MIB "$slow_result")")
+fi
 
 FP_TABLE=()
 while read -r _ shape json raw fratio mib _; do
@@ -1076,22 +1232,30 @@ ELAPSED=$(($(date +%s) - T0))
 	echo "idemproxy benchmark: $(date -u +'%Y-%m-%d %H:%M UTC'), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)), workers $WORKERS"
 	echo "wrk -t$WRK_THREADS (-t1 at 1 connection), ${SECONDS_PER}s per run; pgbench -j $WRK_THREADS (pairs/s); PostgreSQL $(psql_q -c 'SHOW server_version' || echo '?'), fsync on, synchronous_commit on"
 	echo "$("$BIN" --version 2>&1 | head -n 1), $("$NGINX" -v 2>&1 | sed 's|.*/|nginx |') (worker_processes $WORKERS, upstream keepalive 64)"
-	echo "(a) (b) (c) (i): $ROUNDS rounds, the two sides alternating; rps and p99 are the medians (min–max) of the rounds, ratios of the medians; (d) (j): one run"
+	echo "(a) (b) (c) (i) (k): $ROUNDS rounds, the two sides alternating; rps and p99 are the medians (min–max) of the rounds, ratios of the medians; (d) (j): one run"
 	echo "(a) nginx proxy, fwd: with the forwarding headers idemproxy sends (the target); plain: nginx's default, none of them (information)"
 	echo "(a) CPU us/request: utime+stime of idemproxy's process, of the nginx proxy's master and workers, per request; (b): each run on an emptied table"
 	echo "(c) nginx static: the same request answered from memory with the replay's status, headers and body: $STATIC_NOTE"
+	echo "(k) h2load, HTTP/2 with prior knowledge: at 1 one connection of one stream, at 64 $H2_CLIENTS connections of $((64 / H2_CLIENTS)) streams; the p50 column is h2load's mean (it has no percentiles); replays of one completed key${H2_NOTE:+; $H2_NOTE}"
+	[ -z "$ONLY" ] || echo "only the sections $ONLY were run (BENCH_ONLY): the others show -"
 	echo
 	TABLE=("$(printf '%-3s %-20s %5s %s %8s %s   %-18s %s %8s %s   %6s %6s' \
 		"" "scenario" "conns" "$(pad $W_RPS "rps (min–max)")" "p50 ms" "$(pad $W_P99 "p99 ms (min–max)")" \
 		"reference" "$(pad $W_RPS "ref rps (min–max)")" "p50 ms" "$(pad $W_P99 "p99 ms (min–max)")" "rps x" "p99 x")" \
 		"${TABLE[@]}")
 	printf '%s\n' "${TABLE[@]}"
-	printf '%-3s %-20s %5s %10s\n' "e" "peak RSS (VmHWM)" "$IDLE_CONNS" "$(fmt %.1f "$HWM_MIB") MiB"
-	echo "    (VmRSS with the $IDLE_CONNS connections open: $(fmt %.1f "$RSS_MIB") MiB; VmHWM is the peak over the whole run)"
-	printf '%-3s %-20s %5s %10s\n' "g" "RSS, slow readers" "$SLOW_READERS" "$(fmt %.1f "$SLOW_MIB") MiB"
-	echo "    (f: MiB/s in the rps columns; g: VmRSS while $SLOW_READERS clients hold 1 GiB responses unread)"
-	printf '%s\n' "${FP_TABLE[@]}"
-	echo "    (h: CPU ms of one fingerprint of a 1 MiB JSON body, the raw-bytes one, their ratio, heap beyond the body)"
+	if want e; then
+		printf '%-3s %-20s %5s %10s\n' "e" "peak RSS (VmHWM)" "$IDLE_CONNS" "$(fmt %.1f "$HWM_MIB") MiB"
+		echo "    (VmRSS with the $IDLE_CONNS connections open: $(fmt %.1f "$RSS_MIB") MiB; VmHWM is the peak over the whole run)"
+	fi
+	if want g; then
+		printf '%-3s %-20s %5s %10s\n' "g" "RSS, slow readers" "$SLOW_READERS" "$(fmt %.1f "$SLOW_MIB") MiB"
+		echo "    (f: MiB/s in the rps columns; g: VmRSS while $SLOW_READERS clients hold 1 GiB responses unread)"
+	fi
+	if want h; then
+		printf '%s\n' "${FP_TABLE[@]}"
+		echo "    (h: CPU ms of one fingerprint of a 1 MiB JSON body, the raw-bytes one, their ratio, heap beyond the body)"
+	fi
 	echo
 	echo "targets (docs/performance.md; medians of $ROUNDS rounds where there are rounds):"
 	printf '  %s\n' "${CHECKS[@]}"
@@ -1100,7 +1264,9 @@ ELAPSED=$(($(date +%s) - T0))
 } | tee "$TXT"
 
 subtitle="$(nproc) CPUs, workers $WORKERS, wrk ${SECONDS_PER}s per run, medians of $ROUNDS rounds (bars: min-max), $(date -u +%Y-%m-%d); peak RSS with $IDLE_CONNS idle connections: $(fmt %.1f "$HWM_MIB") MiB"
-if ! gnuplot -e "data='$DAT'; sdata='$SDAT'; out='$OUT/bench.png'; subtitle='$subtitle'" "$HERE/chart.gp" 2>"$TMP/gnuplot.log"; then
+if [ -n "$ONLY" ]; then
+	say "no chart for a run of some sections (BENCH_ONLY)"
+elif ! gnuplot -e "data='$DAT'; sdata='$SDAT'; out='$OUT/bench.png'; subtitle='$subtitle'" "$HERE/chart.gp" 2>"$TMP/gnuplot.log"; then
 	cat "$TMP/gnuplot.log" >&2
 	say "gnuplot failed: no chart"
 	MISSING=$((MISSING + 1))
@@ -1110,8 +1276,8 @@ if [ "$MISSING" -gt 0 ]; then
 	say "$MISSING measurement(s) could not be made (see above); docs/bench/ left unchanged"
 	exit 1
 fi
-if [ "$NO_DOCS" = 1 ]; then
-	say "docs/bench/ left unchanged (BENCH_NO_DOCS=1)"
+if [ "$NO_DOCS" = 1 ] || [ -n "$ONLY" ]; then
+	say "docs/bench/ left unchanged (BENCH_NO_DOCS=1 or BENCH_ONLY)"
 	exit 0
 fi
 mkdir -p "$DOCS"

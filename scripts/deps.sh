@@ -18,8 +18,8 @@
 #          spelling tests, python3-dnslib for the DNS server of the
 #          store host name tests, chromium and its WebDriver for the
 #          operator page's test)
-#   bench  `make bench`: wrk, nginx, gnuplot, openssl, curl and the JWT
-#          helper's python3-cryptography
+#   bench  `make bench`: wrk, nginx, gnuplot, openssl, curl, the JWT
+#          helper's python3-cryptography and h2load (nghttp2-client)
 #   fuzz   `make fuzz`: clang with libFuzzer
 #   image  `make image` and `make image-test`: mmdebstrap (the root
 #          filesystem from the Debian mirror), umoci (the OCI image), podman
@@ -41,7 +41,10 @@ TEST="$TEST prometheus systemd"
 # A real headless browser for the operator page (test_ui.py): Debian's
 # chromium, its WebDriver and the Python bindings that drive it.
 TEST="$TEST chromium chromium-driver python3-selenium"
-BENCH="wrk nginx-light gnuplot-nox curl openssl python3-cryptography"
+# The HTTP/2 tests (test_h2.py, test_h2_attacks.py): python3-h2 for
+# streams and frames of their own, nghttpd as an h2c upstream with trailers.
+TEST="$TEST python3-h2 nghttp2-server"
+BENCH="wrk nginx-light gnuplot-nox curl openssl python3-cryptography nghttp2-client"
 FUZZ="clang libclang-rt-14-dev"
 IMAGE="mmdebstrap umoci podman runc"
 HA="patroni python3-etcd etcd-server python3-psycopg2 python3-pytest"

@@ -16,6 +16,8 @@ imports only those above it in this list.
   cluster          a throwaway PostgreSQL cluster (Cluster, run_as_pg)
   admin            the admin listener: admin_proxy, admin, scope, metrics
   streams          streaming clients and memory-measured proxies
+  h2               HTTP/2 clients: python3-h2 connections (Client), raw
+                   frames (Raw, frame), curl and nghttp runs, CPU time
   jwtkit           JWKS and JWTs for the identity tests
   spellings        the real WSGI, ASGI and Node servers of the path tests
   checker          the chaos and HA runs' history and its checks 1-6
@@ -24,5 +26,6 @@ imports only those above it in this list.
                    of the modules above, defined there
 
 Programs, each started from the repository root with `/usr/bin/python3 -m`:
-upstream_server (the test upstream), spelling_apps (and spelling_app.js,
+upstream_server (the test upstream), h2c_upstream (hypercorn: the same
+in cleartext HTTP/2), spelling_apps (and spelling_app.js,
 under node)."""

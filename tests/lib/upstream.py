@@ -19,6 +19,8 @@ class LogEntry:
         self.t = d["t"]
         self.peer = d.get("peer")  # the connection's client port
         self.target = d.get("target")  # the request-target exactly as received
+        self.version = d.get("version")  # the HTTP version it came in ("1.1", "2")
+        self.sent = d.get("sent")  # streamed response bytes written so far
 
     def __repr__(self):
         return "LogEntry(%d %s %s)" % (self.n, self.method, self.path)
@@ -61,6 +63,11 @@ class Upstream:
 
     def reset(self):
         r = http1.request(self.port, "POST", "/__reset", body=b"", tls=self.tls)
+        assert r.status == 204
+
+    def step(self, sid, i):
+        """Let the sse-step stream sid send its event i."""
+        r = http1.request(self.port, "POST", "/__step/%s/%d" % (sid, i), body=b"", tls=self.tls)
         assert r.status == 204
 
     def log(self):

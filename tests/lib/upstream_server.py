@@ -22,13 +22,20 @@ Each request chooses its own response with headers:
                  silent     read the request, answer nothing (30 s at most)
                  big:N      a body of N bytes
                  chunked    answer with Transfer-Encoding: chunked
+                 trailers   the same, with the trailer fields
+                            "X-Trailer-A: one" and "X-Trailer-B: two"
   Streaming (bodies made of BIG_PATTERN, written as they are made):
-                 stream:N           N bytes with Content-Length
+                 stream:N           N bytes with Content-Length (the log
+                                    entry's "sent" says how many are
+                                    written so far)
                  stream-chunked:N   N bytes in chunks of STREAM_BLOCK
                  stream-close:N     N bytes, no length: the close ends them
                  sse:COUNT:SECS     text/event-stream, chunked: COUNT events
                                     "data: I T" (T: time.time() when sent),
                                     SECS apart, each flushed
+                 sse-step:COUNT:ID  the same, but event I+1 only once
+                                    POST /__step/ID/I+1 came (each event
+                                    waits for its client to ask for it)
                  break:N            Content-Length 2N, N bytes, then close
                  break-chunked:N    N bytes chunked, then close (no last chunk)
                  break-close:N      N bytes, no length, then RST
@@ -74,6 +81,7 @@ STREAM_BLOCK = 64 << 10
 WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 BIG_PATTERN = b"0123456789abcdef"
 NO_BODY_STATUSES = (204, 304)
+TRAILERS = b"X-Trailer-A: one\r\nX-Trailer-B: two\r\n"
 STRAY_RESPONSE = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstray"
 # Separate "A: 1, B: 2" (a proxy may join repeated X-Test-Header fields)
 # without splitting values such as HTTP dates at their commas.
@@ -103,8 +111,35 @@ class Log:
         with self.lock:
             self.entries = []
 
+    def progress(self, n, sent):
+        """Entry n has written sent bytes of its streamed body."""
+        with self.lock:
+            for e in reversed(self.entries):
+                if e["n"] == n:
+                    e["sent"] = sent
+                    return
+
+
+class Steps:
+    """The sse-step streams' permissions: (id, event) pairs allowed."""
+
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.allowed = set()
+
+    def allow(self, sid, i):
+        with self.cond:
+            self.allowed.add((sid, i))
+            self.cond.notify_all()
+
+    def wait(self, sid, i, limit):
+        with self.cond:
+            return self.cond.wait_for(lambda: (sid, i) in self.allowed, limit)
+
 
 LOG = Log()
+STEPS = Steps()
+STEP_MAX = 60.0
 
 
 def read_chunked(rfile):
@@ -254,6 +289,11 @@ class Handler(BaseHTTPRequestHandler):
             LOG.reset()
             self.send_raw(204, [], b"")
             return
+        if self.path.startswith("/__step/") and self.command == "POST":
+            _, _, sid, i = self.path.split("/", 3)
+            STEPS.allow(sid, int(i))
+            self.send_raw(204, [], b"")
+            return
 
         n = LOG.add({
             "method": self.command,
@@ -288,6 +328,7 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.wait_for_close(SILENT_MAX)
             return
+        self.n = n
         if self.streaming(action):
             return
 
@@ -321,9 +362,11 @@ class Handler(BaseHTTPRequestHandler):
         headers += extra
         if status in NO_BODY_STATUSES or status < 200:
             payload = b""
-        elif action == "chunked":
+        elif action in ("chunked", "trailers"):
             headers.append(("Transfer-Encoding", "chunked"))
-            payload = self.chunk(payload)
+            if action == "trailers":
+                headers.append(("Trailer", "X-Trailer-A, X-Trailer-B"))
+            payload = self.chunk(payload, TRAILERS if action == "trailers" else b"")
         else:
             headers.append(("Content-Length", str(len(payload))))
         if self.close_connection:
@@ -365,8 +408,11 @@ class Handler(BaseHTTPRequestHandler):
             n = int(arg)
             self.send_raw(200 if self.command != "POST" else 201,
                           [octet, ("Content-Length", str(n if kind == "stream" else 2 * n))], b"")
+            sent = 0
             for piece in blocks(n):
                 w.write(piece)
+                sent += len(piece)
+                LOG.progress(self.n, sent)
             if kind == "break":
                 self.hang_up()
         elif kind in ("stream-chunked", "break-chunked"):
@@ -394,6 +440,19 @@ class Handler(BaseHTTPRequestHandler):
             for i in range(int(count)):
                 if i:
                     time.sleep(float(secs))
+                event = b"data: %d %.6f\n\n" % (i, time.time())
+                w.write(b"%x\r\n%s\r\n" % (len(event), event))
+                w.flush()
+            w.write(b"0\r\n\r\n")
+        elif kind == "sse-step":
+            count, _, sid = arg.partition(":")
+            self.send_raw(200, [("Content-Type", "text/event-stream"),
+                                ("Cache-Control", "no-cache"),
+                                ("Transfer-Encoding", "chunked")], b"")
+            for i in range(int(count)):
+                if i and not STEPS.wait(sid, i, STEP_MAX):
+                    self.hang_up()
+                    return True
                 event = b"data: %d %.6f\n\n" % (i, time.time())
                 w.write(b"%x\r\n%s\r\n" % (len(event), event))
                 w.flush()
@@ -496,14 +555,15 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     @staticmethod
-    def chunk(payload):
-        """payload as three chunks and the last-chunk."""
+    def chunk(payload, trailers=b""):
+        """payload as three chunks and the last-chunk (with trailers: the
+        trailer section's field lines, each ending in CRLF)."""
         out = bytearray()
         step = max(1, len(payload) // 3)
         for i in range(0, len(payload), step):
             piece = payload[i:i + step]
             out += b"%x\r\n" % len(piece) + piece + b"\r\n"
-        out += b"0\r\n\r\n"
+        out += b"0\r\n" + trailers + b"\r\n"
         return bytes(out)
 
     def wait_for_close(self, limit):

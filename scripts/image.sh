@@ -38,9 +38,9 @@ ROOTFS=$OUT/rootfs
 UID_GID=65532
 WITHOUT=${IMAGE_WITHOUT:-}
 # The libraries ./idemproxy links against (libevent's four, libpq, OpenSSL,
-# yajl); apt adds what they depend on (glibc, Kerberos, LDAP, GnuTLS, ...).
+# yajl, nghttp2); apt adds what they depend on (glibc, Kerberos, LDAP, GnuTLS, ...).
 PACKAGES="libevent-2.1-7 libevent-core-2.1-7 libevent-pthreads-2.1-7
-libevent-openssl-2.1-7 libpq5 libssl3 libyajl2"
+libevent-openssl-2.1-7 libpq5 libssl3 libyajl2 libnghttp2-14"
 
 die() {
 	echo "image: $*" >&2

@@ -30,7 +30,8 @@ CONF = "/etc/idemproxy/idemproxy.conf"
 CMD_TIMEOUT = 60
 # The libraries idemproxy links against, by package.
 LIBRARY_PACKAGES = {"libc6", "libevent-2.1-7", "libevent-core-2.1-7", "libevent-openssl-2.1-7",
-                    "libevent-pthreads-2.1-7", "libpq5", "libssl3", "libyajl2"}
+                    "libevent-pthreads-2.1-7", "libpq5", "libssl3", "libyajl2",
+                    "libnghttp2-14"}
 
 
 class TcpCluster(Cluster):

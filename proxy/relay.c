@@ -519,11 +519,13 @@ static void relay_head(void *arg, struct http_msg *resp)
 		return;
 	}
 	r->framing = respond_framing(resp, r->flags, r->req->version_minor);
-	/* Trailers may follow a Content-Length body too (over HTTP/2): where
-	 * the response announces them, or the client says it takes them, it
-	 * goes chunked, which can carry them. */
+	/* Trailers may follow a Content-Length body too: where the response
+	 * announces them, or comes over HTTP/2 (where they need no notice) to
+	 * a client that says it takes them, it goes chunked, which can carry
+	 * them. Any other Content-Length response keeps its length. */
 	if (r->framing == RESPOND_LENGTH && r->req->version_minor >= 1 &&
-	    (http_msg_known(resp, HTTP_N_TRAILER) || http_msg_takes_trailers(r->req)))
+	    (http_msg_known(resp, HTTP_N_TRAILER) ||
+	     (r->up && upstream_http2(r->up) && http_msg_takes_trailers(r->req))))
 		r->framing = RESPOND_CHUNKED;
 	bodiless = r->framing == RESPOND_BODILESS;
 	/* An owner's response is read whole if it may fit p.hold. */

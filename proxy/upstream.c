@@ -391,6 +391,11 @@ static int upstream_conn_attach(struct upstream_req *ur, struct upstream_conn *u
 	return upstream_conn_flush(uc, connected);
 }
 
+int upstream_http2(const struct upstream_req *ur)
+{
+	return ur->h2 != NULL;
+}
+
 int upstream_unsent(const struct upstream_req *ur)
 {
 	if (ur->h2)

@@ -466,6 +466,19 @@ def test_trailers_reach_an_http11_client(proxy, upstream, ids):
     assert b"X-Trailer" not in c.buf
 
 
+def test_a_length_response_keeps_its_length_for_a_te_trailers_client(proxy, upstream, ids):
+    """An HTTP/1.1 upstream's Content-Length response that announces no
+    Trailer keeps its length, even to a client that said TE: trailers."""
+    p = proxy()
+    with streams.Conn(p.port) as c:
+        c.send_request("GET", "/api/things/len", passthrough(ids.actor) + [("TE", "trailers")])
+        status, headers = c.head()
+        assert status == 200, (status, headers)
+        assert headers.get("Transfer-Encoding") is None, headers
+        assert int(headers.get("Content-Length") or 0) > 0, headers
+    assert upstream.count(actor=ids.actor) == 1
+
+
 def test_owner_trailers_reach_the_owner_not_the_replay(proxy, upstream, ids):
     """An owner's response held whole goes to its client chunked, trailers
     after the body; the record keeps no trailers, so its replay has none."""

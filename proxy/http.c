@@ -1085,6 +1085,7 @@ void http_msg_free(struct http_msg *m)
 	if (!m)
 		return;
 	evfree_evbuffer(&m->body);
+	evfree_evbuffer(&m->trailers);
 	free(m);
 }
 
@@ -1134,6 +1135,53 @@ int http_header_is_hop(const struct http_msg *m, const struct http_header *h)
 {
 	return (h->policy & HEADER_HOP) ||
 	       (m->connection_names && http_connection_lists(m, h->name, strlen(h->name)));
+}
+
+/* 1 when a trailer field named name (len bytes) may go on after m's body. */
+static int http_trailer_goes_on(const struct http_msg *m, const char *name, size_t len)
+{
+	const struct header_policy *row = header_policy(name, len);
+	unsigned dropped = HEADER_HOP | HEADER_MARKER | HEADER_REBUILT | HEADER_FRESH;
+
+	if (row && ((row->flags & dropped) || row->known == HTTP_N_HOST))
+		return 0;
+	return !(m->connection_names && http_connection_lists(m, name, len));
+}
+
+int http_trailers_keep(const struct http_msg *m, struct evbuffer *fields, struct evbuffer *to)
+{
+	size_t len, bytes = 0;
+	int kept = m->nheaders, left_out = 0;
+	char *line;
+
+	while ((line = evbuffer_readln(fields, &len, EVBUFFER_EOL_CRLF_STRICT))) {
+		const char *colon = memchr(line, ':', len);
+
+		if (!colon || colon == line ||
+		    !http_trailer_goes_on(m, line, (size_t)(colon - line)) ||
+		    kept >= HTTP_MAX_HEADERS || bytes + len + 2 > HTTP_MAX_HEAD) {
+			left_out++;
+		} else {
+			evbuffer_add(to, line, len);
+			http_add_lit(to, "\r\n");
+			bytes += len + 2;
+			kept++;
+		}
+		free(line);
+	}
+	left_out += evbuffer_get_length(fields) > 0;
+	evbuffer_drain(fields, evbuffer_get_length(fields));
+	return left_out;
+}
+
+int http_msg_takes_trailers(const struct http_msg *m)
+{
+	for (int h = 0; h < m->nheaders; h++) {
+		if (m->headers[h].known == HTTP_N_TE &&
+		    http_list_has(m->headers[h].value, "trailers", sizeof("trailers") - 1))
+			return 1;
+	}
+	return 0;
 }
 
 int http_msg_wants_upgrade(const struct http_msg *m)

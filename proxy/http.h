@@ -63,6 +63,8 @@ struct http_msg {
 	int connection_names;         /* Connection lists more than close, keep-alive, upgrade */
 
 	struct evbuffer *body;        /* decoded body bytes */
+	struct evbuffer *trailers;    /* responses: trailer fields relayed after the body, as
+				       * "name: value\r\n" lines (http_trailers_keep); NULL: none */
 };
 
 enum http_status {
@@ -199,6 +201,21 @@ enum http_name http_name_of(const char *name, size_t len);
  * Connection header.
  */
 int http_header_is_hop(const struct http_msg *m, const struct http_header *h);
+
+/*
+ * Move the trailer fields of response m, "name: value\r\n" lines as
+ * http_parser_trailers() or an HTTP/2 exchange gives them, from fields to
+ * to, leaving out those that do not go on: hop-by-hop ones (as
+ * http_header_is_hop, m's Connection included), framing and routing ones
+ * (Content-Length, Host), idemproxy's markers and fresh fields (Date,
+ * X-Request-Id). What is kept counts against the head limits: at most
+ * HTTP_MAX_HEADERS fields with m's own and HTTP_MAX_HEAD bytes; fields past
+ * them are left out. fields is left empty. Returns the count left out.
+ */
+int http_trailers_keep(const struct http_msg *m, struct evbuffer *fields, struct evbuffer *to);
+
+/* 1 when a TE header of request m lists "trailers": the client takes them. */
+int http_msg_takes_trailers(const struct http_msg *m);
 
 /*
  * 1 when request m asks to switch protocols (RFC 9110 7.8): HTTP/1.1, an

@@ -116,6 +116,7 @@ static void relay_done(void *arg, enum upstream_result res);
 static void relay_upgraded(void *arg, struct bufferevent *bev);
 static void relay_drained(void *arg);
 static void relay_caught_up(void *arg);
+static void relay_trailers(void *arg, struct evbuffer *fields);
 static void relay_tunnel_idle(evutil_socket_t fd, short what, void *arg);
 static void relay_budget_retry(void *arg);
 
@@ -127,6 +128,7 @@ static const struct upstream_events relay_upstream_events = {
 	.upgraded = relay_upgraded,
 	.drained = relay_drained,
 	.caught_up = relay_caught_up,
+	.trailers = relay_trailers,
 };
 
 void relay_params_init(struct relay_params *p, const struct conf *conf,
@@ -517,6 +519,14 @@ static void relay_head(void *arg, struct http_msg *resp)
 		return;
 	}
 	r->framing = respond_framing(resp, r->flags, r->req->version_minor);
+	/* Trailers may follow a Content-Length body too: where the response
+	 * announces them, or comes over HTTP/2 (where they need no notice) to
+	 * a client that says it takes them, it goes chunked, which can carry
+	 * them. Any other Content-Length response keeps its length. */
+	if (r->framing == RESPOND_LENGTH && r->req->version_minor >= 1 &&
+	    (http_msg_known(resp, HTTP_N_TRAILER) ||
+	     (r->up && upstream_http2(r->up) && http_msg_takes_trailers(r->req))))
+		r->framing = RESPOND_CHUNKED;
 	bodiless = r->framing == RESPOND_BODILESS;
 	/* An owner's response is read whole if it may fit p.hold. */
 	if (r->p.owner && (bodiless || (r->framing == RESPOND_LENGTH
@@ -539,6 +549,31 @@ static void relay_body(void *arg, struct evbuffer *data)
 		relay_begin(r);
 }
 
+/*
+ * The response's trailer fields, those that go on (http_trailers_keep),
+ * kept with it: a chunked body ends with them (relay_finish, or
+ * respond_relay for a response held whole). A client that cannot take
+ * them (HTTP/1.0, a body without chunks) does not get them.
+ */
+static void relay_trailers(void *arg, struct evbuffer *fields)
+{
+	struct relay *r = arg;
+	int left_out;
+
+	if (!r->resp || r->req->version_minor == 0) {
+		evbuffer_drain(fields, evbuffer_get_length(fields));
+		return;
+	}
+	if (!r->resp->trailers)
+		r->resp->trailers = relay_need(evbuffer_new());
+	left_out = http_trailers_keep(r->resp, fields, r->resp->trailers);
+	if (left_out > 0)
+		log_warn(NULL,
+			 "upstream response trailers: %d field(s) not relayed "
+			 "(hop-by-hop, framing, or over the head limits)",
+			 left_out);
+}
+
 /* The streamed response's end: its last bytes, then the connection goes on (or closes). */
 static void relay_finish(struct relay *r)
 {
@@ -550,7 +585,7 @@ static void relay_finish(struct relay *r)
 	if (r->tail)
 		evbuffer_add_buffer(out, r->tail);
 	if (r->framing == RESPOND_CHUNKED)
-		http_add_lit(out, relay_last_chunk);
+		respond_last_chunk(out, r->resp->trailers);
 	/* The client's body is not all read: its rest is no next request. */
 	if (r->body_streams && !r->body_ended)
 		conn_close_after(r->c);

@@ -237,10 +237,22 @@ void respond_interim(struct client_conn *c, const struct http_msg *m)
 	conn_stream_flush(c);
 }
 
+void respond_last_chunk(struct evbuffer *out, struct evbuffer *trailers)
+{
+	if (!trailers || evbuffer_get_length(trailers) == 0) {
+		http_add_lit(out, "0\r\n\r\n");
+		return;
+	}
+	http_add_lit(out, "0\r\n");
+	evbuffer_add_buffer(out, trailers);
+	http_add_lit(out, "\r\n");
+}
+
 int respond_relay(struct client_conn *c, const struct http_msg *resp, int flags, int unenforced,
 		  int64_t key_expires_ms)
 {
 	int no_body = (flags & RESPOND_HEAD) || http_status_bodiless(resp->status);
+	size_t len = evbuffer_get_length(resp->body);
 	struct evbuffer *out;
 
 	if (!c)
@@ -250,6 +262,18 @@ int respond_relay(struct client_conn *c, const struct http_msg *resp, int flags,
 		http_add_date_after(out, MARKER_KEY_EXPIRES, key_expires_ms);
 	if (no_body) {
 		conn_respond_frame(c, 0, flags | RESPOND_NO_LENGTH);
+	} else if (resp->trailers && evbuffer_get_length(resp->trailers) > 0) {
+		/* Trailers go after the body: one chunk, then the last-chunk
+		 * with them (relay.c kept them only for an HTTP/1.1 client). */
+		http_add_lit(out, "Transfer-Encoding: chunked\r\n");
+		conn_respond_frame(c, 0, flags | RESPOND_NO_LENGTH);
+		if (len > 0) {
+			evbuffer_add_printf(out, "%zx\r\n", len);
+			if (evbuffer_add_buffer_reference(out, resp->body) < 0)
+				conn_close_after(c);
+			http_add_lit(out, "\r\n");
+		}
+		respond_last_chunk(out, resp->trailers);
 	} else {
 		conn_respond_frame(c, evbuffer_get_length(resp->body), flags);
 		/* Should the reference fail, the connection closes short of

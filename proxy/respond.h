@@ -12,6 +12,8 @@
 #include "proxy/problem.h"
 #include "proxy/upstream.h"
 
+struct evbuffer;
+
 struct client_conn;
 struct conf;
 struct route;
@@ -94,7 +96,9 @@ int respond_upstream_failure(struct client_conn *c, const struct conf *conf,
  * framing; unenforced adds Idempotency-Enforced: false, key_expires_ms > 0
  * Idempotency-Key-Expires (the owner's record was written and lives that
  * long). The body goes by reference: resp must stay unchanged until the
- * connection wrote it (the record may still need the bytes).
+ * connection wrote it (the record may still need the bytes). A response
+ * with trailer fields (resp->trailers) goes chunked instead: the body one
+ * chunk, then the last-chunk with the fields (moved out).
  */
 int respond_relay(struct client_conn *c, const struct http_msg *resp, int flags, int unenforced,
 		  int64_t key_expires_ms);
@@ -110,6 +114,12 @@ enum respond_framing {
 	RESPOND_TO_CLOSE, /* up to the close of the connection (HTTP/1.0 clients) */
 	RESPOND_SWITCH,	  /* 101: Connection: upgrade and Upgrade kept, then a tunnel */
 };
+
+/*
+ * A chunked body's end: the last-chunk, with the trailer fields of
+ * trailers ("name: value\r\n" lines, moved out; NULL: none).
+ */
+void respond_last_chunk(struct evbuffer *out, struct evbuffer *trailers);
 
 /*
  * The framing a response resp to a request with respond flags takes when

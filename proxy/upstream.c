@@ -77,6 +77,7 @@ struct upstream_req {
 	int cancelled;              /* upstream_cancel() during a callback */
 	struct event *timer;
 	struct h2up_stream *h2;     /* an HTTP/2 exchange: everything is h2up's */
+	struct evbuffer *trailers;  /* a whole response's trailer section, until reported */
 };
 
 struct upstream_pool {
@@ -241,7 +242,7 @@ static struct upstream_conn *upstream_conn_new(struct upstream_pool *pool,
 	if (!uc->parser || !uc->bev)
 		goto fail;
 	io_tune(uc->bev);
-	http_parser_set_options(uc->parser, HTTP_OPT_HEAD | HTTP_OPT_INTERIM);
+	http_parser_set_options(uc->parser, HTTP_OPT_HEAD | HTTP_OPT_INTERIM | HTTP_OPT_TRAILERS);
 	if (bufferevent_socket_connect_hostname(uc->bev, pool->dns, AF_UNSPEC, pool->host,
 						pool->port) < 0)
 		goto fail;
@@ -390,6 +391,11 @@ static int upstream_conn_attach(struct upstream_req *ur, struct upstream_conn *u
 	return upstream_conn_flush(uc, connected);
 }
 
+int upstream_http2(const struct upstream_req *ur)
+{
+	return ur->h2 != NULL;
+}
+
 int upstream_unsent(const struct upstream_req *ur)
 {
 	if (ur->h2)
@@ -439,6 +445,7 @@ static void upstream_req_free(struct upstream_req *ur)
 {
 	evfree_event(&ur->timer);
 	evfree_evbuffer(&ur->data);
+	evfree_evbuffer(&ur->trailers);
 	evalloc_free(ur);
 }
 
@@ -528,6 +535,40 @@ static int upstream_upgrade(struct upstream_req *ur, struct http_msg *m);
 					      : 0)
 
 /*
+ * The trailer section of the response just parsed, if it had one, reported
+ * (trailers()): from the parser, or from ur->trailers where
+ * upstream_whole_trailers kept it (freed with ur). Returns 1 when the
+ * exchange is over.
+ */
+static int upstream_trailers(struct upstream_req *ur)
+{
+	struct evbuffer *t = ur->trailers ? ur->trailers : http_parser_trailers(ur->conn->parser);
+
+	return t && evbuffer_get_length(t) > 0 && ur->ev->trailers &&
+	       UPSTREAM_CALL(ur, ur->ev->trailers(ur->arg, t));
+}
+
+/*
+ * A whole response (head, body and trailers) parsed in one go: its trailer
+ * section, which the parser drops when the message is taken, is kept in
+ * ur->trailers until the head was reported. Returns 1 when out of memory
+ * (the exchange failed and is over).
+ */
+static int upstream_whole_trailers(struct upstream_req *ur)
+{
+	struct evbuffer *t = http_parser_trailers(ur->conn->parser);
+
+	if (!t)
+		return 0;
+	if (!ur->trailers && !(ur->trailers = evbuffer_new())) {
+		upstream_req_fail(ur, UPSTREAM_ERROR);
+		return 1;
+	}
+	evbuffer_add_buffer(ur->trailers, t);
+	return 0;
+}
+
+/*
  * Parse what has arrived and report it: interim responses, the final head,
  * body bytes, the end. Returns 1 when the exchange is over (ur is gone).
  */
@@ -561,10 +602,14 @@ static int upstream_deliver(struct upstream_req *ur)
 			continue;
 		case HTTP_DONE:
 			if (ur->head_taken) {
+				if (upstream_trailers(ur))
+					return 1;
 				http_parser_take(uc->parser);
 				upstream_req_complete(ur, UPSTREAM_OK);
 				return 1;
 			}
+			if (upstream_whole_trailers(ur))
+				return 1;
 			m = http_parser_take(uc->parser);
 			if (!m)
 				break;
@@ -580,7 +625,7 @@ static int upstream_deliver(struct upstream_req *ur)
 			ur->bodiless = upstream_bodiless(ur, m);
 			if (m->status == 101)
 				return upstream_upgrade(ur, m);
-			if (UPSTREAM_CALL(ur, ur->ev->head(ur->arg, m)))
+			if (UPSTREAM_CALL(ur, ur->ev->head(ur->arg, m)) || upstream_trailers(ur))
 				return 1;
 			upstream_req_complete(ur, UPSTREAM_OK);
 			return 1;

@@ -71,6 +71,9 @@ void upstream_read_pause(struct upstream_req *ur, int pause);
  */
 void upstream_read_max(struct upstream_req *ur, size_t max);
 
+/* 1 when ur is a stream of an HTTP/2 connection. */
+int upstream_http2(const struct upstream_req *ur);
+
 /* 1 while not a byte of ur's request has been written to the upstream. */
 int upstream_unsent(const struct upstream_req *ur);
 

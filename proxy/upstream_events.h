@@ -59,7 +59,8 @@ struct upstream_events {
 	 * which is what a chunked HTTP/1.1 body's trailer section holds: the
 	 * callee takes them all. Reported before done(UPSTREAM_OK). A response
 	 * without a body (a trailers-only gRPC answer) has its fields in its
-	 * head instead. An HTTP/1.1 exchange reports none today. */
+	 * head instead. An HTTP/1.1 exchange reports a chunked body's trailer
+	 * section (a Content-Length body has none). */
 	void (*trailers)(void *arg, struct evbuffer *fields);
 };
 

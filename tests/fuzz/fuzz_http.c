@@ -12,6 +12,9 @@
  * a backslash, %2F or %5C, a request is asked which protocol it may
  * upgrade to (upgrade.h), which must be one of the allowed ones when there
  * is one, and no CONNECT request is ever handed out (HTTP_ERR_CONNECT).
+ * The streamed run keeps trailers (HTTP_OPT_TRAILERS) and passes them
+ * through http_trailers_keep, which must leave well-formed fields within
+ * the head limits.
  * Built by the Makefile (`make fuzz`).
  */
 #include "proxy/http.h"
@@ -122,6 +125,33 @@ static void fuzz_record(struct evbuffer *log, const struct http_msg *m)
  */
 static struct http_msg *fuzz_streamed;
 
+/* What http_trailers_keep leaves of p's trailers for streamed message m: fields within limits. */
+static void fuzz_trailers(struct http_parser *p, const struct http_msg *m)
+{
+	struct evbuffer *t = http_parser_trailers(p), *out;
+	int kept = 0, left_out;
+	size_t len;
+	char *line;
+
+	if (!t)
+		return;
+	out = evbuffer_new();
+	if (!out)
+		fuzz_fail("out of memory");
+	left_out = http_trailers_keep(m, t, out);
+	if (left_out < 0 || evbuffer_get_length(t) != 0 || evbuffer_get_length(out) > HTTP_MAX_HEAD)
+		fuzz_fail("trailers kept past the limits, or not all taken");
+	while ((line = evbuffer_readln(out, &len, EVBUFFER_EOL_CRLF_STRICT))) {
+		if (!memchr(line, ':', len) || line[0] == ':' || memchr(line, '\n', len))
+			fuzz_fail("a trailer kept that is no field");
+		kept++;
+		free(line);
+	}
+	if (evbuffer_get_length(out) != 0 || (kept > 0 && m->nheaders + kept > HTTP_MAX_HEADERS))
+		fuzz_fail("trailer fields past the head's field limit");
+	evbuffer_free(out);
+}
+
 /* The finished message: the streamed one, or the one the parser holds. */
 static struct http_msg *fuzz_take(struct http_parser *p)
 {
@@ -129,6 +159,7 @@ static struct http_msg *fuzz_take(struct http_parser *p)
 
 	if (m) {
 		evbuffer_add_buffer(m->body, http_parser_body(p));
+		fuzz_trailers(p, m);
 		if (http_parser_take(p))
 			fuzz_fail("take returned a message whose head was taken");
 		fuzz_streamed = NULL;
@@ -173,7 +204,7 @@ static void fuzz_run(enum http_kind kind, int no_body, size_t max_body, int stre
 	if (!p || !in)
 		fuzz_fail("out of memory");
 	if (streamed)
-		http_parser_set_options(p, HTTP_OPT_HEAD | HTTP_OPT_INTERIM);
+		http_parser_set_options(p, HTTP_OPT_HEAD | HTTP_OPT_INTERIM | HTTP_OPT_TRAILERS);
 	http_parser_expect_no_body(p, no_body);
 	for (i = 0; i < ncuts && (st == HTTP_MORE || st == HTTP_DONE); i++) {
 		evbuffer_add(in, data + from, cuts[i] - from);

@@ -509,8 +509,6 @@ def test_early_hints_reach_an_h2_client(proxy, upstream, ids):
     assert st.status == 200 and bytes(st.body) == b'{"hinted":true}', st
 
 
-@pytest.mark.xfail(strict=True, reason="idemproxy drops the chunked trailer section of an "
-                   "HTTP/1.1 upstream's response before h2 could send it as trailers")
 def test_trailers_from_an_http11_upstream_reach_an_h2_client(proxy, upstream, ids):
     p = proxy()
     with h2.Client(p.port) as c:
@@ -617,8 +615,6 @@ def test_https_upstream_speaks_what_alpn_picked(proxy, pki, ids, http2):
         up.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="trailers from an h2 upstream are kept with the "
-                   "exchange but not relayed to clients yet (docs/http.md)")
 def test_trailers_from_an_h2c_upstream_reach_an_h2_client(proxy, ids, tmp_path):
     """nghttpd --no-tls adds a trailer to every response with a body."""
     docroot = tmp_path / "htdocs"

@@ -416,3 +416,88 @@ def test_head_request_passes_through(proxy, upstream, ids):
                          [act("stream:%d" % MIB)])
     assert r.status == 200 and r.complete and r.length == 0
     assert r.headers.get("Content-Length") == str(MIB)
+
+
+def read_chunked_with_trailers(c):
+    """A chunked body as it came: (body, the trailer section's lines)."""
+    body = b""
+    while True:
+        size = int(c.line().split(b";", 1)[0], 16)
+        if size == 0:
+            break
+        while len(c.buf) < size + 2:
+            assert c.fill(), "closed inside a chunk"
+        body, c.buf = body + c.buf[:size], c.buf[size + 2:]
+    trailers = []
+    while True:
+        line = c.line()
+        if not line:
+            return body, trailers
+        trailers.append(line)
+
+
+TRAILER_LINES = [b"X-Trailer-A: one", b"X-Trailer-B: two"]
+
+
+def test_trailers_reach_an_http11_client(proxy, upstream, ids):
+    """A chunked response's trailer section reaches an HTTP/1.1 client as
+    the upstream sent it, and the connection goes on; an HTTP/1.0 client
+    gets the body without them."""
+    p = proxy()
+    with streams.Conn(p.port) as c:
+        for _ in range(2):
+            c.send_request("GET", "/api/things/t", passthrough(ids.actor) + [act("trailers")])
+            status, headers = c.head()
+            assert status == 200, (status, headers)
+            assert (headers.get("Transfer-Encoding") or "").lower() == "chunked", headers
+            assert headers.get("Content-Length") is None, headers
+            body, trailers = read_chunked_with_trailers(c)
+            assert json.loads(body)["n"] >= 1
+            assert trailers == TRAILER_LINES, trailers
+    assert upstream.count(actor=ids.actor) == 2
+    with streams.Conn(p.port) as c:
+        c.sock.sendall(("GET /api/things/t HTTP/1.0\r\nX-Actor-Id: %s\r\nX-Test-Action: trailers"
+                        "\r\n\r\n" % ids.actor).encode())
+        status, headers = c.head()
+        while c.fill():
+            pass
+    assert status == 200 and headers.get("Transfer-Encoding") is None, headers
+    assert json.loads(bytes(c.buf))["n"] >= 1
+    assert b"X-Trailer" not in c.buf
+
+
+def test_a_length_response_keeps_its_length_for_a_te_trailers_client(proxy, upstream, ids):
+    """An HTTP/1.1 upstream's Content-Length response that announces no
+    Trailer keeps its length, even to a client that said TE: trailers."""
+    p = proxy()
+    with streams.Conn(p.port) as c:
+        c.send_request("GET", "/api/things/len", passthrough(ids.actor) + [("TE", "trailers")])
+        status, headers = c.head()
+        assert status == 200, (status, headers)
+        assert headers.get("Transfer-Encoding") is None, headers
+        assert int(headers.get("Content-Length") or 0) > 0, headers
+    assert upstream.count(actor=ids.actor) == 1
+
+
+def test_owner_trailers_reach_the_owner_not_the_replay(proxy, upstream, ids):
+    """An owner's response held whole goes to its client chunked, trailers
+    after the body; the record keeps no trailers, so its replay has none."""
+    p = proxy()
+    key = ids.key()
+    h = [("Idempotency-Key", key), ("X-Actor-Id", ids.actor), ("Content-Type", "application/json"),
+         act("trailers")]
+    with streams.Conn(p.port) as c:
+        c.sock.sendall(("POST /api/courses HTTP/1.1\r\nHost: t\r\n%sContent-Length: %d\r\n\r\n"
+                        % ("".join("%s: %s\r\n" % kv for kv in h), len(course()))).encode()
+                       + course().encode())
+        status, headers = c.head()
+        assert status == 201, (status, headers)
+        assert (headers.get("Transfer-Encoding") or "").lower() == "chunked", headers
+        assert headers.get("Content-Length") is None, headers
+        body, trailers = read_chunked_with_trailers(c)
+    assert trailers == TRAILER_LINES, trailers
+    again = p.post("/api/courses", key=key, actor=ids.actor, body=course())
+    assert (again.headers.get("Idempotent-Replayed") or "").lower() == "true"
+    assert again.status == 201 and again.body == body
+    assert again.headers.get("X-Trailer-A") is None
+    assert upstream.count(actor=ids.actor) == 1

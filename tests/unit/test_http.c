@@ -1354,6 +1354,40 @@ static void test_trailers_kept(void)
 	http_parser_free(p);
 }
 
+/* http_trailers_keep: what goes on after the body, within the head limits. */
+static void test_trailers_filtered(void)
+{
+	static const char resp[] = "HTTP/1.1 200 OK\r\nConnection: x-hop\r\nContent-Length: 0\r\n"
+				   "Content-Type: a/b\r\n\r\n";
+	static const char fields[] = "grpc-status: 0\r\nConnection: close\r\nTE: trailers\r\n"
+				     "Transfer-Encoding: chunked\r\nContent-Length: 3\r\n"
+				     "Host: h\r\nDate: x\r\nX-Request-Id: r\r\nX-Hop: 1\r\n"
+				     "Trailer: a\r\ngrpc-message: ok\r\n";
+	struct evbuffer *in = evbuffer_new(), *to = evbuffer_new();
+	struct http_msg *m = NULL;
+	char text[256];
+	size_t len;
+
+	CHECK(parse_whole(HTTP_RESPONSE, 0, resp, sizeof(resp) - 1, &m) == HTTP_DONE);
+	CHECK(m != NULL);
+	if (!m || !in || !to)
+		return;
+	evbuffer_add(in, fields, sizeof(fields) - 1);
+	CHECK(http_trailers_keep(m, in, to) == 9);
+	CHECK(evbuffer_get_length(in) == 0);
+	len = evbuffer_copyout(to, text, sizeof(text) - 1);
+	text[len] = '\0';
+	CHECK_STR(text, "grpc-status: 0\r\ngrpc-message: ok\r\n");
+	/* With the head's own, no more than HTTP_MAX_HEADERS fields. */
+	evbuffer_drain(to, evbuffer_get_length(to));
+	for (int i = 0; i < HTTP_MAX_HEADERS; i++)
+		evbuffer_add_printf(in, "x-t%d: v\r\n", i);
+	CHECK(http_trailers_keep(m, in, to) == m->nheaders);
+	http_msg_free(m);
+	evbuffer_free(in);
+	evbuffer_free(to);
+}
+
 int main(void)
 {
 	test_name_classes();
@@ -1386,5 +1420,6 @@ int main(void)
 	test_upgrade_response();
 	test_wants_upgrade();
 	test_trailers_kept();
+	test_trailers_filtered();
 	UNIT_DONE("http");
 }

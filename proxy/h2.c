@@ -373,8 +373,6 @@ static void h2_stream_reset(struct h2_stream *st, uint32_t code)
 	h2_schedule(st->s);
 }
 
-static void h2_lower(char *s, size_t len);
-
 /*
  * The header list of response head m: :status, then its fields but the
  * hop-by-hop ones, names lower-cased in place (they point into m). NULL
@@ -395,7 +393,7 @@ static nghttp2_nv *h2_response_nv(struct http_msg *m, char *status, size_t statu
 
 		if (http_header_is_hop(m, h))
 			continue;
-		h2_lower(h->name, h->name_len);
+		http_lower(h->name, h->name_len);
 		nva[(*n)++] = (nghttp2_nv){(uint8_t *)h->name, (uint8_t *)h->value, h->name_len,
 					   h->value_len, NGHTTP2_NV_FLAG_NONE};
 	}
@@ -541,14 +539,6 @@ static void h2_stream_pull(struct h2_stream *st)
 		h2_stream_reading(st);
 }
 
-/* Lower-case the response's field names in place (HTTP/2 wants them so). */
-static void h2_lower(char *s, size_t len)
-{
-	for (size_t i = 0; i < len; i++)
-		if (s[i] >= 'A' && s[i] <= 'Z')
-			s[i] = (char)(s[i] - 'A' + 'a');
-}
-
 /*
  * The response's chunked trailers, if it had any, submitted as a trailing
  * HEADERS frame (from the data provider: allowed there). 1 when submitted.
@@ -578,7 +568,7 @@ static int h2_stream_trailers(struct h2_stream *st)
 		colon = memchr(at, ':', (size_t)(nl - at));
 		if (!colon || colon + 2 > nl - 1)
 			continue;
-		h2_lower(at, (size_t)(colon - at));
+		http_lower(at, (size_t)(colon - at));
 		nva[n++] = (nghttp2_nv){(uint8_t *)at, (uint8_t *)colon + 2, (size_t)(colon - at),
 					(size_t)(nl - 1 - (colon + 2)), NGHTTP2_NV_FLAG_NONE};
 	}

@@ -32,7 +32,6 @@
 #include <nghttp2/nghttp2.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/queue.h>
 
 #include "proxy/clock.h"
@@ -140,20 +139,6 @@ static int h2up_tchar(unsigned char ch)
 	       (ch && strchr("!#$%&'*+-.^_`|~", ch));
 }
 
-/* 1 when the comma-separated list value holds the token tok (any case). */
-static int h2up_lists(const char *value, const char *tok)
-{
-	size_t n = strlen(tok);
-
-	for (const char *p = value; *p;) {
-		p += strspn(p, " \t,");
-		if (strncasecmp(p, tok, n) == 0 && strchr(" \t,;", p[n]))
-			return 1;
-		p += strcspn(p, ",");
-	}
-	return 0;
-}
-
 static void h2up_field_set(struct h2up_field *f, const char *name, const char *value,
 			   size_t value_len)
 {
@@ -182,22 +167,15 @@ int h2up_request_fields(struct http_msg *m, const char *scheme, struct h2up_fiel
 	h2up_field_set(&out[n++], ":scheme", scheme, strlen(scheme));
 	h2up_field_set(&out[n++], ":authority", host, strlen(host));
 	h2up_field_set(&out[n++], ":path", path, strlen(path));
+	/* TE goes on only as "trailers" (in the slot of the TE field it came in). */
+	if (http_msg_takes_trailers(m))
+		h2up_field_set(&out[n++], "te", "trailers", 8);
 	for (int i = 0; i < m->nheaders; i++) {
 		struct http_header *h = &m->headers[i];
 
-		if (h->known == HTTP_N_HOST)
+		if (h->known == HTTP_N_HOST || h->known == HTTP_N_TE || http_header_is_hop(m, h))
 			continue;
-		if (h->known == HTTP_N_TE) {
-			if (h2up_lists(h->value, "trailers"))
-				h2up_field_set(&out[n++], "te", "trailers", 8);
-			continue;
-		}
-		if (http_header_is_hop(m, h))
-			continue;
-		for (size_t j = 0; j < h->name_len; j++) {
-			if (h->name[j] >= 'A' && h->name[j] <= 'Z')
-				h->name[j] += 'a' - 'A';
-		}
+		http_lower(h->name, h->name_len);
 		out[n].name = h->name;
 		out[n].name_len = h->name_len;
 		out[n].value = h->value;

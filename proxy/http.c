@@ -1174,6 +1174,13 @@ int http_trailers_keep(const struct http_msg *m, struct evbuffer *fields, struct
 	return left_out;
 }
 
+void http_lower(char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (s[i] >= 'A' && s[i] <= 'Z')
+			s[i] = (char)(s[i] - 'A' + 'a');
+}
+
 int http_msg_takes_trailers(const struct http_msg *m)
 {
 	for (int h = 0; h < m->nheaders; h++) {

@@ -217,6 +217,9 @@ int http_trailers_keep(const struct http_msg *m, struct evbuffer *fields, struct
 /* 1 when a TE header of request m lists "trailers": the client takes them. */
 int http_msg_takes_trailers(const struct http_msg *m);
 
+/* Lower-case the len bytes at s in place (a field name, as HTTP/2 wants it). */
+void http_lower(char *s, size_t len);
+
 /*
  * 1 when request m asks to switch protocols (RFC 9110 7.8): HTTP/1.1, an
  * Upgrade header and "upgrade" among the Connection options.

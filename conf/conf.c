@@ -27,6 +27,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "http/grpc.h"
 #include "http/header.h"
 
 #define CONF_FILE_MAX		  (1024 * 1024)
@@ -886,10 +887,11 @@ static int conf_set_fingerprint(struct conf_parser *p, struct route *r, int argc
 }
 
 /*
- * Fill SET from ARGV: each a status 100-599 or, when CLASSES, a class "4xx".
+ * Fill SET from ARGV: each a status 100-599 or, with CF_CLASSES, a class
+ * "4xx"; with CF_GRPC a gRPC code (grpc_code_parse) instead.
  */
 static int conf_status_set(struct conf_parser *p, struct status_set *set, int argc, char **argv,
-			   int classes)
+			   int flags)
 {
 	const char *s;
 	int i, lo, hi, st;
@@ -898,7 +900,11 @@ static int conf_status_set(struct conf_parser *p, struct status_set *set, int ar
 	set->set = 1;
 	for (i = 0; i < argc; i++) {
 		s = argv[i];
-		if (classes && strlen(s) == 3 && s[0] >= '1' && s[0] <= '5' &&
+		if (flags & CF_GRPC) {
+			if ((lo = hi = grpc_code_parse(s)) < 0)
+				return conf_error(p, "invalid gRPC status code \"%s\" (a name such as "
+						     "UNAVAILABLE, or 0-16)", s);
+		} else if ((flags & CF_CLASSES) && strlen(s) == 3 && s[0] >= '1' && s[0] <= '5' &&
 		    (s[1] == 'x' || s[1] == 'X') && (s[2] == 'x' || s[2] == 'X')) {
 			lo = (s[0] - '0') * 100;
 			hi = lo + 99;
@@ -1028,6 +1034,20 @@ static int conf_set_in_progress(struct conf_parser *p, struct route *r, int argc
 	return 0;
 }
 
+/* grpc streaming record|pass. */
+static int conf_set_grpc(struct conf_parser *p, struct route *r, int argc, char **argv)
+{
+	if (argc != 2 || strcmp(argv[0], "streaming") != 0)
+		return conf_error(p, "\"grpc\" takes \"streaming record\" or \"streaming pass\"");
+	if (strcmp(argv[1], "record") == 0)
+		r->grpc_streaming = GRPC_STREAMING_RECORD;
+	else if (strcmp(argv[1], "pass") == 0)
+		r->grpc_streaming = GRPC_STREAMING_PASS;
+	else
+		return conf_error(p, "invalid grpc streaming \"%s\" (record or pass)", argv[1]);
+	return 0;
+}
+
 /* ---- typed directives ---- */
 
 /* "choice1, choice2 or choice3" */
@@ -1096,7 +1116,7 @@ static int conf_set_typed(struct conf_parser *p, struct route *r, int argc, char
 	case CT_ADDR:
 		return conf_parse_addr(p, argv[0], field);
 	case CT_STATUSES:
-		return conf_status_set(p, field, argc, argv, (d->flags & CF_CLASSES) != 0);
+		return conf_status_set(p, field, argc, argv, d->flags);
 	case CT_FILE:
 		return conf_set_file(p, field, argv[0]);
 	case CT_INT:
@@ -1192,6 +1212,9 @@ const struct conf_directive conf_directives[] = {
     CONF_ROW("retention", CONF_BOTH, 1, 1, CT_DURATION, ROUTE(retention_ms), NULL, "24h", 0),
     CONF_ROW("release_on", CONF_BOTH, 1, CONF_ARGS_ANY, CT_STATUSES, ROUTE(release_on), NULL, "4xx 503", CF_CLASSES),
     CONF_ROW("unknown_on", CONF_BOTH, 1, CONF_ARGS_ANY, CT_STATUSES, ROUTE(unknown_on), NULL, "502 504", 0),
+    CONF_ROW("grpc_release_on", CONF_BOTH, 1, CONF_ARGS_ANY, CT_STATUSES, ROUTE(grpc_release_on), NULL, "INVALID_ARGUMENT NOT_FOUND ALREADY_EXISTS PERMISSION_DENIED FAILED_PRECONDITION OUT_OF_RANGE UNAUTHENTICATED RESOURCE_EXHAUSTED UNAVAILABLE", CF_GRPC),
+    CONF_ROW("grpc_unknown_on", CONF_BOTH, 1, CONF_ARGS_ANY, CT_STATUSES, ROUTE(grpc_unknown_on), NULL, "DEADLINE_EXCEEDED CANCELLED UNKNOWN", CF_GRPC),
+    CONF_ROW("grpc", CONF_BOTH, 2, 2, CT_CUSTOM, 0, conf_set_grpc, "streaming record", 0),
     CONF_ROW("store_headers", CONF_BOTH, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_store_headers, NULL, 0),
     CONF_ROW("in_progress", CONF_BOTH, 1, 2, CT_CUSTOM, 0, conf_set_in_progress, "reject", 0),
     CONF_ENUM_ROW("recovery", CONF_BOTH, ROUTE(recovery), "hold", conf_recovery_modes, NULL, 0),
@@ -1510,6 +1533,12 @@ static int conf_route_inherit(struct conf_parser *p, struct route *dst, const st
 		dst->release_on = src->release_on;
 	if (!dst->unknown_on.set)
 		dst->unknown_on = src->unknown_on;
+	if (!dst->grpc_release_on.set)
+		dst->grpc_release_on = src->grpc_release_on;
+	if (!dst->grpc_unknown_on.set)
+		dst->grpc_unknown_on = src->grpc_unknown_on;
+	if (!dst->grpc_streaming)
+		dst->grpc_streaming = src->grpc_streaming;
 	if (conf_inherit_names(p, &dst->store_headers, &dst->nstore_headers, src->store_headers,
 			       src->nstore_headers) < 0)
 		return -1;
@@ -1550,6 +1579,13 @@ static int conf_finish_route(struct conf_parser *p, struct route *r)
 					     "route \"%s\": status %d is in both \"release_on\" "
 					     "and \"unknown_on\"",
 					     r->operation, st);
+	}
+	for (st = 0; st < GRPC_CODES; st++) {
+		if (status_set_has(&r->grpc_release_on, st) && status_set_has(&r->grpc_unknown_on, st))
+			return conf_error_at(p, r->line,
+					     "route \"%s\": gRPC status %s is in both "
+					     "\"grpc_release_on\" and \"grpc_unknown_on\"",
+					     r->operation, grpc_code_name(st));
 	}
 	return 0;
 }

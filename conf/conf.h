@@ -90,6 +90,13 @@ enum errors_mode {
 	ERRORS_STRIPE,      /* {"error": {"type", "code", "message"}} */
 };
 
+/* grpc streaming: what a matched route does with gRPC calls. */
+enum grpc_streaming_mode {
+	GRPC_STREAMING_UNSET = 0,
+	GRPC_STREAMING_RECORD, /* unary and server-streaming calls recorded; more than one request message refused */
+	GRPC_STREAMING_PASS,   /* every gRPC call passes through unenforced */
+};
+
 enum in_progress_mode {
 	IN_PROGRESS_UNSET = 0,
 	IN_PROGRESS_REJECT,
@@ -168,6 +175,9 @@ struct route {
 	char **fp_headers;             /* fingerprint_headers, as written */
 	int nfp_headers;
 	enum errors_mode errors;
+	struct status_set grpc_release_on; /* gRPC codes 0..16, as status_set bits */
+	struct status_set grpc_unknown_on;
+	enum grpc_streaming_mode grpc_streaming;
 };
 
 /* An address block of trusted_proxies: family AF_INET or AF_INET6, the first bits of addr. */

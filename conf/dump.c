@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "conf/table.h"
+#include "http/grpc.h"
 
 /* A growing string; oom set once an append failed. */
 struct dump {
@@ -210,6 +211,14 @@ static void dump_statuses(struct dump *d, const struct status_set *set, int clas
 	}
 }
 
+/* A set of gRPC codes, by name. */
+static void dump_grpc_codes(struct dump *d, const struct status_set *set)
+{
+	for (int code = 0; code < GRPC_CODES; code++)
+		if (status_set_has(set, code))
+			dump_arg(d, grpc_code_name(code));
+}
+
 /* One libpq option into conninfo syntax: 'value' with ' and \ escaped. */
 static void dump_conninfo_value(struct dump *d, const char *v)
 {
@@ -303,7 +312,10 @@ static int dump_typed(struct dump *d, const struct conf_directive *r, const stru
 	case CT_STATUSES:
 		if (!((const struct status_set *)f)->set)
 			return -1;
-		dump_statuses(d, f, (r->flags & CF_CLASSES) != 0);
+		if (r->flags & CF_GRPC)
+			dump_grpc_codes(d, f);
+		else
+			dump_statuses(d, f, (r->flags & CF_CLASSES) != 0);
 		return 0;
 	case CT_FILE:
 		s = ((const struct conf_file *)f)->path;
@@ -477,6 +489,13 @@ static int dump_in_progress(struct dump *d, const struct route *rt)
 	return 0;
 }
 
+static int dump_grpc(struct dump *d, const struct route *rt)
+{
+	dump_str(d, rt->grpc_streaming == GRPC_STREAMING_PASS ? " streaming pass"
+							       : " streaming record");
+	return 0;
+}
+
 static int dump_key_from(struct dump *d, const struct route *rt)
 {
 	static const char *const kinds[] = {
@@ -507,6 +526,7 @@ static const struct dump_writer dump_custom[] = {
     {"fingerprint_headers", dump_fp_headers},
     {"in_progress", dump_in_progress},
     {"key_from", dump_key_from},
+    {"grpc", dump_grpc},
 };
 
 /* Row r (of route rt, NULL: top level) on a line of its own, indented in a route. */

@@ -23,6 +23,7 @@ enum conf_flags {
 	CF_OFF = 8,	/* "off" sets the field's zero value (no address, 0 ms) */
 	CF_CLASSES = 16, /* CT_STATUSES: a class such as "4xx" counts as its hundred */
 	CF_NONZERO = 32, /* CT_SIZE: 0 is no size for it */
+	CF_GRPC = 64,	 /* CT_STATUSES: gRPC status codes (0..16, by name or number), not HTTP's */
 };
 
 /* What a directive's field holds; its type's setter parses one argument. */

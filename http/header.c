@@ -72,11 +72,17 @@ const struct header_policy header_policies[] = {
      "the store was unreachable: the request was forwarded without idempotency"},
 
     /* what every record keeps of a response (and the route's store_headers) */
-    {NAME("Content-Type"), HTTP_N_OTHER, HEADER_STORED, NULL, NULL, NULL},
+    {NAME("Content-Type"), HTTP_N_CONTENT_TYPE, HEADER_STORED, NULL, NULL, NULL},
     {NAME("Content-Location"), HTTP_N_OTHER, HEADER_STORED, NULL, NULL, NULL},
     {NAME("Location"), HTTP_N_OTHER, HEADER_STORED, NULL, NULL, NULL},
     {NAME("ETag"), HTTP_N_OTHER, HEADER_STORED, NULL, NULL, NULL},
     {NAME("Last-Modified"), HTTP_N_OTHER, HEADER_STORED, NULL, NULL, NULL},
+    /* a gRPC call's: how its messages are compressed, and its status
+     * (in the trailers, or in the head of a trailers-only response) */
+    {NAME("grpc-encoding"), HTTP_N_OTHER, HEADER_STORED, NULL, NULL, NULL},
+    {NAME("grpc-status"), HTTP_N_OTHER, HEADER_STORED, NULL, NULL, NULL},
+    {NAME("grpc-message"), HTTP_N_OTHER, HEADER_STORED, NULL, NULL, NULL},
+    {NAME("grpc-status-details-bin"), HTTP_N_OTHER, HEADER_STORED, NULL, NULL, NULL},
 };
 
 const size_t header_npolicies = sizeof(header_policies) / sizeof(header_policies[0]);

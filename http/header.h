@@ -43,6 +43,8 @@ enum http_name {
 	HTTP_N_DATE,
 	/* the request's id: the client's when valid, else idemproxy's (trace.h) */
 	HTTP_N_X_REQUEST_ID,
+	/* what the body is: a gRPC call's says so (grpc.h) */
+	HTTP_N_CONTENT_TYPE,
 };
 
 /* What idemproxy does with a header of a row's name (header_policy.flags). */

@@ -74,6 +74,8 @@ enum respond_flags {
 	RESPOND_KEEP_ALIVE = 4,   /* HTTP/1.0 client asked for keep-alive: say yes */
 	RESPOND_HEAD = 8,         /* answer to HEAD: headers only, no body bytes */
 	RESPOND_DATED = 16,       /* head already has a Date (the upstream's) */
+	RESPOND_NO_CHUNKS = 32,   /* an HTTP/1.0 client: no chunked body, so no trailers */
+	RESPOND_GRPC = 64,        /* a gRPC call: idemproxy's answers are gRPC errors */
 };
 
 /* c serves req from now on (NULL: no request any more). */

@@ -147,6 +147,8 @@ void forward_build(struct evbuffer *out, struct http_msg *m, const struct forwar
 	if (flags & FORWARD_UPGRADE) {
 		http_add_lit(out, "Connection: upgrade\r\n");
 		http_add_header(out, "Upgrade", http_msg_known(m, HTTP_N_UPGRADE));
+	} else if (v->trailers && http_msg_takes_trailers(m)) {
+		http_add_lit(out, "TE: trailers\r\nConnection: TE\r\n");
 	}
 	if (flags & FORWARD_STREAMED) {
 		if (m->chunked)

@@ -21,6 +21,8 @@ struct forward_view {
 	const char *default_host; /* Host when the client sent none */
 	int underscores;          /* header names holding '_' go along (underscores_in_headers on) */
 	const char *request_id;	  /* X-Request-Id: the request's (trace.h); NULL: none */
+	int trailers;		  /* the upstream may speak HTTP/2: a client's TE: trailers
+				   * goes on (gRPC servers require it) */
 };
 
 /*
@@ -38,7 +40,9 @@ int forward_dropped_names(const struct http_msg *m, const struct forward_view *v
  * X-Forwarded-For, X-Forwarded-Proto, X-Forwarded-Host, Forwarded and
  * X-Real-IP say what idemproxy saw (v); from a trusted peer its own values
  * are kept, the peer appended to the two lists (X-Forwarded-For,
- * Forwarded). Via is set, and X-Request-Id to v's. Without FORWARD_STREAMED, m's body follows,
+ * Forwarded). Via is set, and X-Request-Id to v's. With v->trailers, a TE
+ * that lists trailers goes on as "TE: trailers" (and Connection names it).
+ * Without FORWARD_STREAMED, m's body follows,
  * framed by Content-Length, and is moved into out.
  */
 void forward_build(struct evbuffer *out, struct http_msg *m, const struct forward_view *v,

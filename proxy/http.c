@@ -1191,6 +1191,26 @@ int http_msg_takes_trailers(const struct http_msg *m)
 	return 0;
 }
 
+const char *http_msg_field(struct http_msg *m, const char *name, size_t *len)
+{
+	size_t n = m->trailers ? evbuffer_get_length(m->trailers) : 0, nlen = strlen(name);
+	const char *at = n ? (const char *)evbuffer_pullup(m->trailers, -1) : NULL, *end, *nl;
+	const char *v;
+
+	/* Trailer lines are "name: value\r\n" (http_trailers_keep). */
+	for (end = at + n; at && at < end && (nl = memchr(at, '\n', (size_t)(end - at)));
+	     at = nl + 1) {
+		if ((size_t)(nl - at) > nlen + 2 && at[nlen] == ':' && strncasecmp(at, name, nlen) == 0) {
+			*len = (size_t)(nl - 1 - (at + nlen + 2));
+			return at + nlen + 2;
+		}
+	}
+	v = http_msg_header(m, name);
+	if (v)
+		*len = strlen(v);
+	return v;
+}
+
 int http_msg_wants_upgrade(const struct http_msg *m)
 {
 	const char *up = http_msg_known(m, HTTP_N_UPGRADE);

@@ -217,6 +217,13 @@ int http_trailers_keep(const struct http_msg *m, struct evbuffer *fields, struct
 /* 1 when a TE header of request m lists "trailers": the client takes them. */
 int http_msg_takes_trailers(const struct http_msg *m);
 
+/*
+ * The value of m's field named name (case-insensitive): from its trailers
+ * when it has one there, else from its head; NULL when neither has it.
+ * *len is the value's length (a trailer's is not NUL-terminated).
+ */
+const char *http_msg_field(struct http_msg *m, const char *name, size_t *len);
+
 /* Lower-case the len bytes at s in place (a field name, as HTTP/2 wants it). */
 void http_lower(char *s, size_t len);
 

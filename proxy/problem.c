@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "http/grpc.h"
 #include "proxy/json.h"
 
 #define PROBLEM_NAME_MAX 64
@@ -23,33 +24,37 @@ struct problem_def {
 	int status;
 	int retry;	    /* X-Should-Retry: the same request may succeed later */
 	const char *stripe; /* the Stripe error type */
+	int grpc;	    /* the gRPC status a call is answered with (grpc.h) */
 };
 
 static const struct problem_def problem_table[] = {
-    [PROBLEM_BAD_REQUEST] = {"bad-request", "Request is malformed or ambiguous", 400, 0, STRIPE_INVALID},
-    [PROBLEM_KEY_MISSING] = {"idempotency-key-missing", "Idempotency-Key header is missing", 400, 0, STRIPE_INVALID},
-    [PROBLEM_KEY_INVALID] = {"idempotency-key-invalid", "Idempotency-Key header is invalid", 400, 0, STRIPE_INVALID},
-    [PROBLEM_ACTOR_MISSING] = {"actor-missing", "Request does not identify its actor", 401, 0, STRIPE_INVALID},
-    [PROBLEM_ACTOR_INVALID] = {"actor-invalid", "Request's actor is not valid", 401, 0, STRIPE_INVALID},
-    [PROBLEM_TOO_LARGE] = {"request-too-large", "Request body is too large", 413, 0, STRIPE_INVALID},
+    [PROBLEM_BAD_REQUEST] = {"bad-request", "Request is malformed or ambiguous", 400, 0, STRIPE_INVALID, GRPC_INVALID_ARGUMENT},
+    [PROBLEM_KEY_MISSING] = {"idempotency-key-missing", "Idempotency-Key header is missing", 400, 0, STRIPE_INVALID, GRPC_INVALID_ARGUMENT},
+    [PROBLEM_KEY_INVALID] = {"idempotency-key-invalid", "Idempotency-Key header is invalid", 400, 0, STRIPE_INVALID, GRPC_INVALID_ARGUMENT},
+    [PROBLEM_ACTOR_MISSING] = {"actor-missing", "Request does not identify its actor", 401, 0, STRIPE_INVALID, GRPC_UNAUTHENTICATED},
+    [PROBLEM_ACTOR_INVALID] = {"actor-invalid", "Request's actor is not valid", 401, 0, STRIPE_INVALID, GRPC_UNAUTHENTICATED},
+    [PROBLEM_TOO_LARGE] = {"request-too-large", "Request body is too large", 413, 0, STRIPE_INVALID, GRPC_RESOURCE_EXHAUSTED},
     [PROBLEM_CONFLICT] = {"idempotency-conflict",
-			  "Idempotency-Key was already used with a different request", 422, 0, STRIPE_IDEMPOTENCY},
+			  "Idempotency-Key was already used with a different request", 422, 0, STRIPE_IDEMPOTENCY, GRPC_FAILED_PRECONDITION},
     [PROBLEM_IN_PROGRESS] = {"operation-in-progress",
-			     "A request with this Idempotency-Key is still in progress", 409, 1, STRIPE_IDEMPOTENCY},
+			     "A request with this Idempotency-Key is still in progress", 409, 1, STRIPE_IDEMPOTENCY, GRPC_ABORTED},
     [PROBLEM_OUTCOME_UNKNOWN] = {"outcome-unknown", "Outcome of the original request is unknown",
-				 409, 0, STRIPE_IDEMPOTENCY},
-    [PROBLEM_STORE_UNAVAILABLE] = {"store-unavailable", "Idempotency store is unavailable", 503, 1, STRIPE_API},
-    [PROBLEM_UPSTREAM_UNAVAILABLE] = {"upstream-unavailable", "Upstream is unavailable", 502, 1, STRIPE_API},
+				 409, 0, STRIPE_IDEMPOTENCY, GRPC_FAILED_PRECONDITION},
+    [PROBLEM_STORE_UNAVAILABLE] = {"store-unavailable", "Idempotency store is unavailable", 503, 1, STRIPE_API, GRPC_UNAVAILABLE},
+    [PROBLEM_UPSTREAM_UNAVAILABLE] = {"upstream-unavailable", "Upstream is unavailable", 502, 1, STRIPE_API, GRPC_UNAVAILABLE},
     [PROBLEM_UPSTREAM_ERROR] = {"upstream-error", "Upstream failed after the request was sent",
-				502, 0, STRIPE_API},
-    [PROBLEM_UPSTREAM_TIMEOUT] = {"upstream-timeout", "Upstream did not respond in time", 504, 0, STRIPE_API},
-    [PROBLEM_REQUEST_TIMEOUT] = {"request-timeout", "Request was not received in time", 408, 0, STRIPE_INVALID},
-    [PROBLEM_HEADERS_TOO_LARGE] = {"headers-too-large", "Request headers are too large", 431, 0, STRIPE_INVALID},
-    [PROBLEM_URI_TOO_LONG] = {"uri-too-long", "Request target is too long", 414, 0, STRIPE_INVALID},
-    [PROBLEM_SHUTTING_DOWN] = {"shutting-down", "idemproxy is shutting down", 503, 0, STRIPE_API},
+				502, 0, STRIPE_API, GRPC_UNKNOWN},
+    [PROBLEM_UPSTREAM_TIMEOUT] = {"upstream-timeout", "Upstream did not respond in time", 504, 0, STRIPE_API, GRPC_DEADLINE_EXCEEDED},
+    [PROBLEM_REQUEST_TIMEOUT] = {"request-timeout", "Request was not received in time", 408, 0, STRIPE_INVALID, GRPC_DEADLINE_EXCEEDED},
+    [PROBLEM_HEADERS_TOO_LARGE] = {"headers-too-large", "Request headers are too large", 431, 0, STRIPE_INVALID, GRPC_RESOURCE_EXHAUSTED},
+    [PROBLEM_URI_TOO_LONG] = {"uri-too-long", "Request target is too long", 414, 0, STRIPE_INVALID, GRPC_RESOURCE_EXHAUSTED},
+    [PROBLEM_SHUTTING_DOWN] = {"shutting-down", "idemproxy is shutting down", 503, 0, STRIPE_API, GRPC_UNAVAILABLE},
     [PROBLEM_KEY_UNAVAILABLE] = {"key-unavailable",
 				 "Stored outcome is sealed with a key this instance does not have yet",
-				 503, 1, STRIPE_API},
+				 503, 1, STRIPE_API, GRPC_UNAVAILABLE},
+    [PROBLEM_GRPC_STREAMING] = {"grpc-streaming-refused",
+				"gRPC call sends more than one request message", 501, 0, STRIPE_INVALID,
+				GRPC_UNIMPLEMENTED},
 };
 
 _Static_assert(sizeof(problem_table) / sizeof(problem_table[0]) == PROBLEM_KIND_COUNT,
@@ -69,6 +74,11 @@ const char *problem_title(enum problem_kind kind)
 int problem_default_status(enum problem_kind kind)
 {
 	return problem_table[kind].status;
+}
+
+int problem_grpc_code(enum problem_kind kind)
+{
+	return problem_table[kind].grpc;
 }
 
 int problem_should_retry(enum problem_kind kind)

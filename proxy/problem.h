@@ -23,6 +23,7 @@ enum problem_kind {
 	PROBLEM_URI_TOO_LONG,          /* 414 uri-too-long */
 	PROBLEM_SHUTTING_DOWN,         /* 503 shutting-down */
 	PROBLEM_KEY_UNAVAILABLE,      /* 503 key-unavailable */
+	PROBLEM_GRPC_STREAMING,       /* 501 grpc-streaming-refused (gRPC UNIMPLEMENTED) */
 	PROBLEM_KIND_COUNT
 };
 
@@ -37,6 +38,8 @@ int problem_default_status(enum problem_kind kind);
 
 /* 1 when the same request may succeed later (X-Should-Retry: true). */
 int problem_should_retry(enum problem_kind kind);
+/* The gRPC status code (grpc.h) a gRPC call gets for kind. */
+int problem_grpc_code(enum problem_kind kind);
 
 /* Under `errors stripe`: the kind's Stripe error type, and its code (the
  * name in snake_case) into out (n bytes, NUL-terminated). */

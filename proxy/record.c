@@ -40,9 +40,25 @@ static int record_keeps(const char *name, size_t len, unsigned flags, char *cons
 	       record_name_in(name, len, (const char *const *)extra, (size_t)nextra);
 }
 
+/* The trailer lines of t ("Name: value\r\n", http_trailers_keep's) a record keeps, into b. */
+static void record_trailer_lines(struct evbuffer *b, struct evbuffer *t, char *const *extra,
+				 int nextra)
+{
+	size_t len = evbuffer_get_length(t);
+	const char *at = (const char *)evbuffer_pullup(t, -1), *end = at + len, *nl, *colon;
+
+	for (; at && at < end && (nl = memchr(at, '\n', (size_t)(end - at))); at = nl + 1) {
+		colon = memchr(at, ':', (size_t)(nl - at));
+		if (colon && colon > at &&
+		    record_keeps(at, (size_t)(colon - at),
+				 header_flags(at, (size_t)(colon - at)), extra, nextra))
+			evbuffer_add(b, at, (size_t)(nl + 1 - at));
+	}
+}
+
 char *record_headers(const struct http_msg *resp, char *const *extra, int nextra, size_t *len)
 {
-	struct evbuffer *b = evbuffer_new();
+	struct evbuffer *b = evbuffer_new(), *t = NULL;
 	char *lines = NULL;
 	size_t n;
 
@@ -55,6 +71,19 @@ char *record_headers(const struct http_msg *resp, char *const *extra, int nextra
 			continue;
 		http_add_header(b, h->name, h->value);
 	}
+	/* Trailers, those kept, after a blank line (record_trailers_at). */
+	if (resp->trailers && evbuffer_get_length(resp->trailers) > 0) {
+		if (!(t = evbuffer_new())) {
+			evbuffer_free(b);
+			return NULL;
+		}
+		record_trailer_lines(t, resp->trailers, extra, nextra);
+		if (evbuffer_get_length(t) > 0) {
+			http_add_lit(b, "\r\n");
+			evbuffer_add_buffer(b, t);
+		}
+		evbuffer_free(t);
+	}
 	n = evbuffer_get_length(b);
 	lines = malloc(n + 1);
 	if (lines) {
@@ -64,6 +93,21 @@ char *record_headers(const struct http_msg *resp, char *const *extra, int nextra
 	}
 	evbuffer_free(b);
 	return lines;
+}
+
+size_t record_trailers_at(const char *lines, size_t n)
+{
+	for (size_t at = 0; at + 1 < n;) {
+		const char *nl;
+
+		if (lines[at] == '\r' && lines[at + 1] == '\n')
+			return at;
+		nl = memchr(lines + at, '\n', n - at);
+		if (!nl)
+			break;
+		at = (size_t)(nl - lines) + 1;
+	}
+	return n;
 }
 
 /* tchar (RFC 9110 5.6.2). */
@@ -85,8 +129,15 @@ int record_headers_valid(const char *lines, size_t n, char *const *extra, int ne
 	const unsigned char *p = (const unsigned char *)lines, *end = p + n, *name;
 	const struct header_policy *row;
 	size_t name_len;
+	int blank = 0;
 
 	while (p < end) {
+		/* One blank line parts the headers from the trailers, which follow it. */
+		if (!blank && end - p > 2 && p[0] == '\r' && p[1] == '\n') {
+			blank = 1;
+			p += 2;
+			continue;
+		}
 		for (name = p; p < end && record_tchar(*p); p++)
 			;
 		name_len = (size_t)(p - name);

@@ -49,16 +49,26 @@ struct record {
  * The headers of resp a record keeps: Content-Type, Content-Location,
  * Location, ETag and Last-Modified, plus the nextra names of extra (a
  * route's store_headers); never credentials, cookies, Content-Length or
- * hop-by-hop headers. As "Name: value\r\n" lines, malloc'ed and
+ * hop-by-hop headers; then, when resp has trailers a record keeps (by the
+ * same rule: grpc-status, grpc-message, grpc-status-details-bin and
+ * extra's), a blank line and those. As "Name: value\r\n" lines, malloc'ed and
  * NUL-terminated, their length in *len; NULL when out of memory.
  */
 char *record_headers(const struct http_msg *resp, char *const *extra, int nextra, size_t *len)
 	__attribute__((warn_unused_result));
 
 /*
+ * Where the trailer lines of a record's n bytes of header lines begin: the
+ * offset of the blank line ("\r\n") record_headers puts before them, the
+ * trailers from 2 bytes after it; n when the record keeps no trailers.
+ */
+size_t record_trailers_at(const char *lines, size_t n);
+
+/*
  * 1 when the n bytes at lines are header lines a record may keep, as
  * record_headers writes them: each "Name: value\r\n", Name a token that
- * record_headers keeps (with the nextra names of extra), the value HTAB,
+ * record_headers keeps (with the nextra names of extra), and at most one
+ * blank line before trailer lines of the same form, the value HTAB,
  * SP, VCHAR and obs-text bytes only (never CR, LF or NUL). Otherwise 0, and
  * *why says what is wrong (static text). A stored record is checked so
  * before it is replayed: whoever can write the table must not be able to

@@ -156,6 +156,7 @@ void relay_params_init(struct relay_params *p, const struct conf *conf,
 		    .proto = c && c->tls ? "https" : "http",
 		    .default_host = conf->upstream_hostport,
 		    .underscores = conf->underscores_in_headers,
+		    .trailers = conf->upstream_h2c || conf->upstream_http2,
 		},
 	};
 }

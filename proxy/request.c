@@ -26,6 +26,8 @@
 #include <sys/queue.h>
 
 #include "conf/conf.h"
+#include "http/grpc.h"
+#include "http/header.h"
 #include "proxy/actor.h"
 #include "proxy/cache.h"
 #include "proxy/clock.h"
@@ -134,6 +136,7 @@ struct request {
 	struct http_msg *msg;
 	enum request_state state;
 	enum role role;             /* what it is to idemproxy (role.h) */
+	int grpc;                   /* a gRPC call (its Content-Type): gRPC answers and status */
 	enum outcome outcome;       /* what became of it: set from what happened */
 	enum request_write write;   /* an owner's: what its record becomes */
 	struct log_tag tag;         /* what its log lines say about it */
@@ -229,6 +232,13 @@ static void request_answer_upstream(struct request *req)
 
 /* ---- from the client's request to the claim ---- */
 
+/* 1 when m is a gRPC call its route r passes through (grpc streaming pass). */
+static int request_grpc_passes(const struct route *r, const struct http_msg *m)
+{
+	return r->grpc_streaming == GRPC_STREAMING_PASS &&
+	       grpc_content_type(http_msg_known(m, HTTP_N_CONTENT_TYPE));
+}
+
 int request_streams(const struct conf *conf, const struct http_msg *head)
 {
 	const struct route *r;
@@ -236,7 +246,8 @@ int request_streams(const struct conf *conf, const struct http_msg *head)
 	if (http_method_is_safe(head->method))
 		return 1;
 	r = lookup_route(conf, head->method, head->path, head->path_len, NULL);
-	return !r || (r->key == KEY_OPTIONAL && !keysource_maybe(conf, r, head));
+	return !r || request_grpc_passes(r, head) ||
+	       (r->key == KEY_OPTIONAL && !keysource_maybe(conf, r, head));
 }
 
 void request_start(struct request_ctx *ctx, struct client_conn *c, struct http_msg *msg,
@@ -271,7 +282,8 @@ void request_start(struct request_ctx *ctx, struct client_conn *c, struct http_m
 		    lookup_route(req->conf, msg->method, msg->path, msg->path_len, msg->path);
 	if (req->route)
 		req->tag.route = req->route->operation;
-	if (!req->route || streamed) {
+	req->grpc = grpc_content_type(http_msg_known(msg, HTTP_N_CONTENT_TYPE));
+	if (!req->route || streamed || request_grpc_passes(req->route, msg)) {
 		req->role = ROLE_PASS;
 		request_forward(req, streamed);
 		return;
@@ -316,8 +328,24 @@ static void request_intercept(struct request *req)
 	enum actor_result res;
 	const char *why = NULL;
 	char detail[128];
-	size_t len;
+	size_t len = evbuffer_get_length(m->body);
+	long messages;
 
+	/* A call is recorded whole: one request message (unary or
+	 * server-streaming). Client-streaming and bidirectional calls are
+	 * refused before anything goes upstream. */
+	if (req->grpc &&
+	    (messages = grpc_messages(len ? evbuffer_pullup(m->body, -1) : NULL, len)) != 1) {
+		if (messages < 0)
+			request_reject(req, PROBLEM_BAD_REQUEST,
+				       "the request body is not whole gRPC messages");
+		else
+			request_reject(req, PROBLEM_GRPC_STREAMING,
+				       messages ? "this method is recorded by idemproxy: a call sends "
+						  "one request message, not a stream"
+						: "a call sends one request message; this one sent none");
+		return;
+	}
 	switch (request_key(req)) {
 	case KEYSOURCE_FOUND:
 		break;
@@ -339,7 +367,6 @@ static void request_intercept(struct request *req)
 		return;
 	}
 
-	len = evbuffer_get_length(m->body);
 	if (fingerprint_of_request(r, m, len ? evbuffer_pullup(m->body, -1) : NULL, len,
 				   req->fp) < 0)
 		goto fail;
@@ -635,6 +662,28 @@ static void request_relay_done(void *arg, enum upstream_result res, struct http_
 /* ---- the owner's record ---- */
 
 /*
+ * What a gRPC call's answer makes of its record: its grpc-status (in the
+ * trailers, or in the head of a trailers-only answer) releases it
+ * (grpc_release_on), marks it unknown (grpc_unknown_on) or lets it be
+ * stored. Without a status the call did not end as gRPC says it must, and
+ * a response too large to keep would replay as a call with no messages:
+ * both are unknown.
+ */
+static enum request_write request_grpc_write(struct request *req)
+{
+	size_t len = 0;
+	const char *v = http_msg_field(req->resp, "grpc-status", &len);
+	int code = v ? grpc_status_value(v, len) : -1;
+
+	if (code < 0 || req->streamed ||
+	    evbuffer_get_length(req->resp->body) > req->conf->max_stored_body)
+		return WRITE_UNKNOWN;
+	if (status_set_has(&req->route->grpc_release_on, code))
+		return WRITE_RELEASE;
+	return status_set_has(&req->route->grpc_unknown_on, code) ? WRITE_UNKNOWN : WRITE_FINISH;
+}
+
+/*
  * What the upstream did decides what the owner's record becomes, and so
  * its outcome: the response stored (record_to_store), the claim released
  * (a release_on status, or nothing sent), or the outcome unknown (an
@@ -649,13 +698,15 @@ static void request_owner_result(struct request *req, enum upstream_result res)
 
 	req->up_result = res;
 	req->status = res == UPSTREAM_OK ? req->resp->status : respond_upstream_status(res);
-	if (res != UPSTREAM_OK) {
+	if (res != UPSTREAM_OK)
 		req->write = res == UPSTREAM_NOT_SENT ? WRITE_RELEASE : WRITE_UNKNOWN;
-	} else if (status_set_has(&r->release_on, req->status)) {
+	else if (status_set_has(&r->release_on, req->status))
 		req->write = WRITE_RELEASE;
-	} else if (status_set_has(&r->unknown_on, req->status)) {
+	else if (status_set_has(&r->unknown_on, req->status))
 		req->write = WRITE_UNKNOWN;
-	} else {
+	else
+		req->write = req->grpc && req->status == 200 ? request_grpc_write(req) : WRITE_FINISH;
+	if (req->write == WRITE_FINISH) {
 		/* A streamed body was not kept: over max_stored_body. */
 		omitted = req->streamed ||
 			  evbuffer_get_length(req->resp->body) > req->conf->max_stored_body;
@@ -908,7 +959,8 @@ void request_refuse(struct request_ctx *ctx, struct client_conn *c, enum problem
 	if (row >= 0)
 		STATS_ADD(ctx->stats->refusals[row], 1);
 	request_account(ctx, &tag, STATS_NO_ROUTE, OUT_REJECTED, &a);
-	respond_problem(c, conf_gens_conf(ctx->gens), NULL, kind, detail, 0, RESPOND_CLOSE);
+	respond_problem(c, conf_gens_conf(ctx->gens), NULL, kind, detail, 0,
+			RESPOND_CLOSE | (head ? respond_flags(head) & RESPOND_GRPC : 0));
 }
 
 void request_conn_gone(struct request *req)

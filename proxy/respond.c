@@ -1,6 +1,7 @@
 /* Problems and relayed upstream responses on a client connection. */
 #include "proxy/respond.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,6 +9,7 @@
 #include <event2/bufferevent.h>
 
 #include "conf/conf.h"
+#include "http/grpc.h"
 #include "http/header.h"
 #include "proxy/conn.h"
 #include "proxy/http.h"
@@ -35,12 +37,17 @@ int respond_flags(const struct http_msg *msg)
 {
 	int flags = strcmp(msg->method, "HEAD") ? 0 : RESPOND_HEAD;
 
+	if (grpc_content_type(http_msg_known(msg, HTTP_N_CONTENT_TYPE)))
+		flags |= RESPOND_GRPC;
+
 	/* Bytes a client sends after asking to switch protocols may already
 	 * speak the new one: whatever the answer, they are never read as a
 	 * next request (a relayed 101 makes a tunnel instead). */
 	if (!msg->keep_alive || http_msg_known(msg, HTTP_N_UPGRADE))
-		return flags | RESPOND_CLOSE;
-	return flags | (msg->version_minor == 0 ? RESPOND_KEEP_ALIVE : 0);
+		flags |= RESPOND_CLOSE;
+	if (msg->version_minor == 0)
+		flags |= RESPOND_NO_CHUNKS | (flags & RESPOND_CLOSE ? 0 : RESPOND_KEEP_ALIVE);
+	return flags;
 }
 
 /* 1 when r renders its errors in Stripe's shape. */
@@ -146,6 +153,32 @@ static void respond_problem_field(struct evbuffer *out, const struct conf *conf,
 	}
 }
 
+/*
+ * A problem answered to a gRPC call: HTTP 200 in the trailers-only form (a
+ * head with no body, which HTTP/2 ends with the stream), grpc-status the
+ * kind's code, grpc-message its name and detail, and where a retry may
+ * succeed later grpc-retry-pushback-ms, which a client's retry policy waits.
+ */
+static int respond_grpc_problem(struct client_conn *c, const struct conf *conf,
+				enum problem_kind kind, const char *detail, int64_t retry_ms,
+				int flags)
+{
+	char text[512], message[3 * sizeof(text)];
+	struct evbuffer *out = conn_respond_start(c);
+
+	snprintf(text, sizeof(text), "%s: %s", problem_name(kind), detail ? detail : "");
+	grpc_message_encode(text, message, sizeof(message));
+	http_add_status_line(out, 200, NULL);
+	http_add_lit(out, "Content-Type: application/grpc\r\n");
+	evbuffer_add_printf(out, "grpc-status: %d\r\ngrpc-message: %s\r\n",
+			    problem_grpc_code(kind), message);
+	if (respond_problem_carries(conf, 0, kind, RESPOND_PH_RETRY_AFTER))
+		evbuffer_add_printf(out, "grpc-retry-pushback-ms: %lld\r\n", (long long)retry_ms);
+	conn_respond_frame(c, 0, flags);
+	conn_respond_send(c);
+	return 200;
+}
+
 int respond_problem(struct client_conn *c, const struct conf *conf, const struct route *r,
 		    enum problem_kind kind, const char *detail, int64_t retry_ms, int flags)
 {
@@ -158,6 +191,8 @@ int respond_problem(struct client_conn *c, const struct conf *conf, const struct
 		return status;
 	if (retry_ms <= 0)
 		retry_ms = RETRY_AFTER_MS;
+	if (flags & RESPOND_GRPC)
+		return respond_grpc_problem(c, conf, kind, detail, retry_ms, flags);
 	json = stripe ? problem_render_stripe(kind, detail, &len)
 		      : problem_render(kind, status, conf->problem_base, detail, &len);
 	out = conn_respond_start(c);
@@ -237,15 +272,28 @@ void respond_interim(struct client_conn *c, const struct http_msg *m)
 	conn_stream_flush(c);
 }
 
+void respond_last_chunk_lines(struct evbuffer *out, const char *lines, size_t n)
+{
+	http_add_lit(out, "0\r\n");
+	evbuffer_add(out, lines, n);
+	http_add_lit(out, "\r\n");
+}
+
 void respond_last_chunk(struct evbuffer *out, struct evbuffer *trailers)
 {
-	if (!trailers || evbuffer_get_length(trailers) == 0) {
-		http_add_lit(out, "0\r\n\r\n");
-		return;
-	}
-	http_add_lit(out, "0\r\n");
-	evbuffer_add_buffer(out, trailers);
-	http_add_lit(out, "\r\n");
+	size_t n = trailers ? evbuffer_get_length(trailers) : 0;
+
+	respond_last_chunk_lines(out, n ? (const char *)evbuffer_pullup(trailers, -1) : "", n);
+	if (n)
+		evbuffer_drain(trailers, n);
+}
+
+void respond_whole_chunked(struct client_conn *c, struct evbuffer *out, size_t len, int flags)
+{
+	http_add_lit(out, "Transfer-Encoding: chunked\r\n");
+	conn_respond_frame(c, 0, flags | RESPOND_NO_LENGTH);
+	if (len > 0)
+		evbuffer_add_printf(out, "%zx\r\n", len);
 }
 
 int respond_relay(struct client_conn *c, const struct http_msg *resp, int flags, int unenforced,
@@ -265,10 +313,8 @@ int respond_relay(struct client_conn *c, const struct http_msg *resp, int flags,
 	} else if (resp->trailers && evbuffer_get_length(resp->trailers) > 0) {
 		/* Trailers go after the body: one chunk, then the last-chunk
 		 * with them (relay.c kept them only for an HTTP/1.1 client). */
-		http_add_lit(out, "Transfer-Encoding: chunked\r\n");
-		conn_respond_frame(c, 0, flags | RESPOND_NO_LENGTH);
+		respond_whole_chunked(c, out, len, flags);
 		if (len > 0) {
-			evbuffer_add_printf(out, "%zx\r\n", len);
 			if (evbuffer_add_buffer_reference(out, resp->body) < 0)
 				conn_close_after(c);
 			http_add_lit(out, "\r\n");

@@ -120,6 +120,16 @@ enum respond_framing {
  * trailers ("name: value\r\n" lines, moved out; NULL: none).
  */
 void respond_last_chunk(struct evbuffer *out, struct evbuffer *trailers);
+/* The same with the n bytes of trailer lines at lines. */
+void respond_last_chunk_lines(struct evbuffer *out, const char *lines, size_t n);
+
+/*
+ * A whole body of len bytes that trailers follow: the head's framing
+ * (chunked, conn_respond_frame with flags) and the size line of the body's
+ * one chunk; the caller adds the body, its CRLF when len > 0, then the
+ * last chunk.
+ */
+void respond_whole_chunked(struct client_conn *c, struct evbuffer *out, size_t len, int flags);
 
 /*
  * The framing a response resp to a request with respond flags takes when

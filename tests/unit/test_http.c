@@ -819,9 +819,10 @@ static void test_name_classes(void)
 	    {"X-Forwarded-Proto", HTTP_N_X_FORWARDED_PROTO},
 	    {"X-Forwarded-Host", HTTP_N_X_FORWARDED_HOST},
 	    {"X-Real-IP", HTTP_N_X_REAL_IP},
+	    {"Content-Type", HTTP_N_CONTENT_TYPE},
 	};
 	static const char *const others[] = {
-	    "", "T", "TEE", "Hosts", "Hos", "Content-Type", "Content-Lengths", "Trailers",
+	    "", "T", "TEE", "Hosts", "Hos", "Content-Types", "Content-Lengths", "Trailers",
 	    "X-Forwarded-Fo", "X-Forwarded-Port", "Proxy-Authorizatio", "Proxy-Authorizations",
 	    "Upgrade-Insecure-Requests", "Connectio", "Keep-Alive2", "Via:",
 	    "HTTP2-Setting", "HTTP2-Settings-", "HTTP2_Settings",

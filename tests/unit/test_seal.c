@@ -699,6 +699,22 @@ static void test_record_headers_valid(void)
 	CHECK(strstr(why, "CR, LF, NUL") != NULL);
 }
 
+/* Trailers after one blank line: kept by the same rule as headers. */
+static void test_record_trailers_valid(void)
+{
+	CHECK(headers_ok("Content-Type: application/grpc\r\n\r\ngrpc-status: 0\r\n"));
+	CHECK(headers_ok("\r\ngrpc-status: 13\r\ngrpc-message: x%20y\r\nX-Request-Cost: 1\r\n"));
+	CHECK(headers_ok("grpc-status: 5\r\ngrpc-message: gone\r\n"));
+	CHECK(!headers_ok("Content-Type: a\r\n\r\n\r\ngrpc-status: 0\r\n"));
+	CHECK(!headers_ok("Content-Type: a\r\n\r\nSet-Cookie: a=b\r\n"));
+	CHECK(!headers_ok("Content-Type: a\r\n\r\ngrpc-status: 0\r\n\r\n"));
+	CHECK(!headers_ok("Content-Type: a\r\n\r\ngrpc-status: 0\n"));
+	CHECK(record_trailers_at("A: b\r\n\r\nC: d\r\n", 16) == 6);
+	CHECK(record_trailers_at("\r\nC: d\r\n", 8) == 0);
+	CHECK(record_trailers_at("A: b\r\nC: d\r\n", 12) == 12);
+	CHECK(record_trailers_at("", 0) == 0);
+}
+
 /* ---- record.c: the record an owner stores, the record a duplicate replays ---- */
 
 #define REC_RESPONSE                                                                               \
@@ -776,6 +792,38 @@ static void test_record_to_store(void)
 	http_msg_free(resp);
 }
 
+/* A response's trailers a record keeps go after its headers and a blank line. */
+static void test_record_to_store_trailers(void)
+{
+	struct http_msg *resp = rec_response();
+	struct secrets sec = {0};
+	char *extra[] = {"x-kept"};
+	struct route r = {.retention_ms = REC_RETENTION_MS, .store_headers = extra,
+			  .nstore_headers = 1};
+	unsigned char fp[RECORD_FINGERPRINT_LEN] = {0};
+	struct record_stored st;
+	const char *why = NULL;
+
+	CHECK(resp != NULL);
+	if (!resp)
+		return;
+	resp->trailers = evbuffer_new();
+	evbuffer_add_printf(resp->trailers, "grpc-status: 13\r\ngrpc-message: no\r\n"
+					    "x-dropped: 1\r\nx-kept: 2\r\n");
+	CHECK(record_to_store(&sec, &r, &rec_scope, REC_GEN, fp, resp, 0, &st) == RECORD_STORE_OK);
+	CHECK_STR(st.headers, REC_HEADERS "\r\ngrpc-status: 13\r\ngrpc-message: no\r\nx-kept: 2\r\n");
+	CHECK(record_trailers_at(st.headers, st.headers_len) == strlen(REC_HEADERS));
+	CHECK(record_headers_valid(st.headers, st.headers_len, extra, 1, &why));
+	record_stored_free(&st);
+	/* None kept: no blank line. */
+	evbuffer_drain(resp->trailers, evbuffer_get_length(resp->trailers));
+	evbuffer_add_printf(resp->trailers, "x-dropped: 1\r\n");
+	CHECK(record_to_store(&sec, &r, &rec_scope, REC_GEN, fp, resp, 0, &st) == RECORD_STORE_OK);
+	CHECK_STR(st.headers, REC_HEADERS);
+	record_stored_free(&st);
+	http_msg_free(resp);
+}
+
 static void test_record_to_store_sealed(void)
 {
 	struct seal_keys *k1 = one_key("k1", 1), *k2 = one_key("k2", 2);
@@ -846,6 +894,8 @@ int main(void)
 	test_record_unknown_key();
 	test_record_plaintext();
 	test_record_headers_valid();
+	test_record_trailers_valid();
+	test_record_to_store_trailers();
 	test_record_to_store();
 	test_record_to_store_sealed();
 	UNIT_DONE("seal");

@@ -46,7 +46,7 @@ FUZZERS      := build/fuzz/fuzz_http build/fuzz/fuzz_fingerprint build/fuzz/fuzz
                 build/fuzz/fuzz_jwt build/fuzz/fuzz_seal build/fuzz/fuzz_keysource \
                 build/fuzz/fuzz_store_dns build/fuzz/fuzz_procstat build/fuzz/fuzz_ui \
                 build/fuzz/fuzz_log build/fuzz/fuzz_trace build/fuzz/fuzz_h2up \
-                build/fuzz/fuzz_h2
+                build/fuzz/fuzz_h2 build/fuzz/fuzz_grpc
 
 # Each fuzz target's sources (one list: what it is built from and what
 # rebuilds it; the headers they include come from clang's -MMD) and libraries.
@@ -89,6 +89,7 @@ FUZZ_LIB_fuzz_h2up := -levent -lnghttp2 -lyajl -lcrypto
 FUZZ_SRC_fuzz_h2 := tests/fuzz/fuzz_h2.c proxy/h2.c proxy/http.c http/header.c http/path.c \
                     proxy/upgrade.c proxy/base64.c proxy/digest.c proxy/log.c proxy/utf8.c
 FUZZ_LIB_fuzz_h2 := -levent -lnghttp2 -lcrypto -lyajl
+FUZZ_SRC_fuzz_grpc := tests/fuzz/fuzz_grpc.c http/grpc.c
 
 .PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc check-modules check-docs lint fuzz chaos ha image image-test
 

@@ -12,6 +12,7 @@
 #include "conf/conf.h"
 #include "proxy/actor.h"
 #include "proxy/http.h"
+#include "http/grpc.h"
 #include "proxy/idemkey.h"
 #include "proxy/keysource.h"
 #include "proxy/respond.h"
@@ -29,6 +30,7 @@ static const char *const contract_fact_labels[FACT_COUNT] = {
     [FACT_UNKNOWN] = "Unknown outcome",
     [FACT_UPSTREAM] = "API statuses",
     [FACT_ERRORS] = "Errors",
+    [FACT_GRPC] = "gRPC methods",
 };
 
 /* The problems an intercepted request may get: the key's, the actor's, the
@@ -397,6 +399,72 @@ static void fact_errors(FILE *f, const struct conf *conf, const struct route *r)
 	fputs(" followed by the error's name below", f);
 }
 
+/* 1 when m matches gRPC method paths: POST /package.Service/Method (or {param}, or *). */
+static int contract_grpc_match(const struct route_match *m)
+{
+	return strcmp(m->method, "POST") == 0 && m->nsegs == 2 &&
+	       m->segs[0].kind == SEG_LITERAL && memchr(m->segs[0].text, '.', m->segs[0].len);
+}
+
+/* The codes of a gRPC code set, each a code span; "none" when empty. */
+static void contract_grpc_codes(FILE *f, const struct status_set *s)
+{
+	int n = 0;
+
+	for (int code = 0; code < GRPC_CODES; code++) {
+		if (status_set_has(s, code)) {
+			fputs(n++ ? ", " : "", f);
+			contract_code(f, grpc_code_name(code));
+		}
+	}
+	if (!n)
+		fputs("none", f);
+}
+
+static void fact_grpc(FILE *f, const struct conf *conf, const struct route *r)
+{
+	int n = 0;
+
+	for (int i = 0; i < r->nmatches; i++) {
+		const struct route_match *m = &r->matches[i];
+
+		if (!contract_grpc_match(m))
+			continue;
+		/* The method's name: package.Service/Method */
+		fprintf(f, "%s`%.*s/%s%.*s%s`", n++ ? ", " : "", (int)m->segs[0].len,
+			m->segs[0].text, m->segs[1].kind == SEG_PARAM ? "{" : "",
+			m->segs[1].kind == SEG_REST ? 1 : (int)m->segs[1].len,
+			m->segs[1].kind == SEG_REST ? "*" : m->segs[1].text,
+			m->segs[1].kind == SEG_PARAM ? "}" : "");
+	}
+	if (!n)
+		return;
+	fputs(": a call (Content-Type `application/grpc`) is a request like any other here, "
+	      "its headers the call's metadata (lower case)",
+	      f);
+	if (r->grpc_streaming == GRPC_STREAMING_PASS) {
+		fputs("; every call passes through unenforced (`grpc streaming pass`)", f);
+		return;
+	}
+	fputs(". It sends one request message: a call with more (client-streaming, "
+	      "bidirectional) is refused with `UNIMPLEMENTED` before anything reaches the API. "
+	      "Its answer, every message and the trailers (`grpc-status`, `grpc-message`, "
+	      "`grpc-status-details-bin`), is stored and replayed as it came, except that "
+	      "the API's `grpc-status` ",
+	      f);
+	contract_grpc_codes(f, &r->grpc_release_on);
+	fputs(" release the key and ", f);
+	contract_grpc_codes(f, &r->grpc_unknown_on);
+	fputs(" make the outcome unknown. The errors below reach a call as gRPC statuses in "
+	      "trailers-only form: a missing or invalid key `INVALID_ARGUMENT`, an actor's "
+	      "fault `UNAUTHENTICATED`, a conflict or an unknown outcome "
+	      "`FAILED_PRECONDITION`, a request in progress `ABORTED` with "
+	      "`grpc-retry-pushback-ms`, an unavailable store or API `UNAVAILABLE`, a timeout "
+	      "`DEADLINE_EXCEEDED`, a request too large `RESOURCE_EXHAUSTED`; `grpc-message` "
+	      "names the error",
+	      f);
+}
+
 static void (*const contract_fact_writers[FACT_COUNT])(FILE *, const struct conf *,
 						       const struct route *) = {
     [FACT_KEY] = fact_key,
@@ -409,6 +477,7 @@ static void (*const contract_fact_writers[FACT_COUNT])(FILE *, const struct conf
     [FACT_UNKNOWN] = fact_unknown,
     [FACT_UPSTREAM] = fact_upstream,
     [FACT_ERRORS] = fact_errors,
+    [FACT_GRPC] = fact_grpc,
 };
 
 /* 1 when conf can answer kind at all: key-unavailable only with body_encryption. */

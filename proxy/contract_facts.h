@@ -45,6 +45,7 @@ enum contract_fact {
 	FACT_UNKNOWN,
 	FACT_UPSTREAM,
 	FACT_ERRORS,
+	FACT_GRPC, /* "" for a route with no gRPC method path: not shown */
 	FACT_COUNT
 };
 

@@ -92,7 +92,8 @@ static void md_route(FILE *f, const struct contract *c, const struct contract_ro
 	fputs("\n\n| | |\n|---|---|\n", f);
 	md_paths(f, c, cr);
 	for (int i = 0; i < FACT_COUNT; i++)
-		md_fact_row(f, contract_fact_label(i), cr->fact[i]);
+		if (cr->fact[i][0])
+			md_fact_row(f, contract_fact_label(i), cr->fact[i]);
 	md_statuses(f, c, cr);
 }
 

@@ -299,7 +299,8 @@ static char *oa_facts_list(const struct contract_route *cr)
 	if (!contract_text_begin(&t))
 		return NULL;
 	for (int i = 0; i < FACT_COUNT; i++)
-		fprintf(t.f, "- **%s**: %s.\n", contract_fact_label(i), cr->fact[i]);
+		if (cr->fact[i][0])
+			fprintf(t.f, "- **%s**: %s.\n", contract_fact_label(i), cr->fact[i]);
 	return contract_text_end(&t, NULL);
 }
 

@@ -6,6 +6,7 @@
  *   idemproxy -T -c FILE         check it and print the effective configuration
  *   idemproxy migrate -c FILE    apply pending schema migrations
  *   idemproxy migrate --hash-partitions N -c FILE
+ *   idemproxy migrate --distribute -c FILE
  *                                and partition the record table by hash
  *   idemproxy migrate status -c FILE   list them; exit 1 when one is pending
  *   idemproxy describe -c FILE [--format markdown|openapi]
@@ -491,6 +492,7 @@ struct options {
 	int help, version; /* --help, --version: anywhere among the options */
 	const char *partitions_arg; /* migrate --hash-partitions as given, NULL: not given */
 	int partitions;
+	int distribute; /* migrate --distribute */
 };
 
 /* The usage of the subcommand o names (NULL: every command) on f. */
@@ -509,6 +511,8 @@ static void usage_of(FILE *f, const struct options *o)
 		fprintf(f, " idemproxy migrate [-c FILE]  apply pending migrations and exit\n"
 			   "       idemproxy migrate --hash-partitions N [-c FILE]\n"
 			   "                                    then hash-partition the records (N: 2-1024)\n"
+			   "       idemproxy migrate --distribute [-c FILE]\n"
+			   "                                    then distribute the records on Citus\n"
 			   "       idemproxy migrate status [-c FILE]\n"
 			   "                                    list migrations; exit 1 when one is pending\n"
 			   "      ");
@@ -562,6 +566,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{"test", no_argument, NULL, 't'},
 		{"format", required_argument, NULL, 'f'}, /* describe only */
 		{"hash-partitions", required_argument, NULL, 'p'}, /* migrate only */
+		{"distribute", no_argument, NULL, 'D'}, /* migrate only */
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
@@ -588,6 +593,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'p':
 			o->partitions_arg = optarg;
+			break;
+		case 'D':
+			o->distribute = 1;
 			break;
 		case 'h':
 			o->help = 1;
@@ -622,6 +630,11 @@ static int parse_options(int argc, char **argv, struct options *o)
 	if (o->partitions_arg && (!o->migrate || o->status)) {
 		fprintf(stderr,
 			"idemproxy: --hash-partitions is for migrate only (not migrate status)\n");
+		return 2;
+	}
+	if (o->distribute && (!o->migrate || o->status || o->partitions_arg)) {
+		fprintf(stderr, "idemproxy: --distribute is for migrate only (not migrate status, "
+				"nor with --hash-partitions)\n");
 		return 2;
 	}
 	if (o->partitions_arg && parse_partitions(o->partitions_arg, &o->partitions) < 0) {
@@ -680,6 +693,8 @@ int main(int argc, char **argv)
 	} else if (o.migrate) {
 		if (o.status)
 			rc = migrate_status(conf->database, err, sizeof(err));
+		else if (o.distribute)
+			rc = migrate_distribute(conf->database, err, sizeof(err));
 		else if (o.partitions_arg)
 			rc = migrate_hash_partition(conf->database, o.partitions, err, sizeof(err));
 		else

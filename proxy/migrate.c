@@ -67,6 +67,27 @@ static const char migrate_sql_partitioning[] =
     "  'modulus ([0-9]+)'))[1]::int AS modulus) b ON true"
     " WHERE c.oid = to_regclass('idempotency_records') GROUP BY c.oid, c.relkind";
 
+/* Citus on this server: its version, no row without it. */
+static const char migrate_sql_citus[] =
+    "SELECT extversion FROM pg_extension WHERE extname = 'citus'";
+
+/* How Citus distributes idempotency_records (only asked with Citus there):
+ * its distribution column and shard count, no row when it is a local table. */
+static const char migrate_sql_distribution[] =
+    "SELECT column_to_column_name(p.logicalrelid, p.partkey),"
+    " (SELECT count(*) FROM pg_dist_shard s WHERE s.logicalrelid = p.logicalrelid),"
+    " (SELECT count(DISTINCT groupid) FROM pg_dist_node WHERE noderole = 'primary'"
+    "  AND shouldhaveshards AND isactive)"
+    " FROM pg_dist_partition p WHERE p.logicalrelid = to_regclass('idempotency_records')"
+    " AND p.partmethod = 'h'";
+
+/* The records' distribution column: in every statement's scope, so each
+ * names the shard of each scope it touches. */
+#define MIGRATE_DIST_COLUMN "idem_key"
+
+static const char migrate_sql_distribute[] =
+    "SELECT create_distributed_table('idempotency_records', '" MIGRATE_DIST_COLUMN "')";
+
 /* The partition key --hash-partitions makes, as pg_get_partkeydef prints it. */
 #define MIGRATE_HASH_KEYDEF "HASH (actor, operation, idem_key)"
 
@@ -405,15 +426,61 @@ static void migrate_print_partitioning(const struct migrate_partitioning *p)
 		       p->keydef, p->partitions, p->uneven ? " of different moduli" : "");
 }
 
+/* Citus's view of idempotency_records, read from its catalog. */
+struct migrate_citus {
+	char version[MIGRATE_NUM_MAX]; /* "": no Citus on this server */
+	char column[MIGRATE_KEYDEF_MAX]; /* "": not distributed */
+	int shards, groups;
+};
+
+/* Read *c. Returns 0, or -1 with a message in err. */
+static int migrate_citus(PGconn *conn, struct migrate_citus *c, const char *what, char *err,
+			 size_t errlen)
+{
+	PGresult *res = NULL;
+
+	memset(c, 0, sizeof(*c));
+	if (migrate_exec(conn, migrate_sql_citus, 0, NULL, what, err, errlen, &res) < 0)
+		return -1;
+	if (PQntuples(res) == 1)
+		snprintf(c->version, sizeof(c->version), "%s", PQgetvalue(res, 0, 0));
+	PQclear(res);
+	if (!c->version[0])
+		return 0;
+	if (migrate_exec(conn, migrate_sql_distribution, 0, NULL, what, err, errlen, &res) < 0)
+		return -1;
+	if (PQntuples(res) == 1) {
+		snprintf(c->column, sizeof(c->column), "%s", PQgetvalue(res, 0, 0));
+		c->shards = atoi(PQgetvalue(res, 0, 1));
+		c->groups = atoi(PQgetvalue(res, 0, 2));
+	}
+	PQclear(res);
+	return 0;
+}
+
+/* The status line of the table on Citus; nothing without Citus. */
+static void migrate_print_citus(const struct migrate_citus *c)
+{
+	if (c->column[0])
+		printf("distributed by %s: %d shards on %d nodes (Citus %s)\n", c->column, c->shards,
+		       c->groups, c->version);
+	else if (c->version[0])
+		printf("not distributed: Citus %s is installed; \"idemproxy migrate --distribute\" "
+		       "distributes idempotency_records\n",
+		       c->version);
+}
+
 int migrate_status(const char *conninfo, char *err, size_t errlen)
 {
+	struct migrate_citus citus;
 	PGconn *conn = migrate_connect(conninfo, err, errlen);
 	struct migrate_partitioning parts;
 	PGresult *applied = NULL;
 	int pending = 0, found, rc = -1;
 
 	if (!conn || migrate_applied(conn, &applied, err, errlen) < 0 ||
-	    migrate_partitioning(conn, &parts, "cannot read idempotency_records", err, errlen) < 0)
+	    migrate_partitioning(conn, &parts, "cannot read idempotency_records", err, errlen) < 0 ||
+	    migrate_citus(conn, &citus, "cannot read Citus's catalog", err, errlen) < 0)
 		goto out;
 	for (int i = 0; i < migration_count; i++) {
 		found = migrate_row_of(applied, migrations[i].version);
@@ -429,6 +496,7 @@ int migrate_status(const char *conninfo, char *err, size_t errlen)
 			printf("unknown  %s  %s (applied by a newer idemproxy)\n",
 			       PQgetvalue(applied, r, 1), PQgetvalue(applied, r, 2));
 	migrate_print_partitioning(&parts);
+	migrate_print_citus(&citus);
 	if (pending)
 		printf("%d pending: run \"idemproxy migrate\" to apply %s\n", pending,
 		       pending == 1 ? "it" : "them");
@@ -604,6 +672,46 @@ int migrate_hash_partition(const char *conninfo, int partitions, char *err, size
 		goto out;
 	if (rows > 0)
 		printf("analyzed idempotency_records\n");
+	rc = 0;
+out:
+	fflush(stdout);
+	PQfinish(conn);
+	return rc;
+}
+
+int migrate_distribute(const char *conninfo, char *err, size_t errlen)
+{
+	const char *what = "cannot distribute idempotency_records";
+	PGconn *conn = migrate_connect(conninfo, err, errlen);
+	struct migrate_citus c;
+	int rc = -1;
+
+	if (!conn || migrate_apply_on(conn, err, errlen) < 0)
+		goto out;
+	/* Under the migrate lock: two migrators do not both distribute. */
+	if (migrate_exec(conn, "BEGIN", 0, NULL, what, err, errlen, NULL) < 0 ||
+	    migrate_exec(conn, migrate_sql_migrate_lock, 0, NULL, what, err, errlen, NULL) < 0 ||
+	    migrate_citus(conn, &c, what, err, errlen) < 0)
+		goto out;
+	if (!c.version[0]) {
+		snprintf(err, errlen,
+			 "%s: this server has no Citus (the extension is not created in this "
+			 "database; on a Citus coordinator run CREATE EXTENSION citus first)",
+			 what);
+		goto out;
+	}
+	if (c.column[0] && strcmp(c.column, MIGRATE_DIST_COLUMN) != 0) {
+		snprintf(err, errlen, "%s: it is distributed by %s, not by " MIGRATE_DIST_COLUMN
+			 ": redistributing is not supported", what, c.column);
+		goto out;
+	}
+	if (!c.column[0] &&
+	    (migrate_exec(conn, migrate_sql_distribute, 0, NULL, what, err, errlen, NULL) < 0 ||
+	     migrate_citus(conn, &c, what, err, errlen) < 0))
+		goto out;
+	if (migrate_exec(conn, "COMMIT", 0, NULL, what, err, errlen, NULL) < 0)
+		goto out;
+	migrate_print_citus(&c);
 	rc = 0;
 out:
 	fflush(stdout);

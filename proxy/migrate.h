@@ -46,9 +46,20 @@ int migrate_apply(const char *conninfo, char *err, size_t errlen);
 int migrate_hash_partition(const char *conninfo, int partitions, char *err, size_t errlen);
 
 /*
+ * `migrate --distribute`: migrate_apply, then, on a Citus coordinator,
+ * distributes idempotency_records by hash of idem_key (Citus's
+ * create_distributed_table, which moves its rows to the shards) unless it
+ * already is, and prints how it is distributed. Returns 0, or -1 with a
+ * message in err: no Citus in the database, or distributed by another
+ * column.
+ */
+int migrate_distribute(const char *conninfo, char *err, size_t errlen);
+
+/*
  * `migrate status`: prints each migration as applied (with its time),
  * pending, or unknown (recorded by a newer binary), then "partitioned hash N"
- * when idempotency_records is partitioned so. Returns 0 when none is
+ * when idempotency_records is partitioned so, and with Citus whether it is
+ * distributed ("distributed by idem_key: N shards on M nodes"). Returns 0 when none is
  * pending, 1 when some are, -1 with a message in err when the database
  * cannot be read.
  */

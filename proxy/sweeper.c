@@ -9,7 +9,8 @@
  * records whose lease ran out as unknown: their owner vanished, and an
  * operator (or `recovery forward`) must now decide. It never deletes an
  * in_progress or unknown record. When a tick found a full batch, the next
- * one follows after SWEEP_AGAIN_MS instead of the interval.
+ * one follows after SWEEP_AGAIN_MS instead of the interval. In a database
+ * with Citus the writes take the forms Citus runs (no FOR UPDATE).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +52,8 @@ static const char sweep_sql_lock[] =
     "SELECT " SWEEP_LOCKED ","
     " (SELECT count(*) FROM idempotency_records"
     "  WHERE state = 'in_progress' AND lease_expires_at <= now()),"
-    " (SELECT count(*) FROM idempotency_records WHERE state = 'unknown')";
+    " (SELECT count(*) FROM idempotency_records WHERE state = 'unknown'),"
+    " EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')";
 
 static const char sweep_sql_delete[] =
     "DELETE FROM idempotency_records r USING ("
@@ -68,6 +70,36 @@ static const char sweep_sql_mark[] =
     " ORDER BY lease_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) s"
     " WHERE r.actor = s.actor AND r.operation = s.operation AND r.idem_key = s.idem_key"
     " AND r.state = 'in_progress'"
+    " RETURNING " SCOPE_SQL_TOKEN("r");
+
+/*
+ * The same writes where Citus may distribute the table: it runs no
+ * distributed statement with FOR UPDATE, so the rows are picked by a plain
+ * read (a CTE Citus evaluates first, its rows brought to the coordinator)
+ * and the write re-checks each row's own state and time, which an owner's
+ * write or a takeover in between changes: what is deleted is still
+ * completed and expired, what is marked still in_progress past its lease.
+ * A row an owner holds is waited for instead of skipped. The lock is a CTE
+ * of its own, evaluated once on the coordinator.
+ */
+#define SWEEP_LOCKED_CTE "l AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(" SWEEP_LOCK_KEY ") AS held)"
+
+static const char sweep_sql_delete_citus[] =
+    "WITH " SWEEP_LOCKED_CTE ","
+    " d AS (SELECT actor, operation, idem_key FROM idempotency_records"
+    "  WHERE state = 'completed' AND expires_at <= now() ORDER BY expires_at LIMIT $1)"
+    " DELETE FROM idempotency_records r USING d, l"
+    " WHERE l.held AND r.actor = d.actor AND r.operation = d.operation"
+    " AND r.idem_key = d.idem_key AND r.state = 'completed' AND r.expires_at <= now()";
+
+static const char sweep_sql_mark_citus[] =
+    "WITH " SWEEP_LOCKED_CTE ","
+    " s AS (SELECT actor, operation, idem_key FROM idempotency_records"
+    "  WHERE state = 'in_progress' AND lease_expires_at <= now()"
+    "  ORDER BY lease_expires_at LIMIT $1)"
+    " UPDATE idempotency_records r SET state = 'unknown' FROM s, l"
+    " WHERE l.held AND r.actor = s.actor AND r.operation = s.operation"
+    " AND r.idem_key = s.idem_key AND r.state = 'in_progress' AND r.lease_expires_at <= now()"
     " RETURNING " SCOPE_SQL_TOKEN("r");
 
 /* The sweep's statements, in the order they run. */
@@ -94,6 +126,7 @@ struct sweeper {
 	struct event *timer;
 	int64_t interval_ms;
 	int running; /* a sweep is in flight */
+	int citus;   /* the database has Citus: the writes take its forms */
 	enum sweep_step step;
 	int64_t deleted; /* by this sweep's delete */
 	const char *params[1];
@@ -144,7 +177,7 @@ static void sweeper_done(void *arg, enum store_result res, const PGresult *resul
 	struct sweeper *sw = arg;
 
 	if (res != STORE_OK || (sw->step == SWEEP_LOCK && (PQntuples(result) != 1 ||
-							    PQnfields(result) != 3))) {
+							    PQnfields(result) != 4))) {
 		sw->stats.errors += 1;
 		sweeper_end(sw, sw->interval_ms);
 		return;
@@ -153,6 +186,7 @@ static void sweeper_done(void *arg, enum store_result res, const PGresult *resul
 	case SWEEP_LOCK:
 		sw->stats.expired = strtoll(PQgetvalue(result, 0, 1), NULL, 10);
 		sw->stats.unknown = strtoll(PQgetvalue(result, 0, 2), NULL, 10);
+		sw->citus = strcmp(PQgetvalue(result, 0, 3), "t") == 0;
 		if (strcmp(PQgetvalue(result, 0, 0), "t") != 0) {
 			/* Another instance holds the lock: it is sweeping. */
 			sw->stats.skipped += 1;
@@ -173,13 +207,16 @@ static void sweeper_done(void *arg, enum store_result res, const PGresult *resul
 
 static void sweeper_send(struct sweeper *sw, enum sweep_step step)
 {
-	static const char *const sqls[] = {
-	    [SWEEP_LOCK] = sweep_sql_lock,
-	    [SWEEP_DELETE] = sweep_sql_delete,
-	    [SWEEP_MARK] = sweep_sql_mark,
+	static const char *const sqls[2][3] = {
+	    {[SWEEP_LOCK] = sweep_sql_lock,
+	     [SWEEP_DELETE] = sweep_sql_delete,
+	     [SWEEP_MARK] = sweep_sql_mark},
+	    {[SWEEP_LOCK] = sweep_sql_lock,
+	     [SWEEP_DELETE] = sweep_sql_delete_citus,
+	     [SWEEP_MARK] = sweep_sql_mark_citus},
 	};
-	struct store_stmt stmt = {sqls[step], step == SWEEP_LOCK ? 0 : 1, NULL, sw->params, NULL,
-				  NULL};
+	struct store_stmt stmt = {sqls[sw->citus][step], step == SWEEP_LOCK ? 0 : 1, NULL, sw->params,
+				  NULL, NULL};
 
 	sw->step = step;
 	store_query(sw->store, &stmt, sweeper_done, sw);

@@ -217,6 +217,23 @@ def test_migrate_twice_is_fine(binary, pg):
     pg.records.table()
 
 
+def test_migrate_distribute_refuses_without_citus(binary, pg):
+    """On a server without Citus, --distribute applies the schema and then
+    refuses, saying what is missing; migrate status says nothing of Citus."""
+    r = run(binary, "migrate", "--distribute", "-c", pg.migrate_conf)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "this server has no Citus" in r.stderr, r.stderr
+    assert "CREATE EXTENSION citus" in r.stderr, r.stderr
+    r = run(binary, "migrate", "status", "-c", pg.migrate_conf)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "istributed" not in r.stdout, r.stdout
+    for args in (("migrate", "status", "--distribute"),
+                 ("migrate", "--distribute", "--hash-partitions", "4"), ("--distribute",)):
+        r = run(binary, *args, "-c", pg.migrate_conf)
+        assert r.returncode == 2, (args, r.stdout + r.stderr)
+        assert "--distribute is for migrate only" in r.stderr, (args, r.stderr)
+
+
 def test_sigterm_exits_zero(proxy):
     p = proxy()
     assert p.stop() == 0, p.stderr_tail()

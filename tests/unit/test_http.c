@@ -1389,8 +1389,36 @@ static void test_trailers_filtered(void)
 	evbuffer_free(to);
 }
 
+/* http_msg_field: a trailer first, then the head; names in any case. */
+static void test_msg_field(void)
+{
+	static const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n"
+				   "grpc-status: 3\r\nX-Only-Head: h\r\n\r\n";
+	struct http_msg *m = NULL;
+	const char *v;
+	size_t len = 99;
+
+	CHECK(parse_whole(HTTP_RESPONSE, 0, resp, sizeof(resp) - 1, &m) == HTTP_DONE);
+	if (!m)
+		return;
+	v = http_msg_field(m, "grpc-status", &len);
+	CHECK(v && len == 1 && v[0] == '3');
+	m->trailers = evbuffer_new();
+	evbuffer_add_printf(m->trailers, "grpc-statusx: 1\r\nGRPC-Status: 13\r\nempty: \r\n");
+	v = http_msg_field(m, "grpc-status", &len);
+	CHECK(v && len == 2 && memcmp(v, "13", 2) == 0);
+	v = http_msg_field(m, "empty", &len);
+	CHECK(v && len == 0);
+	v = http_msg_field(m, "x-only-head", &len);
+	CHECK(v && len == 1 && v[0] == 'h');
+	CHECK(http_msg_field(m, "grpc-message", &len) == NULL);
+	CHECK(http_msg_field(m, "grpc", &len) == NULL);
+	http_msg_free(m);
+}
+
 int main(void)
 {
+	test_msg_field();
 	test_name_classes();
 	test_simple_get();
 	test_bytewise_post();

@@ -1293,12 +1293,12 @@ row() {
 		fi
 		;;
 	a-base)
-		add_checks "$label vs baseline rps, $c conns" "rps ratio vs baseline" "$rr" ">=" $TARGET_BASELINE \
-			"$label vs baseline CPU/req, $c conns" "CPU/request ratio vs baseline" "$cr" "<=" \
+		add_checks "vs baseline: $label rps, $c conns" "rps ratio vs baseline" "$rr" ">=" $TARGET_BASELINE \
+			"vs baseline: $label CPU, $c conns" "CPU/request ratio vs baseline" "$cr" "<=" \
 			"$(awk -v t=$TARGET_BASELINE 'BEGIN { printf "%.2f", 2 - t }')"
 		;;
 	b-base | c-base)
-		add_checks "$label vs baseline rps, $c conns" "rps ratio vs baseline" "$rr" ">=" $TARGET_BASELINE
+		add_checks "vs baseline: $label rps, $c conns" "rps ratio vs baseline" "$rr" ">=" $TARGET_BASELINE
 		;;
 	c)
 		add_checks "replay/pass-through rps ratio, $c conns" "rps ratio" "$rr" ">=" $TARGET_REPLAY \
@@ -1335,14 +1335,17 @@ row() {
 for c in $CONNS; do
 	row a "pass-through GET" get "nginx proxy, fwd" nginx_fwd 1 "$c"
 	row a-info "pass-through GET" get "nginx proxy, plain" nginx_get 0 "$c"
+	[ -z "$BASE_BIN" ] || row a-base "pass-through GET" get "baseline" base_get 0 "$c"
 done
 for c in $CONNS; do
 	row b "owner POST" owner "pgbench prepared" pgbench_prepared 2 "$c"
 	row b-info "owner POST" owner "pgbench unnamed" pgbench_extended 0 "$c"
+	[ -z "$BASE_BIN" ] || row b-base "owner POST" owner "baseline" base_owner 0 "$c"
 done
 for c in $CONNS; do
 	row c "replay POST" replay "own pass-through" get_c 3 "$c"
 	row c-static "replay POST" replay "nginx static" nginx_static 4 "$c"
+	[ -z "$BASE_BIN" ] || row c-base "replay POST" replay "baseline" base_replay 0 "$c"
 done
 for c in $CONNS; do
 	row i "owner jwt ES256" owner_es "owner header" owner_hdr 0 "$c"
@@ -1362,13 +1365,6 @@ done
 for c in $CONNS; do
 	row l "gRPC unary POST" grpc "nginx grpc_pass" nginx_grpc 0 "$c"
 done
-if [ -n "$BASE_BIN" ]; then
-	for c in $CONNS; do
-		row a-base "pass-through GET" get "baseline" base_get 0 "$c"
-		row b-base "owner POST" owner "baseline" base_owner 0 "$c"
-		row c-base "replay POST" replay "baseline" base_replay 0 "$c"
-	done
-fi
 if [ "$SKIP_MILLION" != 1 ]; then
 	for c in $CONNS; do
 		row d "owner POST @1M" owner_1m "empty table" owner_ref 5 "$c"

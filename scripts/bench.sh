@@ -44,8 +44,18 @@
 #       "64" H2_CLIENTS connections of 64/H2_CLIENTS streams each. h2load
 #       reports no percentiles: the p50 column holds its mean. When h2load
 #       or nginx's http2 module is missing the output says so and (k) is
-#       left out.
-# (a), (b), (c), (i) and (k) run ROUNDS rounds interleaved at each connection
+#       left out;
+#   (l) gRPC unary pass-through with h2load (POST /bench.Echo/Unary, one
+#       length-prefixed message, content-type application/grpc, te:
+#       trailers) through a second idemproxy with `upstream h2c://`
+#       against nginx's grpc_pass, the same workers, with the CPU time per
+#       request of each, at 1 and 64 concurrent streams as in (k); the
+#       upstream is nginx's echo module answering each call with its own
+#       message and grpc-status 0 (scripts/bench/grpc_client.py serve when
+#       the module is missing), both proxies probed with a grpcio client
+#       before and after. Without h2load, nginx's grpc module or an
+#       upstream the output says so and (l) is left out.
+# (a), (b), (c), (i), (k) and (l) run ROUNDS rounds interleaved at each connection
 # count (A B A B ..., as the machine is noisy) and report the median rps and
 # p99 with min-max, their ratios from the medians; (d), (j) run once, (e)-(h)
 # as described. Prints one table and a target check per row (the targets in
@@ -59,7 +69,11 @@
 # docs/bench/ alone), BENCH_ONLY="k ..." (run only these sections; the
 # others are reported as "-"), IDEMPROXY_BIN (default ./idemproxy), BENCH_PROXY_LOG=FILE
 # (idemproxy's stderr, one line per request; default /dev/null, as nginx
-# runs with access_log off).
+# runs with access_log off), BENCH_BASELINE_BIN=PATH (another idemproxy
+# binary, say one built before a change: (a), (b) and (c) run it too, as a
+# third side in the same rounds, and add "vs baseline" rows and checks),
+# BENCH_GRPC_UPSTREAM=grpcio ((l)'s upstream in python3-grpcio even when
+# nginx's echo module is there).
 # Runtime: 14 x 2 x ROUNDS runs for (a) (b) (c) (i) and 12 more for (d) (j),
 # each BENCH_SECONDS plus well under a second of set-up, then the 1M load
 # and (e)-(h) (a minute or two together): with the defaults 96 runs, about
@@ -75,6 +89,8 @@ ROOT=$(pwd -P)
 HERE=$ROOT/scripts/bench
 
 BIN=${IDEMPROXY_BIN:-./idemproxy}
+BASE_BIN=${BENCH_BASELINE_BIN:-}
+GRPC_UPSTREAM=${BENCH_GRPC_UPSTREAM:-}
 FP_BIN=${FP_BENCH_BIN:-build/release/tests/test_fingerprint}
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 NGINX=/usr/sbin/nginx
@@ -114,6 +130,9 @@ RUN_GRACE=30              # seconds a measured run may overrun before it is kill
 SQL_TIMEOUT=120           # seconds for one psql call (the 1M load included)
 # shellcheck disable=SC2034  # read by free_port (scripts/lib.sh)
 PORT_TRIES=200            # candidate ports tried for each listener
+ECHO_MODULE=/usr/lib/nginx/modules/ngx_http_echo_module.so # (l)'s upstream
+GRPC_SERVE_PROCS=2        # (l): processes of the grpcio upstream, when it is the one
+GRPC_PAYLOAD=bench-echo-0123456789abcdef # (l): the message of every call (27 bytes)
 
 # The targets (docs/performance.md, Targets).
 TARGET_PASS_RPS=1.0       # pass-through rps >= this x nginx, at 64 connections
@@ -131,6 +150,8 @@ TARGET_FP_MS=10           # (h): CPU ms per 1 MiB JSON body
 TARGET_FP_MIB=4           # (h): heap MiB beyond the body
 TARGET_JWT=0.9            # (i): actor jwt rps >= this x the header actor's
 TARGET_H2_PASS=1.0        # (k): h2 pass-through rps >= this x nginx http2's, at 64 streams
+TARGET_GRPC_PASS=1.0      # (l): gRPC pass-through rps >= this x nginx grpc_pass's, at 64 streams
+TARGET_BASELINE=0.95      # BENCH_BASELINE_BIN: rps >= this x the baseline's (the rounds' noise)
 
 # The fixed values pgbench sends, as idemproxy would for the bench route.
 PGB_FINGERPRINT='\x9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08'
@@ -161,7 +182,7 @@ while [ $# -gt 0 ]; do
 done
 
 for sec in $ONLY; do
-	case "$sec" in [a-k]) ;; *) die "BENCH_ONLY names sections a to k: $sec" ;; esac
+	case "$sec" in [a-l]) ;; *) die "BENCH_ONLY names sections a to l: $sec" ;; esac
 done
 case "$SECONDS_PER" in '' | *[!0-9]*) die "BENCH_SECONDS must be a number of seconds: $SECONDS_PER" ;; esac
 case "$WORKERS" in '' | *[!0-9]*) die "BENCH_WORKERS must be a number: $WORKERS" ;; esac
@@ -178,6 +199,8 @@ ROUNDS=$((10#$ROUNDS))
 
 [ "$(id -u)" -eq 0 ] || die "must run as root (the PostgreSQL cluster runs as user postgres)"
 [ -x "$BIN" ] || die "$BIN not found: build it with make"
+[ -z "$BASE_BIN" ] || [ -x "$BASE_BIN" ] || die "BENCH_BASELINE_BIN: $BASE_BIN is not an executable"
+case "$GRPC_UPSTREAM" in '' | grpcio) ;; *) die "BENCH_GRPC_UPSTREAM is grpcio or empty: $GRPC_UPSTREAM" ;; esac
 for tool in wrk curl "$NGINX" "$PGBIN/pgbench" "$PGBIN/psql" gnuplot "$PY" timeout pgrep getconf; do
 	command -v "$tool" >/dev/null || die "$tool not found (make deps installs it)"
 done
@@ -198,6 +221,10 @@ sink_pid=""
 nginx_pid=""
 proxy_pid=""
 tls_proxy_pid=""
+base_pid=""      # BENCH_BASELINE_BIN's idemproxy
+grpc_up_pid=""   # (l): the gRPC upstream, nginx's gRPC proxy, idemproxy's
+grpc_nginx_pid=""
+grpc_proxy_pid=""
 child_pid=""
 
 # shellcheck disable=SC1091  # not followed: checked on its own
@@ -209,6 +236,10 @@ cleanup() {
 	stop_pid "$child_pid"
 	stop_pid "$proxy_pid"
 	stop_pid "$tls_proxy_pid"
+	stop_pid "$base_pid"
+	stop_pid "$grpc_proxy_pid"
+	stop_pid "$grpc_nginx_pid"
+	stop_pid "$grpc_up_pid"
 	stop_pid "$nginx_pid"
 	stop_pid "$upstream_pid"
 	stop_pid "$sink_pid"
@@ -230,6 +261,13 @@ check_proxy() {
 	fi
 	tail -n 30 "$PROXY_LOG" >&2 || true
 	die "idemproxy exited during the benchmark (the end of $PROXY_LOG is above)"
+}
+
+# The same for the idemproxy of pid $1 named $2 (the baseline, (l)'s).
+check_other() {
+	kill -0 "$1" 2>/dev/null && return 0
+	[ "$PROXY_LOG" = /dev/null ] || tail -n 30 "$PROXY_LOG" >&2 || true
+	die "$2 exited during the benchmark (rerun with BENCH_PROXY_LOG=FILE to keep its log)"
 }
 
 # Run command $3... in the background with stdout and stderr to file $2 ("-":
@@ -276,6 +314,9 @@ psql_q() {
 # and MISSING counts it.
 
 declare -A RPS P50 P99 REQS ERRS
+# h2load's requests done and succeeded, those failed, errored or timed out,
+# and the answers other than 2xx, summed over a scenario's runs
+declare -A H2_DONE H2_OK H2_FAIL H2_NOT2XX
 declare -A ALL_RPS ALL_P50 ALL_P99 ALL_CPU
 declare -A RPS_MIN RPS_MAX P99_MIN P99_MAX CPU CPU_MIN CPU_MAX NRUN
 MISSING=0
@@ -424,6 +465,10 @@ run_h2load() {
 	# failed, errored and timed out requests, and 4xx and 5xx answers
 	errs=$(awk '/^requests:/ { n += $10 + $12 + $14 } /^status codes:/ { n += $7 + $9 }
 		END { print n + 0 }' "$out")
+	H2_DONE[$name]=$((${H2_DONE[$name]:-0} + $(awk '/^requests:/ { print $6 + 0 }' "$out")))
+	H2_OK[$name]=$((${H2_OK[$name]:-0} + $(awk '/^requests:/ { print $8 + 0 }' "$out")))
+	H2_FAIL[$name]=$((${H2_FAIL[$name]:-0} + $(awk '/^requests:/ { print $10 + $12 + $14 }' "$out")))
+	H2_NOT2XX[$name]=$((${H2_NOT2XX[$name]:-0} + $(awk '/^status codes:/ { print $5 + $7 + $9 }' "$out")))
 	if [ -z "$rps" ] || [ -z "$mean" ] || [ -z "$reqs" ] || ! mean=$(to_ms "$mean"); then
 		cat "$out" >&2
 		say "could not read h2load's report for $name at $c streams"
@@ -559,6 +604,10 @@ free_port && STATIC_PORT=$FREE_PORT
 free_port && FWD_PORT=$FREE_PORT
 free_port && NGINX_H2_PORT=$FREE_PORT
 free_port && STATIC_H2_PORT=$FREE_PORT
+free_port && BASE_PORT=$FREE_PORT
+free_port && GRPC_UP_PORT=$FREE_PORT
+free_port && GRPC_PROXY_PORT=$FREE_PORT
+free_port && GRPC_NGINX_PORT=$FREE_PORT
 
 start_pg
 fsync=$(psql_q -c "SHOW fsync") || die "cannot query PostgreSQL"
@@ -624,6 +673,22 @@ wait_listening "$upstream_pid" "$UPSTREAM_PORT" "nginx (upstream)" "$TMP/upstrea
 setsid "$BIN" -c "$TMP/idemproxy.conf" >"$PROXY_LOG" 2>&1 &
 proxy_pid=$!
 wait_listening "$proxy_pid" "$PROXY_PORT" "idemproxy" "$PROXY_LOG"
+
+# BENCH_BASELINE_BIN: the other binary with the same configuration, on its
+# own port, the same database (the same schema: migrate above ran the
+# binary under test's migrations; the baseline must accept them).
+BASE=http://127.0.0.1:$BASE_PORT/api/items
+if [ -n "$BASE_BIN" ]; then
+	render "$HERE/idemproxy.conf.in" "$TMP/idemproxy-base.conf" \
+		PORT="$BASE_PORT" UPSTREAM_PORT="$UPSTREAM_PORT" CONNINFO="$conninfo" WORKERS="$WORKERS" \
+		JWKS="$TMP/jwks.json"
+	"$BASE_BIN" -t -c "$TMP/idemproxy-base.conf" >/dev/null ||
+		die "the baseline $BASE_BIN does not accept the generated idemproxy.conf"
+	setsid "$BASE_BIN" -c "$TMP/idemproxy-base.conf" >>"$PROXY_LOG" 2>&1 &
+	base_pid=$!
+	wait_listening "$base_pid" "$BASE_PORT" "idemproxy (baseline)" "$PROXY_LOG"
+	say "baseline: $BASE_BIN on :$BASE_PORT"
+fi
 
 IDEM=http://127.0.0.1:$PROXY_PORT/api/items
 NGX=http://127.0.0.1:$NGINX_PORT/api/items
@@ -711,7 +776,7 @@ say "upstream :$UPSTREAM_PORT, nginx proxy :$NGINX_PORT (static :$STATIC_PORT), 
 # and nginx as configured by default alternating, with the CPU time of each
 # proxy's own processes (not the upstream's, not wrk's)
 if want a; then
-	for url in "$NGX_FWD" "$NGX" "$IDEM"; do
+	for url in "$NGX_FWD" "$NGX" "$IDEM" ${BASE_BIN:+"$BASE"}; do
 		run_bounded $((WARMUP_SECONDS + RUN_GRACE)) /dev/null \
 			wrk -t$WRK_THREADS -c64 -d${WARMUP_SECONDS}s "$url" ||
 			say "warm-up against $url failed"
@@ -721,10 +786,12 @@ if want a; then
 			say "(a) round $r of $ROUNDS"
 			run_wrk_cpu "$nginx_pid" nginx_fwd "$c" "$NGX_FWD"
 			run_wrk_cpu "$proxy_pid" get "$c" "$IDEM"
+			[ -z "$BASE_BIN" ] || run_wrk_cpu "$base_pid" base_get "$c" "$BASE"
 			run_wrk_cpu "$nginx_pid" nginx_get "$c" "$NGX"
 		done
 	done
 	check_proxy
+	[ -z "$BASE_BIN" ] || check_other "$base_pid" "idemproxy (baseline)"
 fi
 
 # (b) the pgbench ceiling, prepared and unnamed, and owner POSTs, each run
@@ -740,9 +807,15 @@ if want b; then
 			empty_table
 			run_wrk owner "$c" "$IDEM" -s "$HERE/owner.lua" -- "o$RUN_ID-$c-$r"
 			check_owner_records owner "$c" "o$RUN_ID-$c-$r"
+			if [ -n "$BASE_BIN" ]; then
+				empty_table
+				run_wrk base_owner "$c" "$BASE" -s "$HERE/owner.lua" -- "ob$RUN_ID-$c-$r"
+				check_owner_records base_owner "$c" "ob$RUN_ID-$c-$r"
+			fi
 		done
 	done
 	check_proxy
+	[ -z "$BASE_BIN" ] || check_other "$base_pid" "idemproxy (baseline)"
 fi
 
 # (c) replay POSTs over REPLAY_KEYS completed keys, idemproxy's own
@@ -750,16 +823,23 @@ fi
 REPLAY_PREFIX=r$RUN_ID
 "$PY" "$HERE/client.py" warm "$PROXY_PORT" "$REPLAY_PREFIX" $REPLAY_KEYS ||
 	die "could not complete the $REPLAY_KEYS replay keys"
+if [ -n "$BASE_BIN" ] && want c; then
+	# the same completed keys, replayed once by the baseline (its cache)
+	"$PY" "$HERE/client.py" warm "$BASE_PORT" "$REPLAY_PREFIX" $REPLAY_KEYS ||
+		die "the baseline could not replay the $REPLAY_KEYS replay keys"
+fi
 if want c; then
 	for c in $CONNS; do
 		for ((r = 1; r <= ROUNDS; r++)); do
 			say "(c) round $r of $ROUNDS"
 			run_wrk get_c "$c" "$IDEM"
 			run_wrk replay "$c" "$IDEM" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS
+			[ -z "$BASE_BIN" ] || run_wrk base_replay "$c" "$BASE" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS
 			run_wrk nginx_static "$c" "$STATIC" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS
 		done
 	done
 	check_proxy
+	[ -z "$BASE_BIN" ] || check_other "$base_pid" "idemproxy (baseline)"
 fi
 
 # (i) actor jwt next to the header actor, alternating at each count
@@ -846,6 +926,104 @@ if want k && [ -z "$H2_NOTE" ]; then
 		done
 	done
 	check_proxy
+fi
+
+# (l) gRPC unary pass-through: a second idemproxy with `upstream h2c://`
+# and nginx's grpc_pass in front of one gRPC upstream; what is missing for
+# it is said, not fatal
+GRPC_NOTE=""
+GRPC_UP_NAME=""
+if want l; then
+	mkdir -p "$TMP/grpc-up" "$TMP/grpc-nginx"
+	render "$HERE/grpc-proxy.nginx.conf.in" "$TMP/grpc-nginx/nginx.conf" \
+		PREFIX="$TMP/grpc-nginx" PORT="$GRPC_NGINX_PORT" UPSTREAM_PORT="$GRPC_UP_PORT" WORKERS="$WORKERS"
+	render "$HERE/grpc-idemproxy.conf.in" "$TMP/idemproxy-grpc.conf" \
+		PORT="$GRPC_PROXY_PORT" UPSTREAM_PORT="$GRPC_UP_PORT" CONNINFO="$conninfo" WORKERS="$WORKERS"
+	if ! command -v h2load >/dev/null; then
+		GRPC_NOTE="h2load not found (nghttp2-client): (l) not measured"
+	elif ! "$NGINX" -t -p "$TMP/grpc-nginx" -c "$TMP/grpc-nginx/nginx.conf" -e "$TMP/grpc-nginx/error.log" \
+		>"$TMP/grpc-nginx/check.log" 2>&1; then
+		GRPC_NOTE="$NGINX does not accept grpc_pass (ngx_http_grpc_module: $(grep -m 1 emerg "$TMP/grpc-nginx/check.log" || tail -n 1 "$TMP/grpc-nginx/check.log")): (l) not measured"
+	elif ! "$PY" -c 'import grpc' 2>/dev/null; then
+		GRPC_NOTE="python3-grpcio not found (the probe of both proxies): (l) not measured"
+	elif ! "$BIN" -t -c "$TMP/idemproxy-grpc.conf" >"$TMP/grpc-idemproxy-check.log" 2>&1; then
+		cat "$TMP/grpc-idemproxy-check.log" >&2
+		GRPC_NOTE="idemproxy does not accept upstream h2c:// (above): (l) not measured"
+		MISSING=$((MISSING + 1))
+	fi
+	if [ -z "$GRPC_NOTE" ] && [ -z "$GRPC_UPSTREAM" ] && [ -f "$ECHO_MODULE" ]; then
+		render "$HERE/grpc-upstream.nginx.conf.in" "$TMP/grpc-up/nginx.conf" \
+			PREFIX="$TMP/grpc-up" PORT="$GRPC_UP_PORT" ECHO_MODULE="$ECHO_MODULE"
+		if "$NGINX" -t -p "$TMP/grpc-up" -c "$TMP/grpc-up/nginx.conf" -e "$TMP/grpc-up/error.log" \
+			>"$TMP/grpc-up/check.log" 2>&1; then
+			GRPC_UP_NAME="nginx echo module, 1 worker"
+		else
+			say "nginx's echo module does not load ($(tail -n 1 "$TMP/grpc-up/check.log")): (l)'s upstream is python3-grpcio"
+		fi
+	fi
+	[ -n "$GRPC_NOTE" ] || [ -n "$GRPC_UP_NAME" ] || GRPC_UP_NAME="python3-grpcio, $GRPC_SERVE_PROCS processes"
+	[ -z "$GRPC_NOTE" ] || say "$GRPC_NOTE"
+fi
+if want l && [ -z "$GRPC_NOTE" ]; then
+	if [ "${GRPC_UP_NAME#nginx}" != "$GRPC_UP_NAME" ]; then
+		setsid "$NGINX" -p "$TMP/grpc-up" -c "$TMP/grpc-up/nginx.conf" -e "$TMP/grpc-up/error.log" \
+			>"$TMP/grpc-up/stderr.log" 2>&1 &
+	else
+		setsid "$PY" "$HERE/grpc_client.py" serve "$GRPC_UP_PORT" $GRPC_SERVE_PROCS \
+			>"$TMP/grpc-up/stderr.log" 2>&1 &
+	fi
+	grpc_up_pid=$!
+	wait_listening "$grpc_up_pid" "$GRPC_UP_PORT" "the gRPC upstream" "$TMP/grpc-up/stderr.log"
+	setsid "$NGINX" -p "$TMP/grpc-nginx" -c "$TMP/grpc-nginx/nginx.conf" -e "$TMP/grpc-nginx/error.log" \
+		>"$TMP/grpc-nginx/stderr.log" 2>&1 &
+	grpc_nginx_pid=$!
+	wait_listening "$grpc_nginx_pid" "$GRPC_NGINX_PORT" "nginx (grpc_pass)" "$TMP/grpc-nginx/stderr.log"
+	setsid "$BIN" -c "$TMP/idemproxy-grpc.conf" >>"$PROXY_LOG" 2>&1 &
+	grpc_proxy_pid=$!
+	wait_listening "$grpc_proxy_pid" "$GRPC_PROXY_PORT" "idemproxy (h2c upstream)" "$PROXY_LOG"
+	# one call as h2load sends it: an uncompressed length-prefixed message
+	printf '\0\0\0\0'"\\x$(printf %02x ${#GRPC_PAYLOAD})"'%s' "$GRPC_PAYLOAD" >"$TMP/grpc-msg.bin"
+	for port in "$GRPC_UP_PORT" "$GRPC_NGINX_PORT" "$GRPC_PROXY_PORT"; do
+		if ! run_bounded $((READY_WAIT + 20)) "$TMP/grpc-probe.log" \
+			"$PY" "$HERE/grpc_client.py" probe "$port" "$TMP/grpc-msg.bin"; then
+			cat "$TMP/grpc-probe.log" >&2
+			GRPC_NOTE="a gRPC call through :$port did not come back OK with its message: (l) not measured"
+			say "$GRPC_NOTE"
+			MISSING=$((MISSING + 1))
+			break
+		fi
+	done
+fi
+if want l && [ -z "$GRPC_NOTE" ]; then
+	IDEM_GRPC=http://127.0.0.1:$GRPC_PROXY_PORT/bench.Echo/Unary
+	NGX_GRPC=http://127.0.0.1:$GRPC_NGINX_PORT/bench.Echo/Unary
+	GRPC_ARGS=(-d "$TMP/grpc-msg.bin" -H "content-type: application/grpc" -H "te: trailers")
+	for url in "$NGX_GRPC" "$IDEM_GRPC"; do
+		run_bounded $((WARMUP_SECONDS + RUN_GRACE)) /dev/null \
+			h2load -t$WRK_THREADS -c$H2_CLIENTS -m$((64 / H2_CLIENTS)) -D $WARMUP_SECONDS \
+			"${GRPC_ARGS[@]}" "$url" || say "warm-up against $url failed"
+	done
+	for c in $CONNS; do
+		for ((r = 1; r <= ROUNDS; r++)); do
+			say "(l) round $r of $ROUNDS"
+			run_cpu "$grpc_nginx_pid" run_h2load nginx_grpc "$c" "$NGX_GRPC" "${GRPC_ARGS[@]}"
+			run_cpu "$grpc_proxy_pid" run_h2load grpc "$c" "$IDEM_GRPC" "${GRPC_ARGS[@]}"
+		done
+	done
+	check_other "$grpc_proxy_pid" "idemproxy (h2c upstream)"
+	# and still answering every call as gRPC after the load
+	for port in "$GRPC_NGINX_PORT" "$GRPC_PROXY_PORT"; do
+		if ! run_bounded $((READY_WAIT + 20)) "$TMP/grpc-probe.log" \
+			"$PY" "$HERE/grpc_client.py" probe "$port" "$TMP/grpc-msg.bin"; then
+			cat "$TMP/grpc-probe.log" >&2
+			say "after (l), a gRPC call through :$port did not come back OK with its message"
+			MISSING=$((MISSING + 1))
+		fi
+	done
+	stop_pid "$grpc_proxy_pid"
+	stop_pid "$grpc_nginx_pid"
+	stop_pid "$grpc_up_pid"
+	grpc_proxy_pid="" grpc_nginx_pid="" grpc_up_pid=""
 fi
 
 # (d) the same with MILLION records in the table
@@ -1075,7 +1253,7 @@ row() {
 	local rr pr cr="" target="" result="" what t
 	rr=$(ratio "$rps" "$rrps")
 	pr=$(ratio "$p99" "$rp99")
-	[ "$sec" != a ] && [ "$sec" != a-info ] && [ "$sec" != k ] || cr=$(ratio "$cpu" "$rcpu")
+	case "$sec" in a | a-info | a-base | k | l) cr=$(ratio "$cpu" "$rcpu") ;; esac
 	case "$sec" in
 	a)
 		if [ "$c" = 64 ]; then
@@ -1108,6 +1286,23 @@ row() {
 			result="info"
 		fi
 		;;
+	l)
+		if [ "$c" = 64 ]; then
+			add_checks "gRPC pass-through rps ratio, $c streams" "rps ratio" "$rr" ">=" $TARGET_GRPC_PASS \
+				"gRPC pass-through CPU/req ratio, $c streams" "CPU/request ratio" "$cr" "<=" $TARGET_PASS_CPU
+		else
+			target="none at 1 stream"
+			result="info"
+		fi
+		;;
+	a-base)
+		add_checks "vs baseline: $label rps, $c conns" "rps ratio vs baseline" "$rr" ">=" $TARGET_BASELINE \
+			"vs baseline: $label CPU, $c conns" "CPU/request ratio vs baseline" "$cr" "<=" \
+			"$(awk -v t=$TARGET_BASELINE 'BEGIN { printf "%.2f", 2 - t }')"
+		;;
+	b-base | c-base)
+		add_checks "vs baseline: $label rps, $c conns" "rps ratio vs baseline" "$rr" ">=" $TARGET_BASELINE
+		;;
 	c)
 		add_checks "replay/pass-through rps ratio, $c conns" "rps ratio" "$rr" ">=" $TARGET_REPLAY \
 			"replay/pass-through p99 ratio, $c conns" "p99 ratio" "$pr" "<=" $TARGET_REPLAY_P99
@@ -1129,7 +1324,7 @@ row() {
 		"$refname" "$(cell %.0f "$rrps" "${RPS_MIN[$refkey]:-}" "${RPS_MAX[$refkey]:-}" "$rn")" "$(fmt %.2f "$rp50")" \
 		"$(cell %.2f "$rp99" "${P99_MIN[$refkey]:-}" "${P99_MAX[$refkey]:-}" "$rn")" \
 		"$(fmt %.2f "$rr")" "$(fmt %.2f "$pr")"
-	if [ "${sec%-info}" = a ] || [ "$sec" = k ]; then
+	if [ "${sec%%-*}" = a ] || [ "$sec" = k ] || [ "$sec" = l ]; then
 		table_line "" "  CPU us/request" "$c" \
 			"$(cell %.1f "$cpu" "${CPU_MIN[$key]:-}" "${CPU_MAX[$key]:-}" "$n")" - - "$refname" \
 			"$(cell %.1f "$rcpu" "${CPU_MIN[$refkey]:-}" "${CPU_MAX[$refkey]:-}" "$rn")" - - \
@@ -1143,14 +1338,17 @@ row() {
 for c in $CONNS; do
 	row a "pass-through GET" get "nginx proxy, fwd" nginx_fwd 1 "$c"
 	row a-info "pass-through GET" get "nginx proxy, plain" nginx_get 0 "$c"
+	[ -z "$BASE_BIN" ] || row a-base "pass-through GET" get "baseline" base_get 0 "$c"
 done
 for c in $CONNS; do
 	row b "owner POST" owner "pgbench prepared" pgbench_prepared 2 "$c"
 	row b-info "owner POST" owner "pgbench unnamed" pgbench_extended 0 "$c"
+	[ -z "$BASE_BIN" ] || row b-base "owner POST" owner "baseline" base_owner 0 "$c"
 done
 for c in $CONNS; do
 	row c "replay POST" replay "own pass-through" get_c 3 "$c"
 	row c-static "replay POST" replay "nginx static" nginx_static 4 "$c"
+	[ -z "$BASE_BIN" ] || row c-base "replay POST" replay "baseline" base_replay 0 "$c"
 done
 for c in $CONNS; do
 	row i "owner jwt ES256" owner_es "owner header" owner_hdr 0 "$c"
@@ -1166,6 +1364,9 @@ for c in $CONNS; do
 	row k "h2 pass-through GET" h2_get "nginx http2, fwd" nginx_h2 0 "$c"
 	row k-info "h2 replay POST" h2_replay "own h2 pass-through" h2_get 0 "$c"
 	row k-info "h2 replay POST" h2_replay "nginx static h2" nginx_h2_static 0 "$c"
+done
+for c in $CONNS; do
+	row l "gRPC unary POST" grpc "nginx grpc_pass" nginx_grpc 0 "$c"
 done
 if [ "$SKIP_MILLION" != 1 ]; then
 	for c in $CONNS; do
@@ -1232,11 +1433,25 @@ ELAPSED=$(($(date +%s) - T0))
 	echo "idemproxy benchmark: $(date -u +'%Y-%m-%d %H:%M UTC'), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)), workers $WORKERS"
 	echo "wrk -t$WRK_THREADS (-t1 at 1 connection), ${SECONDS_PER}s per run; pgbench -j $WRK_THREADS (pairs/s); PostgreSQL $(psql_q -c 'SHOW server_version' || echo '?'), fsync on, synchronous_commit on"
 	echo "$("$BIN" --version 2>&1 | head -n 1), $("$NGINX" -v 2>&1 | sed 's|.*/|nginx |') (worker_processes $WORKERS, upstream keepalive 64)"
-	echo "(a) (b) (c) (i) (k): $ROUNDS rounds, the two sides alternating; rps and p99 are the medians (min–max) of the rounds, ratios of the medians; (d) (j): one run"
+	echo "(a) (b) (c) (i) (k) (l): $ROUNDS rounds, the two sides alternating; rps and p99 are the medians (min–max) of the rounds, ratios of the medians; (d) (j): one run"
 	echo "(a) nginx proxy, fwd: with the forwarding headers idemproxy sends (the target); plain: nginx's default, none of them (information)"
 	echo "(a) CPU us/request: utime+stime of idemproxy's process, of the nginx proxy's master and workers, per request; (b): each run on an emptied table"
 	echo "(c) nginx static: the same request answered from memory with the replay's status, headers and body: $STATIC_NOTE"
 	echo "(k) h2load, HTTP/2 with prior knowledge: at 1 one connection of one stream, at 64 $H2_CLIENTS connections of $((64 / H2_CLIENTS)) streams; the p50 column is h2load's mean (it has no percentiles); replays of one completed key${H2_NOTE:+; $H2_NOTE}"
+	if want l; then
+		echo "(l) gRPC unary with h2load: POST /bench.Echo/Unary, one ${#GRPC_PAYLOAD}-byte message, te: trailers; idemproxy upstream h2c:// vs nginx grpc_pass (both with the forwarding headers, workers $WORKERS); upstream: ${GRPC_UP_NAME:-none}${GRPC_NOTE:+; $GRPC_NOTE}"
+		for k in grpc nginx_grpc; do
+			[ -n "${H2_DONE[$k]:-}" ] || continue
+			# (h2load counts the status of a stream still open at the end
+			# of -D, not its request: 2xx may exceed done by a few)
+			if [ "${H2_DONE[$k]}" = "${H2_OK[$k]}" ] && [ "${H2_FAIL[$k]}" = 0 ] && [ "${H2_NOT2XX[$k]}" = 0 ]; then
+				echo "(l) $k: all ${H2_DONE[$k]} requests of its runs succeeded, none answered other than 2xx"
+			else
+				echo "(l) $k: NOT all succeeded with 2xx: ${H2_DONE[$k]} done, ${H2_OK[$k]} succeeded, ${H2_FAIL[$k]} failed/errored/timed out, ${H2_NOT2XX[$k]} 3xx-5xx"
+			fi
+		done
+	fi
+	[ -z "$BASE_BIN" ] || echo "baseline (a) (b) (c): $BASE_BIN, $("$BASE_BIN" --version 2>&1 | head -n 1), in the same rounds, on :$BASE_PORT with the same configuration and database; vs baseline: target rps >= $TARGET_BASELINE x (no regression beyond the rounds' noise)"
 	[ -z "$ONLY" ] || echo "only the sections $ONLY were run (BENCH_ONLY): the others show -"
 	echo
 	TABLE=("$(printf '%-3s %-20s %5s %s %8s %s   %-18s %s %8s %s   %6s %6s' \

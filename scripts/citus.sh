@@ -140,7 +140,7 @@ is_running() {
 
 # psql_node NAME SQL: run SQL as postgres in the node's idemproxy database.
 psql_node() {
-	as_pg "$PGBIN/psql" -X -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$(node_port "$1")" \
+	as_pg env PGOPTIONS="-c client_min_messages=warning" "$PGBIN/psql" -X -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$(node_port "$1")" \
 		-U "$PG_USER" -d "${3:-$DB}" -Atqc "$2"
 }
 
@@ -186,14 +186,14 @@ EOF
 
 do_start() {
 	need_root
-	port=$1
+	cport=$1
 	pkglib=$("$PG_CONFIG" --pkglibdir)
 	[ -f "$pkglib/citus.so" ] || die "citus is not installed in $pkglib (run: $0 build SRC)"
 	mkdir -p "$base"
-	if [ -f "$base/port" ] && [ "$(cat "$base/port")" != "$port" ]; then
-		die "$base already holds the cluster on port $(cat "$base/port"), not $port"
+	if [ -f "$base/port" ] && [ "$(cat "$base/port")" != "$cport" ]; then
+		die "$base already holds the cluster on port $(cat "$base/port"), not $cport"
 	fi
-	echo "$port" >"$base/port"
+	echo "$cport" >"$base/port"
 	chmod 0755 "$base"
 	as_pg test -x "$base" || die "user $PG_USER cannot reach $base (check its parents' permissions)"
 	for n in $NODES; do
@@ -204,7 +204,7 @@ do_start() {
 		fi
 		psql_node "$n" "CREATE EXTENSION IF NOT EXISTS citus" >/dev/null
 	done
-	psql_node coordinator "SELECT citus_set_coordinator_host('127.0.0.1', $port)" >/dev/null
+	psql_node coordinator "SELECT citus_set_coordinator_host('127.0.0.1', $cport)" >/dev/null
 	for n in worker1 worker2; do
 		wp=$(node_port "$n")
 		if [ -z "$(psql_node coordinator \
@@ -212,7 +212,7 @@ do_start() {
 			psql_node coordinator "SELECT citus_add_node('127.0.0.1', $wp)" >/dev/null
 		fi
 	done
-	echo "host=127.0.0.1 port=$port dbname=$DB user=$PG_USER"
+	echo "host=127.0.0.1 port=$cport dbname=$DB user=$PG_USER"
 }
 
 do_stop() {

@@ -71,8 +71,9 @@ source_digest() {
 do_build() {
 	src=$1
 	[ -d "$src" ] || die "no such directory: $src"
-	[ -f "$src/configure" ] && [ -f "$src/src/include/pg_version_compat.h" ] ||
+	if [ ! -f "$src/configure" ] || [ ! -f "$src/src/include/pg_version_compat.h" ]; then
 		die "$src does not look like a Citus source tree (no configure, src/include/pg_version_compat.h)"
+	fi
 	need_root
 	sh scripts/deps.sh citus
 	pkglib=$("$PG_CONFIG" --pkglibdir)

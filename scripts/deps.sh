@@ -28,10 +28,10 @@
 #          etcd and etcd3 stores need) and etcd-server for the two-node
 #          PostgreSQL cluster, psycopg2 and pytest for the test fixtures
 #   citus  `make citus` (scripts/citus.sh build): what compiling Citus from
-#          source needs: PostgreSQL 15's server headers and pg_config (with
-#          the GSSAPI headers they include: libkrb5-dev), lz4
-#          and zstd for its columnar storage, perl for the source fix (the
-#          target installs the test profile too, for the tests it runs)
+#          source needs: PostgreSQL 15's server headers and pg_config, the
+#          GSSAPI headers they include (libkrb5-dev), lz4 and zstd for its
+#          columnar storage, perl for the source fix (the target installs
+#          the test profile too, for the tests it runs)
 set -eu
 
 RUN="build-essential gcc make pkg-config libevent-dev libnghttp2-dev libpq-dev libssl-dev

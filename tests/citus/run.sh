@@ -61,11 +61,13 @@ free_ports() {
 sh scripts/citus.sh build "$src"
 
 base=$(mktemp -d /tmp/idemproxy-citus.XXXXXX)
+# shellcheck disable=SC2317  # run by the EXIT trap
 cleanup() {
 	if [ "${CITUS_KEEP:-0}" = 1 ]; then
 		say "kept the cluster in $base (scripts/citus.sh destroy $base)"
 	else
 		sh scripts/citus.sh destroy "$base" || true
+		rm -rf -- "$base"
 	fi
 }
 trap cleanup EXIT

@@ -177,6 +177,7 @@ struct store {
 	struct store_op *seen[STORE_SEEN_SLOTS];
 	char sql[STORE_SQL_MAX];
 	char side_sql[STORE_SQL_MAX]; /* and the first statement's (libpq copies each as sent) */
+	int citus; /* the connection's database has Citus (store_citus_done) */
 	char tokens[3 + STORE_BATCH_MAX * SCOPE_TOKEN_SIZE]; /* the notification's array */
 	const char *values[STORE_PARAMS_MAX];
 	int lengths[STORE_PARAMS_MAX];
@@ -328,8 +329,17 @@ static void store_probe_done(void *arg, enum store_result res, const PGresult *r
 	store_conn_probed(&st->conn, PQgetvalue(result, 0, 0));
 }
 
+/* The answer to the Citus probe: the batches' statements take Citus's form. */
+static void store_citus_done(void *arg, enum store_result res, const PGresult *result)
+{
+	struct store *st = arg;
+
+	if (res == STORE_OK && result && PQntuples(result) == 1 && PQnfields(result) == 1)
+		st->citus = strcmp(PQgetvalue(result, 0, 0), "t") == 0;
+}
+
 /*
- * A new connection: probe for a pooler when asked to, the lost claims may
+ * A new connection: ask whether the database has Citus, probe for a pooler when asked to, the lost claims may
  * go, LISTEN again when asked to, and tell the listener it may have missed
  * notifications while there was no connection.
  */
@@ -348,6 +358,8 @@ static void store_connected(void *arg)
 			op->run.deadline_ms = deadline;
 		store_send(st);
 	}
+	st->citus = 0; /* until the probe says so: the plain form, which Citus runs too */
+	store_query(st, &store_sql_citus, store_citus_done, st);
 	if (store_conn_auto(&st->conn))
 		store_query(st, &store_sql_probe, store_probe_done, st);
 	if (st->forget.head)
@@ -1004,7 +1016,7 @@ static int store_send_batch_stmt(struct store *st, enum store_part part, int npa
 	    [STORE_PART_FIRST] = STORE_RES_FIRST,
 	};
 	enum store_op_kind kind = st->batch[0]->kind;
-	int id = store_sql_id(kind, part, st->nbatch);
+	int id = store_sql_id(kind, part, st->nbatch, st->citus);
 	char *sql = part == STORE_PART_MAIN ? st->sql : st->side_sql;
 	const struct store_stmt stmt = {
 	    .sql = sql,
@@ -1016,7 +1028,7 @@ static int store_send_batch_stmt(struct store *st, enum store_part part, int npa
 	};
 
 	if (!store_conn_prepared(&st->conn, id))
-		store_sql_write(sql, kind, part, st->nbatch);
+		store_sql_write(sql, kind, part, st->nbatch, st->citus);
 	return store_conn_send(&st->conn, id, &stmt, STORE_FORMAT_BINARY, results[part]);
 }
 

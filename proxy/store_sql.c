@@ -221,6 +221,11 @@ static const Oid store_sql_notify_types[] = {STORE_OID_TEXT_ARRAY};
 
 const struct store_stmt store_sql_listen = {"LISTEN " STORE_CHANNEL, 0, NULL, NULL, NULL, NULL};
 
+/* Whether the database has Citus: then the table may be distributed (store_sql_write). */
+const struct store_stmt store_sql_citus = {
+    "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')", 0, NULL, NULL, NULL,
+    NULL};
+
 /* On a direct connection the server's own pid is the one libpq was told at startup. */
 const struct store_stmt store_sql_probe = {"SELECT pg_backend_pid()", 0, NULL, NULL, NULL, NULL};
 
@@ -228,8 +233,9 @@ _Static_assert(sizeof(store_sql_lookup_head) + sizeof(store_sql_lookup_tail) < S
 		   sizeof(store_sql_lookup_head) + sizeof(store_sql_takeover_tail) <
 		       STORE_SQL_FIXED_MAX,
 	       "the lookup's fixed text must fit STORE_SQL_FIXED_MAX");
-_Static_assert(sizeof(store_sql_lookup_row) + 7 * STORE_LOOKUP_ROW_PARAMS < STORE_SQL_ROW_MAX &&
-		   sizeof(store_sql_finish_row) + 7 * STORE_FINISH_ROW_PARAMS < STORE_SQL_ROW_MAX,
+/* A row's parameters, and on Citus its key once more ("$N, "): 8 more. */
+_Static_assert(sizeof(store_sql_lookup_row) + 7 * STORE_LOOKUP_ROW_PARAMS + 8 < STORE_SQL_ROW_MAX &&
+		   sizeof(store_sql_finish_row) + 7 * STORE_FINISH_ROW_PARAMS + 8 < STORE_SQL_ROW_MAX,
 	       "a lookup or finish row must fit STORE_SQL_ROW_MAX");
 _Static_assert(sizeof(store_sql_claim_row) + 7 * STORE_CLAIM_ROW_PARAMS < STORE_SQL_ROW_MAX,
 	       "a claim row must fit STORE_SQL_ROW_MAX");
@@ -393,12 +399,12 @@ int store_sql_scope_order(enum store_op_kind kind)
 	return kind != STORE_OP_QUERY && store_sqls[kind].scope_order;
 }
 
-int store_sql_id(enum store_op_kind kind, enum store_part part, int rows)
+int store_sql_id(enum store_op_kind kind, enum store_part part, int rows, int citus)
 {
 	if (kind == STORE_OP_QUERY || rows > STORE_NAMED_ROWS)
 		return -1;
-	return STORE_ID_BATCHES + (STORE_PARTS * (int)kind + (int)part) * STORE_NAMED_ROWS + rows -
-	       1;
+	return STORE_ID_BATCHES + (citus ? STORE_NAMED_FORMS : 0) +
+	       (STORE_PARTS * (int)kind + (int)part) * STORE_NAMED_ROWS + rows - 1;
 }
 
 void store_sql_name(int id, char name[STORE_NAME_MAX])
@@ -409,15 +415,18 @@ void store_sql_name(int id, char name[STORE_NAME_MAX])
 	    [STORE_ID_FORGET_TIMEOUT] = "idemproxy_forget_timeout",
 	};
 	static const char *const suffixes[STORE_PARTS] = {"", "_side", "_first"};
-	int part;
+	int part, citus;
 
 	if (id < STORE_ID_BATCHES) {
 		snprintf(name, STORE_NAME_MAX, "%s", fixed[id]);
 		return;
 	}
-	part = (id - STORE_ID_BATCHES) / STORE_NAMED_ROWS;
-	snprintf(name, STORE_NAME_MAX, "idemproxy_%d_%d%s", part / STORE_PARTS,
-		 (id - STORE_ID_BATCHES) % STORE_NAMED_ROWS + 1, suffixes[part % STORE_PARTS]);
+	id -= STORE_ID_BATCHES;
+	citus = id >= STORE_NAMED_FORMS;
+	id %= STORE_NAMED_FORMS;
+	part = id / STORE_NAMED_ROWS;
+	snprintf(name, STORE_NAME_MAX, "idemproxy_%d_%d%s%s", part / STORE_PARTS,
+		 id % STORE_NAMED_ROWS + 1, suffixes[part % STORE_PARTS], citus ? "_citus" : "");
 }
 
 /*
@@ -443,8 +452,31 @@ static size_t store_sql_write_row(char *sql, size_t len, const char *row, int or
 	return len + (size_t)snprintf(sql + len, size - len, "%s", row);
 }
 
+/*
+ * Where Citus distributes the table by idem_key: the rows' keys, the third
+ * parameter of every row, as a restriction Citus prunes shards by, before
+ * the tail's RETURNING (or at its end). Only a statement that joins the
+ * table to its rows (r.idem_key = v.idem_key) takes one; the inserts are
+ * routed row by row already.
+ */
+static size_t store_sql_write_tail(char *sql, size_t len, const struct store_sql *q,
+				   enum store_part part, int rows, int citus)
+{
+	const char *tail = q->part[part].tail, *ret = strstr(tail, " RETURNING ");
+	size_t size = STORE_SQL_MAX, at = ret ? (size_t)(ret - tail) : strlen(tail);
+
+	if (!citus || !strstr(tail, STORE_SQL_SCOPE_JOIN))
+		return len + (size_t)snprintf(sql + len, size - len, "%s", tail);
+	len += (size_t)snprintf(sql + len, size - len, "%.*s AND r.idem_key IN (", (int)at, tail);
+	for (int i = 0; i < rows; i++)
+		len += (size_t)snprintf(sql + len, size - len, "%s$%d", i ? ", " : "",
+					i * q->row_params + 3);
+	return len + (size_t)snprintf(sql + len, size - len, ")%s", tail + at);
+}
+
 /* The sizes above keep the statement within STORE_SQL_MAX. */
-void store_sql_write(char *sql, enum store_op_kind kind, enum store_part part, int rows)
+void store_sql_write(char *sql, enum store_op_kind kind, enum store_part part, int rows,
+		     int citus)
 {
 	const struct store_sql *q = &store_sqls[kind];
 	size_t len;
@@ -452,7 +484,7 @@ void store_sql_write(char *sql, enum store_op_kind kind, enum store_part part, i
 	len = (size_t)snprintf(sql, STORE_SQL_MAX, "%s", q->part[part].head);
 	for (int i = 0; i < rows; i++)
 		len = store_sql_write_row(sql, len, q->row, i, i * q->row_params);
-	snprintf(sql + len, STORE_SQL_MAX - len, "%s", q->part[part].tail);
+	store_sql_write_tail(sql, len, q, part, rows, citus);
 }
 
 /* A text parameter: sent as it is, its length not needed. */

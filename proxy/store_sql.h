@@ -82,7 +82,8 @@ enum store_part {
 #define STORE_ID_NOTIFY		1
 #define STORE_ID_FORGET_TIMEOUT 2
 #define STORE_ID_BATCHES	3
-#define STORE_NAMED_IDS		(STORE_ID_BATCHES + STORE_PARTS * STORE_OP_QUERY * STORE_NAMED_ROWS)
+#define STORE_NAMED_FORMS	(STORE_PARTS * STORE_OP_QUERY * STORE_NAMED_ROWS)
+#define STORE_NAMED_IDS		(STORE_ID_BATCHES + 2 * STORE_NAMED_FORMS) /* and Citus's */
 #define STORE_NAME_MAX		40
 
 /*
@@ -117,14 +118,22 @@ int store_sql_has_part(enum store_op_kind kind, enum store_part part);
  * stores writing overlapping scopes wait for each other in one order. */
 int store_sql_scope_order(enum store_op_kind kind);
 
-/* The named statement for part of a batch of rows of kind, or -1 for none. */
-int store_sql_id(enum store_op_kind kind, enum store_part part, int rows);
+/* The named statement for part of a batch of rows of kind (citus: in
+ * Citus's form), or -1 for none. */
+int store_sql_id(enum store_op_kind kind, enum store_part part, int rows, int citus);
 
 /* The name of statement id (< STORE_NAMED_IDS) into name. */
 void store_sql_name(int id, char name[STORE_NAME_MAX]);
 
-/* Write part's statement for rows rows of kind into sql (STORE_SQL_MAX long). */
-void store_sql_write(char *sql, enum store_op_kind kind, enum store_part part, int rows);
+/*
+ * Write part's statement for rows rows of kind into sql (STORE_SQL_MAX
+ * long). With citus, a statement that joins the table to its VALUES rows
+ * also says which keys it touches (r.idem_key IN the rows' keys), which
+ * lets Citus, the table distributed by idem_key, send it to those keys'
+ * shards only (one shard: a router statement) instead of every shard.
+ */
+void store_sql_write(char *sql, enum store_op_kind kind, enum store_part part, int rows,
+		     int citus);
 
 /*
  * The parameters of ask's row in a batch of kind: values, lengths, types
@@ -145,9 +154,11 @@ size_t store_sql_tokens_add(char *buf, size_t len, const char *token);
 /* stmt becomes the notification of the tokens in *param, a text[] literal. */
 void store_sql_notify(struct store_stmt *stmt, const char *const *param);
 
-/* The LISTEN on STORE_CHANNEL, and the pooler probe (prepared_statements auto). */
+/* The LISTEN on STORE_CHANNEL, the pooler probe (prepared_statements auto)
+ * and the Citus probe (its one boolean). */
 extern const struct store_stmt store_sql_listen;
 extern const struct store_stmt store_sql_probe;
+extern const struct store_stmt store_sql_citus;
 
 /*
  * The settings sent before each batch (STORE_SQL_TIMEOUT_MAX long each):

@@ -49,6 +49,8 @@ TEST="$TEST chromium chromium-driver python3-selenium"
 # The HTTP/2 tests (test_h2.py, test_h2_attacks.py): python3-h2 for
 # streams and frames of their own, nghttpd as an h2c upstream with trailers.
 TEST="$TEST python3-h2 nghttp2-server"
+# The gRPC tests (test_grpc.py): a real gRPC server and client, grpcio.
+TEST="$TEST python3-grpcio"
 BENCH="wrk nginx-light gnuplot-nox curl openssl python3-cryptography nghttp2-client"
 FUZZ="clang libclang-rt-14-dev"
 IMAGE="mmdebstrap umoci podman runc"

@@ -1084,6 +1084,16 @@ static int numbered(const char *sql, int n, int rows)
 	return count == n && row == rows;
 }
 
+/* sql without the key list Citus's form adds (" AND r.idem_key IN (...)"), in place. */
+static char *without_keys(char *sql)
+{
+	char *at = strstr(sql, " AND r.idem_key IN ("), *end = at ? strchr(at, ')') : NULL;
+
+	if (end)
+		memmove(at, end + 1, strlen(end + 1) + 1);
+	return sql;
+}
+
 /*
  * The statement table holds together: each statement of each kind, for
  * one row and for the most rows a batch carries, fits its buffer and
@@ -1110,25 +1120,30 @@ static void test_statements(void)
 		for (int part = 0; part < STORE_PARTS; part++) {
 			if (!store_sql_has_part(row_kinds[k], (enum store_part)part))
 				continue;
-			store_sql_write(sql, row_kinds[k], (enum store_part)part, 1);
-			CHECK(numbered(sql, params, 1));
-			store_sql_write(sql, row_kinds[k], (enum store_part)part, STORE_BATCH_MAX);
-			CHECK(strlen(sql) < STORE_SQL_MAX - 1);
-			CHECK(numbered(sql, params * STORE_BATCH_MAX, STORE_BATCH_MAX));
-			for (int rows = 1; rows <= STORE_NAMED_ROWS + 1; rows++) {
-				id = store_sql_id(row_kinds[k], (enum store_part)part, rows);
-				if (rows > STORE_NAMED_ROWS) {
-					CHECK(id == -1);
-					continue;
+			for (int citus = 0; citus < 2; citus++) {
+				store_sql_write(sql, row_kinds[k], (enum store_part)part, 1, citus);
+				CHECK(numbered(without_keys(sql), params, 1));
+				store_sql_write(sql, row_kinds[k], (enum store_part)part,
+						STORE_BATCH_MAX, citus);
+				CHECK(strlen(sql) < STORE_SQL_MAX - 1);
+				CHECK(numbered(without_keys(sql), params * STORE_BATCH_MAX,
+					       STORE_BATCH_MAX));
+				for (int rows = 1; rows <= STORE_NAMED_ROWS + 1; rows++) {
+					id = store_sql_id(row_kinds[k], (enum store_part)part, rows,
+							  citus);
+					if (rows > STORE_NAMED_ROWS) {
+						CHECK(id == -1);
+						continue;
+					}
+					CHECK(id >= STORE_ID_BATCHES && id < STORE_NAMED_IDS);
+					unique &= id >= 0 && id < STORE_NAMED_IDS && !used[id]++;
 				}
-				CHECK(id >= STORE_ID_BATCHES && id < STORE_NAMED_IDS);
-				unique &= id >= 0 && id < STORE_NAMED_IDS && !used[id]++;
 			}
 		}
 	}
 	CHECK(unique);
 	CHECK(!store_sql_has_part(STORE_OP_QUERY, STORE_PART_MAIN));
-	CHECK(store_sql_id(STORE_OP_QUERY, STORE_PART_MAIN, 1) == -1);
+	CHECK(store_sql_id(STORE_OP_QUERY, STORE_PART_MAIN, 1, 0) == -1);
 	for (id = 0; id < STORE_NAMED_IDS; id++) {
 		store_sql_name(id, names[id]);
 		for (int other = 0; other < id; other++)
@@ -1136,9 +1151,38 @@ static void test_statements(void)
 	}
 	CHECK(unique);
 	CHECK_STR(names[STORE_ID_TIMEOUT], "idemproxy_timeout");
-	CHECK_STR(names[store_sql_id(STORE_OP_CLAIM, STORE_PART_MAIN, 1)], "idemproxy_0_1");
-	CHECK_STR(names[store_sql_id(STORE_OP_FORGET, STORE_PART_FIRST, 16)],
+	CHECK_STR(names[store_sql_id(STORE_OP_CLAIM, STORE_PART_MAIN, 1, 0)], "idemproxy_0_1");
+	CHECK_STR(names[store_sql_id(STORE_OP_FORGET, STORE_PART_FIRST, 16, 0)],
 		  "idemproxy_5_16_first");
+	CHECK_STR(names[store_sql_id(STORE_OP_FINISH, STORE_PART_MAIN, 2, 1)],
+		  "idemproxy_2_2_citus");
+}
+
+/* Citus's form: the joined statements name their rows' keys, the inserts do not. */
+static void test_statements_citus(void)
+{
+	static char plain[STORE_SQL_MAX], sql[STORE_SQL_MAX];
+
+	store_sql_write(sql, STORE_OP_FINISH, STORE_PART_MAIN, 2, 1);
+	CHECK(strstr(sql, " AND r.idem_key IN ($3, $13) RETURNING v.ord") != NULL);
+	store_sql_write(sql, STORE_OP_LOOKUP, STORE_PART_MAIN, 1, 1);
+	CHECK(strstr(sql, "r.idem_key = v.idem_key AND r.idem_key IN ($3)") != NULL);
+	CHECK(sql[strlen(sql) - 1] == ')');
+	store_sql_write(sql, STORE_OP_RELEASE, STORE_PART_MAIN, 3, 1);
+	CHECK(strstr(sql, "IN ($3, $7, $11) RETURNING") != NULL);
+	store_sql_write(sql, STORE_OP_FORGET, STORE_PART_SIDE, 1, 1);
+	CHECK(strstr(sql, "IN ($3) RETURNING") != NULL);
+	for (int part = 0; part < STORE_PARTS; part++) {
+		if (!store_sql_has_part(STORE_OP_FORGET, part))
+			continue;
+		store_sql_write(plain, STORE_OP_FORGET, part, 4, 0);
+		store_sql_write(sql, STORE_OP_FORGET, part, 4, 1);
+		CHECK((strcmp(plain, sql) == 0) == (part == STORE_PART_FIRST));
+		CHECK(strstr(plain, "idem_key IN (") == NULL);
+	}
+	store_sql_write(plain, STORE_OP_CLAIM, STORE_PART_MAIN, 5, 0);
+	store_sql_write(sql, STORE_OP_CLAIM, STORE_PART_MAIN, 5, 1);
+	CHECK_STR(sql, plain);
 }
 
 /* A binary int4 or int8 column value, as the server sends it. */
@@ -1281,6 +1325,7 @@ int main(void)
 
 	test_tokens_array();
 	test_statements();
+	test_statements_citus();
 	test_decoders();
 	if (!dsn)
 		UNIT_DONE("store");

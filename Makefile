@@ -91,7 +91,7 @@ FUZZ_SRC_fuzz_h2 := tests/fuzz/fuzz_h2.c proxy/h2.c proxy/http.c http/header.c h
 FUZZ_LIB_fuzz_h2 := -levent -lnghttp2 -lcrypto -lyajl
 FUZZ_SRC_fuzz_grpc := tests/fuzz/fuzz_grpc.c http/grpc.c
 
-.PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc check-modules check-docs lint fuzz chaos ha image image-test
+.PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc check-modules check-docs lint fuzz chaos ha citus image image-test
 
 all: $(BIN)
 
@@ -158,6 +158,19 @@ ha:
 	@sh scripts/deps.sh ha
 	@$(MAKE) --no-print-directory all
 	@/usr/bin/python3 -m tests.ha.ha --seconds $(HA_SECONDS)
+
+# idemproxy on Citus: Citus built from the source tree CITUS_SRC (e.g. a
+# checkout of v13.2.2) and installed into PostgreSQL 15, a coordinator and
+# two workers on loopback, the records distributed by idem_key, the store
+# integration tests against the coordinator, then a chaos run that kills
+# and restarts a worker and restarts the coordinator (tests/citus/run.sh).
+citus:
+	@if [ -z "$(CITUS_SRC)" ]; then \
+		echo "make citus: set CITUS_SRC to a Citus source tree (e.g. CITUS_SRC=~/citus, v13.2.2)" >&2; \
+		exit 2; fi
+	@sh scripts/deps.sh test citus
+	@$(MAKE) --no-print-directory all
+	@bash tests/citus/run.sh "$(CITUS_SRC)"
 
 # The OCI image: build/image/idemproxy-$(VERSION).oci.tar, loaded into
 # podman as localhost/idemproxy:$(VERSION) when podman is installed

@@ -27,6 +27,11 @@
 #   ha     `make ha`: Patroni (with python3-etcd, the client library its
 #          etcd and etcd3 stores need) and etcd-server for the two-node
 #          PostgreSQL cluster, psycopg2 and pytest for the test fixtures
+#   citus  `make citus` (scripts/citus.sh build): what compiling Citus from
+#          source needs: PostgreSQL 15's server headers and pg_config, the
+#          GSSAPI headers they include (libkrb5-dev), lz4 and zstd for its
+#          columnar storage, perl for the source fix (the target installs
+#          the test profile too, for the tests it runs)
 set -eu
 
 RUN="build-essential gcc make pkg-config libevent-dev libnghttp2-dev libpq-dev libssl-dev
@@ -49,10 +54,11 @@ TEST="$TEST python3-grpcio"
 BENCH="wrk nginx-light gnuplot-nox curl openssl python3-cryptography nghttp2-client"
 FUZZ="clang libclang-rt-14-dev"
 IMAGE="mmdebstrap umoci podman runc"
+CITUS="postgresql-server-dev-15 libkrb5-dev liblz4-dev libzstd-dev perl"
 HA="patroni python3-etcd etcd-server python3-psycopg2 python3-pytest"
 
 usage() {
-	echo "usage: $0 [run|test|bench|fuzz|image|ha ...] | --list PROFILE..." >&2
+	echo "usage: $0 [run|test|bench|fuzz|image|ha|citus ...] | --list PROFILE..." >&2
 	exit 2
 }
 
@@ -65,6 +71,7 @@ extra() {
 	fuzz) echo "$FUZZ" ;;
 	image) echo "$IMAGE" ;;
 	ha) echo "$HA" ;;
+	citus) echo "$CITUS" ;;
 	*) return 1 ;;
 	esac
 }
@@ -87,7 +94,7 @@ case "${1:-}" in -*) usage ;; esac
 [ $# -gt 0 ] || set -- test
 for profile in "$@"; do
 	extra "$profile" >/dev/null || {
-		echo "deps: unknown profile: $profile (run, test, bench, fuzz, image or ha)" >&2
+		echo "deps: unknown profile: $profile (run, test, bench, fuzz, image, ha or citus)" >&2
 		exit 2
 	}
 done

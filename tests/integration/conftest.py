@@ -4,14 +4,18 @@ IDEMPROXY_BIN names the binary under test (default ./idemproxy, relative to
 the repository root). The session gets one private PostgreSQL cluster
 (`pg`) and one test upstream process (`upstream`); each test builds the
 proxies it needs with the `proxy` factory. The harness behind them
-(cluster, proxy process, upstream, HTTP client) is tests/lib."""
+(cluster, proxy process, upstream, HTTP client) is tests/lib.
+
+IDEMPROXY_TEST_DATABASE=CONNINFO makes `pg` that database instead (e.g. a
+Citus coordinator, `make citus`): migrated, never started, stopped or
+dropped; run only the tests that do not restart `pg` against it."""
 import os
 import uuid
 
 import pytest
 
 from tests.lib import procs
-from tests.lib.cluster import Cluster
+from tests.lib.cluster import Cluster, ExternalDatabase
 from tests.lib.proxy import BASE_ROUTES, Proxy, base_settings, render_conf
 from tests.lib.upstream import Upstream
 
@@ -25,8 +29,10 @@ def binary():
 
 @pytest.fixture(scope="session")
 def pg(binary, tmp_path_factory):
-    """The session's PostgreSQL cluster, migrated once."""
-    cluster = Cluster()
+    """The session's PostgreSQL cluster, migrated once (the database
+    IDEMPROXY_TEST_DATABASE names when it is set)."""
+    external = os.environ.get("IDEMPROXY_TEST_DATABASE")
+    cluster = ExternalDatabase(external) if external else Cluster()
     try:
         cluster.migrate(binary, tmp_path_factory.mktemp("migrate"))
         yield cluster

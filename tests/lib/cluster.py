@@ -2,7 +2,9 @@
 request with the binary under test) and the way to run PostgreSQL's
 programs as its owner (run_as_pg). The cluster's directory, data and
 socket belong to user postgres; whoever makes a Cluster destroys it.
-lock_waiters reads who waits on a lock in it."""
+lock_waiters reads who waits on a lock in it. ExternalDatabase stands for
+a database the suite did not start (IDEMPROXY_TEST_DATABASE, e.g. a Citus
+coordinator): migrated the same way, never stopped or destroyed."""
 import os
 import shutil
 import subprocess
@@ -85,6 +87,37 @@ class Cluster:
         if self.running():
             self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class ExternalDatabase:
+    """A database someone else runs, named by its libpq conninfo: the
+    session's `pg` when IDEMPROXY_TEST_DATABASE is set. It has what tests
+    read of a Cluster (conninfo, records, query, migrate) but cannot be
+    stopped or restarted: tests that need that use private_pg or are left
+    out of such runs."""
+
+    def __init__(self, conninfo):
+        self.conninfo = conninfo
+        self.records = Records(conninfo)
+
+    def migrate(self, binary, workdir):
+        self.migrate_conf = os.path.join(str(workdir), "migrate-external.conf")
+        migrate(binary, self.conninfo, self.migrate_conf)
+
+    def query(self, sql, args=()):
+        return self.records.query(sql, args)
+
+    def stop(self):
+        raise AssertionError("the external database (IDEMPROXY_TEST_DATABASE) is not "
+                             "stopped by the tests")
+
+    start = stop
+
+    def running(self):
+        return True
+
+    def destroy(self):
+        pass
 
 
 def lock_waiters(cluster, app=None):

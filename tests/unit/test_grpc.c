@@ -11,7 +11,7 @@ static void test_codes(void)
 	CHECK_STR(grpc_code_name(GRPC_UNAUTHENTICATED), "UNAUTHENTICATED");
 	CHECK(grpc_code_name(-1) == NULL && grpc_code_name(GRPC_CODES) == NULL);
 	for (int c = 0; c < GRPC_CODES; c++) {
-		char num[4];
+		char num[12];
 
 		CHECK(grpc_code_parse(grpc_code_name(c)) == c);
 		snprintf(num, sizeof(num), "%d", c);

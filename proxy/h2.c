@@ -546,31 +546,27 @@ static void h2_stream_pull(struct h2_stream *st)
 static int h2_stream_trailers(struct h2_stream *st)
 {
 	struct evbuffer *t = http_parser_trailers(st->parser);
-	size_t len, n = 0, count = 0;
-	char *lines, *at, *end, *nl, *colon;
+	const char *lines, *at, *end;
+	struct http_line line;
+	size_t n = 0, count = 0;
 	nghttp2_nv *nva;
 	int rc;
 
-	if (!t)
+	if (!t || !(lines = (const char *)evbuffer_pullup(t, -1)))
 		return 0;
-	len = evbuffer_get_length(t);
-	lines = (char *)evbuffer_pullup(t, -1);
-	if (!lines)
-		return 0;
-	end = lines + len;
-	for (at = lines; at < end && (nl = memchr(at, '\n', (size_t)(end - at))); at = nl + 1)
+	end = lines + evbuffer_get_length(t);
+	for (at = lines; http_line_next(&at, end, &line);)
 		count++;
 	nva = calloc(count ? count : 1, sizeof(*nva));
 	if (!nva)
 		return 0;
-	/* Each line is "name: value\r\n" (http.h). */
-	for (at = lines; n < count && (nl = memchr(at, '\n', (size_t)(end - at))); at = nl + 1) {
-		colon = memchr(at, ':', (size_t)(nl - at));
-		if (!colon || colon + 2 > nl - 1)
+	for (at = lines; n < count && http_line_next(&at, end, &line);) {
+		if (!line.name_len || !line.value)
 			continue;
-		http_lower(at, (size_t)(colon - at));
-		nva[n++] = (nghttp2_nv){(uint8_t *)at, (uint8_t *)colon + 2, (size_t)(colon - at),
-					(size_t)(nl - 1 - (colon + 2)), NGHTTP2_NV_FLAG_NONE};
+		/* The pulled-up buffer is the parser's own: its names are lower-cased in place. */
+		http_lower((char *)line.name, line.name_len);
+		nva[n++] = (nghttp2_nv){(uint8_t *)line.name, (uint8_t *)line.value, line.name_len,
+					line.value_len, NGHTTP2_NV_FLAG_NONE};
 	}
 	rc = n && nghttp2_submit_trailer(st->s->ng, st->id, nva, n) == 0;
 	free(nva);

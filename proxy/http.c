@@ -1191,18 +1191,35 @@ int http_msg_takes_trailers(const struct http_msg *m)
 	return 0;
 }
 
+int http_line_next(const char **at, const char *end, struct http_line *line)
+{
+	const char *nl = *at && *at < end ? memchr(*at, '\n', (size_t)(end - *at)) : NULL;
+	const char *colon;
+
+	if (!nl)
+		return 0;
+	colon = memchr(*at, ':', (size_t)(nl - *at));
+	*line = (struct http_line){.start = *at, .len = (size_t)(nl + 1 - *at), .name = *at,
+				   .name_len = colon ? (size_t)(colon - *at) : 0};
+	if (colon && colon + 2 <= nl - 1) {
+		line->value = colon + 2;
+		line->value_len = (size_t)(nl - 1 - line->value);
+	}
+	*at = nl + 1;
+	return 1;
+}
+
 const char *http_msg_field(struct http_msg *m, const char *name, size_t *len)
 {
 	size_t n = m->trailers ? evbuffer_get_length(m->trailers) : 0, nlen = strlen(name);
-	const char *at = n ? (const char *)evbuffer_pullup(m->trailers, -1) : NULL, *end, *nl;
+	const char *at = n ? (const char *)evbuffer_pullup(m->trailers, -1) : NULL, *end = at + n;
+	struct http_line line;
 	const char *v;
 
-	/* Trailer lines are "name: value\r\n" (http_trailers_keep). */
-	for (end = at + n; at && at < end && (nl = memchr(at, '\n', (size_t)(end - at)));
-	     at = nl + 1) {
-		if ((size_t)(nl - at) > nlen + 2 && at[nlen] == ':' && strncasecmp(at, name, nlen) == 0) {
-			*len = (size_t)(nl - 1 - (at + nlen + 2));
-			return at + nlen + 2;
+	while (http_line_next(&at, end, &line)) {
+		if (line.value && line.name_len == nlen && strncasecmp(line.name, name, nlen) == 0) {
+			*len = line.value_len;
+			return line.value;
 		}
 	}
 	v = http_msg_header(m, name);

@@ -217,6 +217,20 @@ int http_trailers_keep(const struct http_msg *m, struct evbuffer *fields, struct
 /* 1 when a TE header of request m lists "trailers": the client takes them. */
 int http_msg_takes_trailers(const struct http_msg *m);
 
+/* One "name: value\r\n" line, as http_trailers_keep writes trailer lines. */
+struct http_line {
+	const char *start; /* the line, its CRLF included: len bytes */
+	size_t len;
+	const char *name; /* up to its first ':' (name_len 0: none) */
+	size_t name_len;
+	const char *value; /* after ": ", without the CRLF; NULL: the line has no room for one */
+	size_t value_len;
+};
+
+/* The line at *at, before end, into *line, *at moved past it: 1, or 0 when
+ * no whole line (ending in LF) is left. */
+int http_line_next(const char **at, const char *end, struct http_line *line);
+
 /*
  * The value of m's field named name (case-insensitive): from its trailers
  * when it has one there, else from its head; NULL when neither has it.

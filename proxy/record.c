@@ -45,15 +45,14 @@ static void record_trailer_lines(struct evbuffer *b, struct evbuffer *t, char *c
 				 int nextra)
 {
 	size_t len = evbuffer_get_length(t);
-	const char *at = (const char *)evbuffer_pullup(t, -1), *end = at + len, *nl, *colon;
+	const char *at = (const char *)evbuffer_pullup(t, -1), *end = at + len;
+	struct http_line line;
 
-	for (; at && at < end && (nl = memchr(at, '\n', (size_t)(end - at))); at = nl + 1) {
-		colon = memchr(at, ':', (size_t)(nl - at));
-		if (colon && colon > at &&
-		    record_keeps(at, (size_t)(colon - at),
-				 header_flags(at, (size_t)(colon - at)), extra, nextra))
-			evbuffer_add(b, at, (size_t)(nl + 1 - at));
-	}
+	while (http_line_next(&at, end, &line))
+		if (line.name_len > 0 &&
+		    record_keeps(line.name, line.name_len, header_flags(line.name, line.name_len),
+				 extra, nextra))
+			evbuffer_add(b, line.start, line.len);
 }
 
 char *record_headers(const struct http_msg *resp, char *const *extra, int nextra, size_t *len)

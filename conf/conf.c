@@ -19,6 +19,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -1034,6 +1035,35 @@ static int conf_set_in_progress(struct conf_parser *p, struct route *r, int argc
 	return 0;
 }
 
+/* expired_keys run | refuse DURATION. */
+static int conf_set_expired_keys(struct conf_parser *p, struct route *r, int argc, char **argv)
+{
+	if (strcmp(argv[0], "refuse") == 0) {
+		if (argc != 2)
+			return conf_error(p, "\"expired_keys refuse\" takes a duration");
+		r->expired_keys = EXPIRED_KEYS_REFUSE;
+		return conf_duration_arg(p, argv[1], &r->expired_keys_ms);
+	}
+	if (strcmp(argv[0], "run") != 0)
+		return conf_error(p, "invalid expired_keys \"%s\" (run or refuse DUR)", argv[0]);
+	if (argc != 1)
+		return conf_error(p, "\"expired_keys run\" takes no arguments");
+	r->expired_keys = EXPIRED_KEYS_RUN;
+	return 0;
+}
+
+/* actor_max_records N (0: no quota). */
+static int conf_set_actor_max_records(struct conf_parser *p, struct route *r, int argc,
+				      char **argv)
+{
+	int n;
+
+	if (conf_parse_int(argv[0], 0, INT_MAX, &n))
+		return conf_error(p, "invalid actor_max_records \"%s\" (0-%d)", argv[0], INT_MAX);
+	p->conf->actor_max_records = n;
+	return 0;
+}
+
 /* grpc streaming record|pass. */
 static int conf_set_grpc(struct conf_parser *p, struct route *r, int argc, char **argv)
 {
@@ -1188,6 +1218,9 @@ const struct conf_directive conf_directives[] = {
     CONF_ROW("lease", CONF_TOP, 1, 1, CT_DURATION, TOP(lease_ms), NULL, NULL, 0), /* upstream_timeout + 30s */
     CONF_ROW("shutdown_timeout", CONF_TOP, 1, 1, CT_DURATION, TOP(shutdown_timeout_ms), NULL, "20s", 0),
     CONF_ROW("sweep_interval", CONF_TOP, 1, 1, CT_DURATION, TOP(sweep_interval_ms), NULL, "10s", CF_OFF),
+    CONF_ROW("actor_max_records", CONF_TOP, 1, 1, CT_CUSTOM, 0, conf_set_actor_max_records, "0", 0),
+    CONF_ROW("actor_max_stored_bytes", CONF_TOP, 1, 1, CT_SIZE, TOP(actor_max_stored_bytes), NULL, "0", 0),
+    CONF_ROW("quota_refresh", CONF_TOP, 1, 1, CT_DURATION, TOP(quota_refresh_ms), NULL, "5s", 0),
     CONF_ROW("max_request_body", CONF_TOP, 1, 1, CT_SIZE, TOP(max_request_body), NULL, "1m", CF_NONZERO),
     CONF_ROW("max_stored_body", CONF_TOP, 1, 1, CT_SIZE, TOP(max_stored_body), NULL, "1m", CF_NONZERO),
     CONF_ROW("replay_cache", CONF_TOP, 1, 1, CT_SIZE, TOP(replay_cache), NULL, "4m", CF_RESTART),
@@ -1217,6 +1250,7 @@ const struct conf_directive conf_directives[] = {
     CONF_ROW("grpc", CONF_BOTH, 2, 2, CT_CUSTOM, 0, conf_set_grpc, "streaming record", 0),
     CONF_ROW("store_headers", CONF_BOTH, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_store_headers, NULL, 0),
     CONF_ROW("in_progress", CONF_BOTH, 1, 2, CT_CUSTOM, 0, conf_set_in_progress, "reject", 0),
+    CONF_ROW("expired_keys", CONF_BOTH, 1, 2, CT_CUSTOM, 0, conf_set_expired_keys, "run", 0),
     CONF_ENUM_ROW("recovery", CONF_BOTH, ROUTE(recovery), "hold", conf_recovery_modes, NULL, 0),
     CONF_ENUM_ROW("match_case", CONF_BOTH, ROUTE(match_case), "insensitive", conf_match_cases, NULL, 0),
     CONF_ROW("key_from", CONF_BOTH, 2, 2, CT_CUSTOM, 0, conf_set_key_from, NULL, 0),
@@ -1545,6 +1579,10 @@ static int conf_route_inherit(struct conf_parser *p, struct route *dst, const st
 	if (!dst->in_progress) {
 		dst->in_progress = src->in_progress;
 		dst->in_progress_wait_ms = src->in_progress_wait_ms;
+	}
+	if (!dst->expired_keys) {
+		dst->expired_keys = src->expired_keys;
+		dst->expired_keys_ms = src->expired_keys_ms;
 	}
 	if (!dst->recovery)
 		dst->recovery = src->recovery;

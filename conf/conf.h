@@ -103,6 +103,13 @@ enum in_progress_mode {
 	IN_PROGRESS_WAIT,   /* hold a duplicate up to in_progress_wait_ms */
 };
 
+/* What a key retried after its record's retention meets (expired_keys). */
+enum expired_keys_mode {
+	EXPIRED_KEYS_UNSET = 0,
+	EXPIRED_KEYS_RUN,    /* the key runs again */
+	EXPIRED_KEYS_REFUSE, /* a tombstone refuses it for expired_keys_ms more */
+};
+
 enum recovery_mode {
 	RECOVERY_UNSET = 0,
 	RECOVERY_HOLD,
@@ -168,6 +175,8 @@ struct route {
 	int nstore_headers;
 	enum in_progress_mode in_progress;
 	int64_t in_progress_wait_ms;   /* IN_PROGRESS_WAIT only */
+	enum expired_keys_mode expired_keys;
+	int64_t expired_keys_ms;       /* EXPIRED_KEYS_REFUSE: the tombstone's window */
 	enum recovery_mode recovery;
 	enum match_case match_case;
 	enum key_from key_from;
@@ -233,6 +242,9 @@ struct conf {
 	int64_t lease_ms;
 	int64_t shutdown_timeout_ms;
 	int64_t sweep_interval_ms;     /* 0: this instance does not sweep */
+	int64_t actor_max_records;     /* per actor across instances, 0: no quota */
+	size_t actor_max_stored_bytes; /* per actor across instances, 0: no quota */
+	int64_t quota_refresh_ms;      /* how often the actors over a quota are read */
 
 	size_t max_request_body;       /* intercepted requests only */
 	size_t max_stored_body;

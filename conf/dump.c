@@ -489,6 +489,23 @@ static int dump_in_progress(struct dump *d, const struct route *rt)
 	return 0;
 }
 
+static int dump_expired_keys(struct dump *d, const struct route *rt)
+{
+	if (rt->expired_keys == EXPIRED_KEYS_REFUSE) {
+		dump_str(d, " refuse");
+		dump_duration(d, rt->expired_keys_ms);
+		return 0;
+	}
+	dump_str(d, " run");
+	return 0;
+}
+
+static int dump_actor_max_records(struct dump *d, const struct route *rt)
+{
+	dump_printf(d, " %lld", (long long)d->conf->actor_max_records);
+	return 0;
+}
+
 static int dump_grpc(struct dump *d, const struct route *rt)
 {
 	dump_str(d, rt->grpc_streaming == GRPC_STREAMING_PASS ? " streaming pass"
@@ -525,6 +542,8 @@ static const struct dump_writer dump_custom[] = {
     {"store_headers", dump_store_headers},
     {"fingerprint_headers", dump_fp_headers},
     {"in_progress", dump_in_progress},
+    {"expired_keys", dump_expired_keys},
+    {"actor_max_records", dump_actor_max_records},
     {"key_from", dump_key_from},
     {"grpc", dump_grpc},
 };

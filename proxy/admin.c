@@ -62,6 +62,7 @@
 #include "proxy/records.h"
 #include "proxy/secrets.h"
 #include "proxy/stats.h"
+#include "proxy/quota.h"
 #include "proxy/sweeper.h"
 #include "proxy/ui.h"
 
@@ -82,6 +83,7 @@ struct admin {
 	struct stats *const *each; /* the workers' counters */
 	int nworkers;
 	struct sweeper *sweeper;
+	struct quota *quota; /* the quota refresher's counters, NULL: none */
 	int draining; /* stopping: not ready, whatever the store says */
 	int ready;    /* the last readiness check's verdict: 1 ready, 0 not, -1 none yet */
 	int checking; /* a scrape's readiness check is in flight */
@@ -430,6 +432,8 @@ static void admin_metrics(struct admin *a, struct evhttp_request *req)
 	budget_render(out, a->conf->relay_budget);
 	if (a->sweeper)
 		sweeper_render(a->sweeper, out);
+	if (a->quota)
+		quota_render(a->quota, out);
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
 			  "text/plain; version=0.0.4");
 	evhttp_send_reply(req, 200, NULL, out);
@@ -853,4 +857,9 @@ void admin_free(struct admin *a)
 		admin_call_free(LIST_FIRST(&a->calls));
 	evfree_http(&a->http);
 	free(a);
+}
+
+void admin_set_quota(struct admin *a, struct quota *q)
+{
+	a->quota = q;
 }

@@ -38,4 +38,8 @@ void admin_reload_failed(struct admin *a, const char *err);
 void admin_draining(struct admin *a);
 void admin_free(struct admin *a);
 
+/* The quota refresher whose counters /metrics shows. */
+struct quota;
+void admin_set_quota(struct admin *a, struct quota *q);
+
 #endif

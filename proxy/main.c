@@ -43,6 +43,7 @@
 #include "proxy/secrets.h"
 #include "proxy/stats.h"
 #include "proxy/store.h"
+#include "proxy/quota.h"
 #include "proxy/sweeper.h"
 #include "proxy/upstream.h"
 #include "proxy/worker.h"
@@ -72,6 +73,7 @@ struct supervisor {
 	struct evdns_base *dns;     /* its host names */
 	struct store *store;        /* the sweeper's and the admin's */
 	struct sweeper *sweeper;
+	struct quota *quota;        /* reads the actors over a quota */
 	struct pace *pace;          /* owner durations, shared by the workers */
 	struct admin *admin;        /* NULL: no admin listener */
 	struct event *signals[3];   /* SIGTERM, SIGINT, SIGHUP */
@@ -169,6 +171,8 @@ static void reload(struct supervisor *sv)
 	for (int i = 0; i < sv->nworkers; i++)
 		worker_reload(&sv->workers[i], gen);
 	sweeper_set_interval(sv->sweeper, conf->sweep_interval_ms);
+	quota_configure(sv->quota, conf->actor_max_records, conf->actor_max_stored_bytes,
+			conf->quota_refresh_ms);
 	log_set_level((enum log_level)conf->log_level);
 	if (sv->admin)
 		admin_reload(sv->admin, conf, secrets);
@@ -325,14 +329,18 @@ static int supervisor_start(struct supervisor *sv, struct conf *conf, struct sec
 	sv->store = store_new(sv->base, sv->dns, conf->resolver_timeout_ms, conf->database,
 			      conf->store_timeout_ms, owner_id, 0);
 	sv->sweeper = sv->store ? sweeper_new(sv->base, sv->store, conf->sweep_interval_ms) : NULL;
-	if (!sv->sweeper) {
+	sv->quota = sv->store ? quota_new(sv->base, sv->store) : NULL;
+	if (!sv->sweeper || !sv->quota) {
 		log_error(NULL, "cannot start: the sweeper's store: out of memory");
 		return -1;
 	}
+	quota_configure(sv->quota, conf->actor_max_records, conf->actor_max_stored_bytes,
+			conf->quota_refresh_ms);
 	if (conf->admin.host) {
 		sv->admin = admin_new(sv->base, conf, sv->gen->secrets, sv->store, sv->each, sv->nworkers, sv->sweeper);
 		if (!sv->admin)
 			return -1;
+		admin_set_quota(sv->admin, sv->quota);
 	}
 	for (; sv->started < sv->nworkers; sv->started++) {
 		if (worker_start(&sv->workers[sv->started]) < 0) {
@@ -359,6 +367,7 @@ static void supervisor_free(struct supervisor *sv)
 	/* The store first: it drops the sweeper's and the admin's calls. */
 	store_free(sv->store);
 	sweeper_free(sv->sweeper);
+	quota_free(sv->quota);
 	admin_free(sv->admin);
 	conf_gen_release(sv->gen);
 	for (size_t i = 0; i < sizeof(sv->signals) / sizeof(sv->signals[0]); i++)

@@ -55,6 +55,15 @@ static const struct problem_def problem_table[] = {
     [PROBLEM_GRPC_STREAMING] = {"grpc-streaming-refused",
 				"gRPC call sends more than one request message", 501, 0, STRIPE_INVALID,
 				GRPC_UNIMPLEMENTED},
+    /* Retryable: nothing ran, and the actor's quota frees as its records expire
+     * (Retry-After says when the oldest one does). */
+    [PROBLEM_ACTOR_QUOTA] = {"actor-quota-exceeded",
+			     "Actor holds as many idempotency records as its quota allows", 429, 1,
+			     STRIPE_INVALID, GRPC_RESOURCE_EXHAUSTED},
+    /* Not retryable: the key stays refused until its tombstone's window ends. */
+    [PROBLEM_KEY_EXPIRED] = {"idempotency-key-expired",
+			     "Idempotency-Key was used and its stored outcome has expired", 422, 0,
+			     STRIPE_IDEMPOTENCY, GRPC_FAILED_PRECONDITION},
 };
 
 _Static_assert(sizeof(problem_table) / sizeof(problem_table[0]) == PROBLEM_KIND_COUNT,

@@ -18,6 +18,7 @@ enum record_state {
 	RECORD_IN_PROGRESS,
 	RECORD_COMPLETED,
 	RECORD_UNKNOWN,
+	RECORD_EXPIRED, /* a tombstone (expired_keys refuse): its key is refused */
 };
 
 /* Whoever hands out a record says how long its pointers stay valid. */
@@ -43,6 +44,7 @@ struct record {
 	const char *request_id;	  /* the X-Request-Id of the request that claimed it
 				   * (its owner), NULL: none kept */
 	const char *trace_id;	  /* that request's trace id, NULL: none */
+	const char *completed_at; /* RECORD_EXPIRED: when it completed, RFC 3339 UTC */
 };
 
 /*

@@ -44,6 +44,7 @@
 #include "proxy/keysource.h"
 #include "proxy/outcome.h"
 #include "proxy/pace.h"
+#include "proxy/quota.h"
 #include "proxy/record.h"
 #include "proxy/relay.h"
 #include "proxy/replay.h"
@@ -144,6 +145,7 @@ struct request {
 	struct trace owner;	    /* a replay's: the owner's ids, from its record */
 	int status;                 /* status sent to the client, for the log */
 	int64_t retry_after_ms;     /* a problem's Retry-After; 0: the default */
+	enum quota_over quota;      /* its actor was over a quota: its claim only peeks */
 	int64_t key_expires_ms;     /* the owner's record was written: its time left */
 	/* Clock readings (*_sent_us) apart from the durations they make: a
 	 * duration grows when what it times ends, at the latest with req. */
@@ -390,6 +392,10 @@ static void request_claim(struct request *req)
 {
 	int flags = req->route->recovery == RECOVERY_FORWARD ? STORE_RECOVER : 0;
 
+	/* An actor over a quota makes no new record, but replays its own. */
+	req->quota = quota_check(req->actor, &req->retry_after_ms);
+	if (req->quota != QUOTA_UNDER)
+		flags |= STORE_PEEK;
 	request_set_state(req, REQ_CLAIMING);
 	waiters_claiming(req->ctx->waiters, &req->wait);
 	/* The lease runs from the moment the claim was sent, not answered. */
@@ -428,6 +434,19 @@ static void claim_done_cb(void *arg, enum store_result res, int64_t generation,
 	case STORE_EXISTS:
 		request_existing(req, rec, 0);
 		return;
+	case STORE_ABSENT: /* STORE_PEEK: the actor is over a quota */
+		req->role = ROLE_REFUSED;
+		STATS_ADD(req->ctx->stats->claim_refusals[req->quota == QUOTA_RECORDS
+							       ? STATS_REFUSED_ACTOR_RECORDS
+							       : STATS_REFUSED_ACTOR_BYTES],
+			  1);
+		request_answer_problem(req, OUT_REJECTED, PROBLEM_ACTOR_QUOTA,
+				       req->quota == QUOTA_RECORDS
+					   ? "the actor holds actor_max_records records; new keys are "
+					     "refused until some expire"
+					   : "the actor's records hold actor_max_stored_bytes bytes; new "
+					     "keys are refused until some expire");
+		break;
 	case STORE_FENCED:
 	case STORE_UNAVAILABLE:
 		/* Fail-open forwards, but nothing new goes upstream after the
@@ -490,6 +509,24 @@ static enum record_read request_read_stored(struct request *req, const struct re
 }
 
 /*
+ * The key's record is a tombstone (expired_keys refuse): its outcome has
+ * expired, and the key is refused, never run again, until the tombstone's
+ * window ends. Whatever the fingerprint: the key was used.
+ */
+static void request_expired(struct request *req, const struct record *rec)
+{
+	char detail[160];
+
+	STATS_ADD(req->ctx->stats->claim_refusals[STATS_REFUSED_EXPIRED_KEY], 1);
+	snprintf(detail, sizeof(detail),
+		 "this Idempotency-Key completed at %s; its stored outcome has expired and "
+		 "the key is refused for a while",
+		 rec->completed_at ? rec->completed_at : "an unknown time");
+	request_answer_problem(req, OUT_REJECTED, PROBLEM_KEY_EXPIRED, detail);
+	request_done(req);
+}
+
+/*
  * Another request holds the scope; rec is its record, from the replay
  * cache (cached: judged when it was read or written) or from the store. A
  * different request gets a conflict, a completed record its replay, an
@@ -502,6 +539,10 @@ static void request_existing(struct request *req, const struct record *rec, int 
 	void *mem = NULL;
 
 	req->role = ROLE_DUPLICATE;
+	if (rec->state == RECORD_EXPIRED) {
+		request_expired(req, rec);
+		return;
+	}
 	if (!cached && rec->state == RECORD_COMPLETED &&
 	    memcmp(rec->fingerprint, req->fp, FINGERPRINT_LEN) == 0) {
 		if (request_read_stored(req, rec, &plain, &mem) != RECORD_READ_OK) {
@@ -739,7 +780,10 @@ static void request_record(struct request *req)
 	case WRITE_FINISH:
 		store_finish(st, &req->scope, req->generation, req->status, s->headers,
 			     s->headers_len, s->body, s->body_len, s->plain.body_omitted, s->key_id,
-			     req->route->retention_ms, flags, record_done_cb, req);
+			     req->route->retention_ms,
+			     req->route->expired_keys == EXPIRED_KEYS_REFUSE ? req->route->expired_keys_ms
+									     : 0,
+			     flags, record_done_cb, req);
 		break;
 	case WRITE_RELEASE:
 		store_release(st, &req->scope, req->generation, flags, record_done_cb, req);
@@ -813,6 +857,7 @@ static void record_done_cb(void *arg, enum store_result res)
 	case STORE_EXISTS:
 	case STORE_UNAVAILABLE:
 	case STORE_LOST:
+	case STORE_ABSENT:
 		/* The answer goes out anyway; the write is retried while the
 		 * lease lasts, and retries meanwhile see operation-in-progress. */
 		if (req->state == REQ_RECORDING) {

@@ -196,6 +196,15 @@ static const struct stats_simple {
 	STATS_SIMPLE("idemproxy_replays_total", "source=\"cache\"", "counter", NULL, replays[1]),
 	STATS_SIMPLE("idemproxy_conflicts_total", NULL, "counter",
 		     "Requests that reused a key with another payload.", conflicts),
+	STATS_SIMPLE("idemproxy_claims_refused_total", "reason=\"actor_max_records\"", "counter",
+		     "Requests refused before a claim, by reason: the actor's record quota "
+		     "(actor_max_records), its stored-bytes quota (actor_max_stored_bytes), or "
+		     "a tombstone of its key (expired_keys refuse).",
+		     claim_refusals[STATS_REFUSED_ACTOR_RECORDS]),
+	STATS_SIMPLE("idemproxy_claims_refused_total", "reason=\"actor_max_stored_bytes\"",
+		     "counter", NULL, claim_refusals[STATS_REFUSED_ACTOR_BYTES]),
+	STATS_SIMPLE("idemproxy_claims_refused_total", "reason=\"expired_key\"", "counter", NULL,
+		     claim_refusals[STATS_REFUSED_EXPIRED_KEY]),
 	STATS_SIMPLE("idemproxy_replay_cache_hits_total", NULL, "counter",
 		     "Replay cache lookups that found a record.", cache_hits),
 	STATS_SIMPLE("idemproxy_replay_cache_misses_total", NULL, "counter",

@@ -34,6 +34,14 @@ enum stats_refusal {
 	STATS_REFUSALS,
 };
 
+/* Claims refused before they were made, by reason (idemproxy_claims_refused_total). */
+enum stats_claim_refusal {
+	STATS_REFUSED_ACTOR_RECORDS, /* actor_max_records */
+	STATS_REFUSED_ACTOR_BYTES,   /* actor_max_stored_bytes */
+	STATS_REFUSED_EXPIRED_KEY,   /* a tombstone of expired_keys refuse */
+	STATS_CLAIM_REFUSALS,
+};
+
 struct stats_histogram {
 	_Atomic int64_t buckets[STATS_BUCKETS]; /* not cumulative */
 	_Atomic int64_t sum_us;
@@ -48,6 +56,7 @@ struct stats {
 	_Atomic int64_t claims;	       /* claims sent to the store */
 	_Atomic int64_t replays[2];    /* replays answered from the store [0] or the cache [1] */
 	_Atomic int64_t conflicts;     /* same key, another request */
+	_Atomic int64_t claim_refusals[STATS_CLAIM_REFUSALS];
 	_Atomic int64_t fenced;	       /* outcome writes refused by fencing */
 	_Atomic int64_t waits;	       /* duplicates that waited (in_progress wait) */
 	_Atomic int64_t dropped_underscore; /* request headers not forwarded: a name holding '_' */

@@ -606,6 +606,8 @@ static void store_lookup_rows(struct store *st, PGresult *res)
 		if (take < 0) {
 			store_log(LOG_WARN, "store claim returned an unexpected row", NULL);
 			op->answer.res = STORE_UNAVAILABLE;
+		} else if (take && op->ask.peek) {
+			op->answer.res = STORE_ABSENT;
 		} else if (take) {
 			op->run.take = 1;
 		} else {
@@ -627,6 +629,8 @@ static void store_lookup_rows(struct store *st, PGresult *res)
 			store_queue_push(&again, op);
 		} else if (op->run.answered) {
 			store_complete(st, op, op->answer.res);
+		} else if (op->ask.peek) {
+			store_complete(st, op, STORE_ABSENT);
 		} else {
 			store_claim_again(st, op, &again);
 		}
@@ -1306,6 +1310,9 @@ void store_claim(struct store *st, const struct scope *sc, const unsigned char *
 	snprintf(op->ask.token, sizeof(op->ask.token), "%s:%016" PRIx64 ":%" PRIu64, st->owner_id,
 		 st->nonce, ++st->nclaims);
 	op->ask.recover = (flags & STORE_RECOVER) != 0;
+	op->ask.peek = (flags & STORE_PEEK) != 0;
+	if (op->ask.peek)
+		op->kind = STORE_OP_LOOKUP;
 	op->notify = (flags & STORE_NOTIFY) != 0;
 	op->ask.fp = fp;
 	op->ask.request_id = request_id;
@@ -1317,8 +1324,8 @@ void store_claim(struct store *st, const struct scope *sc, const unsigned char *
 
 void store_finish(struct store *st, const struct scope *sc, int64_t generation, int status,
 		  const char *headers, size_t headers_len, const unsigned char *body,
-		  size_t body_len, int omitted, const char *sealed, int64_t retention_ms, int flags,
-		  store_done_cb cb, void *arg)
+		  size_t body_len, int omitted, const char *sealed, int64_t retention_ms,
+		  int64_t tombstone_ms, int flags, store_done_cb cb, void *arg)
 {
 	struct store_op *op = store_write_new(STORE_OP_FINISH, sc, generation, flags, cb, arg);
 
@@ -1330,6 +1337,7 @@ void store_finish(struct store *st, const struct scope *sc, int64_t generation, 
 	op->ask.omitted = omitted;
 	op->ask.sealed = sealed;
 	op->ask.retention_ms = retention_ms;
+	op->ask.tombstone_ms = tombstone_ms;
 	if (headers_len > STORE_PARAM_MAX || body_len > STORE_PARAM_MAX) {
 		store_log(LOG_ERROR, "store finish: response too large to store", NULL);
 		st->npending++;

@@ -32,6 +32,8 @@ enum store_result {
 	STORE_LOST,	   /* claim: sent, but its answer was lost (connection or
 			    * timeout); it may have committed, so the store deletes
 			    * it by its lease token once it can: never forward */
+	STORE_ABSENT,	   /* claim with STORE_PEEK: no record holds the slot, or
+			    * one that could be taken over; nothing was written */
 };
 
 /* claim: STORE_OK with generation, STORE_EXISTS with rec (owned by the
@@ -50,6 +52,9 @@ enum store_flags {
 	STORE_RECOVER = 1, /* claim: take over an unknown or lease-expired record
 			    * of the same fingerprint (recovery forward) */
 	STORE_NOTIFY = 2,  /* finish/unknown/release: notify STORE_CHANNEL */
+	STORE_PEEK = 4,	   /* claim: only read the record that holds the slot;
+			    * STORE_ABSENT where the claim would make one (an
+			    * actor over its quota may replay, not claim) */
 };
 
 /*
@@ -93,15 +98,16 @@ void store_claim(struct store *st, const struct scope *sc, const unsigned char *
 /*
  * Complete the record claimed with generation: status, headers ("Name:
  * value\r\n" lines, stored as bytes), body (NULL with omitted=1 when it
- * was too large), expires after retention_ms; sealed names the key that
+ * was too large), expires after retention_ms, then (tombstone_ms > 0, for
+ * `expired_keys refuse`) refuses its key tombstone_ms more; sealed names the key that
  * sealed headers and body (NULL: plaintext). STORE_FENCED if the
  * generation changed, or the record is completed or gone. On
  * STORE_UNAVAILABLE the caller may retry.
  */
 void store_finish(struct store *st, const struct scope *sc, int64_t generation, int status,
 		  const char *headers, size_t headers_len, const unsigned char *body,
-		  size_t body_len, int omitted, const char *sealed, int64_t retention_ms, int flags,
-		  store_done_cb cb, void *arg);
+		  size_t body_len, int omitted, const char *sealed, int64_t retention_ms,
+		  int64_t tombstone_ms, int flags, store_done_cb cb, void *arg);
 
 /* Mark the record claimed with generation as unknown (outcome not known). */
 void store_mark_unknown(struct store *st, const struct scope *sc, int64_t generation, int flags,

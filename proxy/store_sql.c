@@ -16,7 +16,7 @@
 #define STORE_CLAIM_ROW_PARAMS	8
 #define STORE_LOOKUP_ROW_PARAMS 9
 #define STORE_FORGET_ROW_PARAMS 5
-#define STORE_FINISH_ROW_PARAMS 10
+#define STORE_FINISH_ROW_PARAMS 11
 #define STORE_FENCE_ROW_PARAMS	4
 
 _Static_assert(STORE_FINISH_ROW_PARAMS <= STORE_ROW_PARAMS_MAX,
@@ -73,15 +73,25 @@ static const char store_sql_lookup_head[] =
 #define STORE_SQL_SCOPE_JOIN                                                             \
 	" r.actor = v.actor AND r.operation = v.operation AND r.idem_key = v.idem_key"
 
-/* A slot the lookup may take over; NULL (never in a valid record) counts as no. */
+/*
+ * A slot the lookup may take over; NULL (never in a valid record) counts as
+ * no. A completed record with a tombstone window (expired_keys refuse) is
+ * refused, not taken over, from its expiry until the window's end, whether
+ * the sweeper has made it a tombstone yet (state 'expired', whose expires_at
+ * is then the window's end) or not.
+ */
 #define STORE_SQL_TAKEOVER                                                               \
-	"(r.state = 'completed' AND r.expires_at <= v.at"                                \
+	"(r.state = 'completed' AND r.expires_at + coalesce(r.tombstone_ms, 0)"          \
+	" * interval '1 millisecond' <= v.at"                                            \
+	" OR r.state = 'expired' AND r.expires_at <= v.at"                               \
 	" OR v.recover AND r.fingerprint = v.fingerprint AND (r.state = 'unknown'"       \
 	" OR r.state = 'in_progress' AND r.lease_expires_at <= v.at))"
 
 static const char store_sql_lookup_tail[] =
     ")"
-    " SELECT v.ord, " STORE_SQL_TAKEOVER " IS TRUE, r.generation, r.state, r.fingerprint,"
+    " SELECT v.ord, " STORE_SQL_TAKEOVER " IS TRUE, r.generation,"
+    "  CASE WHEN r.state = 'completed' AND r.expires_at <= v.at THEN 'expired'"
+    "   ELSE r.state END, r.fingerprint,"
     "  r.response_status, r.response_headers, r.response_body, r.body_omitted,"
     "  (r.state = 'in_progress' AND r.lease_expires_at <= v.at) IS TRUE,"
     "  CASE WHEN r.state = 'in_progress' THEN greatest(0, ceil(extract(epoch FROM"
@@ -91,7 +101,9 @@ static const char store_sql_lookup_tail[] =
     "  r.response_sealed,"
     "  CASE WHEN r.state = 'completed' THEN coalesce(greatest(0, floor(extract(epoch FROM"
     "   v.at - r.completed_at) * 1000))::bigint, 0::bigint) ELSE 0::bigint END,"
-    "  r.request_id, r.trace_id"
+    "  r.request_id, r.trace_id,"
+    "  CASE WHEN r.state = 'expired' OR r.state = 'completed' AND r.expires_at <= v.at"
+    "   THEN to_char(r.completed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') END"
     " FROM v JOIN idempotency_records r ON" STORE_SQL_SCOPE_JOIN;
 
 /*
@@ -110,7 +122,7 @@ static const char store_sql_takeover_tail[] =
     "  lease_expires_at = v.lease_until, generation = g.generation, response_status = NULL,"
     "  response_headers = NULL, response_body = NULL, response_sealed = NULL,"
     "  body_omitted = false, created_at = v.at, completed_at = NULL, expires_at = NULL,"
-    "  request_id = v.request_id, trace_id = v.trace_id"
+    "  request_id = v.request_id, trace_id = v.trace_id, tombstone_ms = NULL"
     " FROM v JOIN g ON g.ord = v.ord"
     " WHERE" STORE_SQL_SCOPE_JOIN " AND " STORE_SQL_TAKEOVER
     " RETURNING v.ord, r.generation";
@@ -120,6 +132,7 @@ static const char store_sql_finish_head[] =
     "UPDATE idempotency_records r SET state = 'completed', response_status = v.status,"
     " response_headers = v.headers, response_body = v.body, body_omitted = v.omitted,"
     " response_sealed = v.sealed, completed_at = v.at, expires_at = v.expires_at,"
+    " tombstone_ms = v.tombstone_ms,"
     " lease_owner = NULL, lease_expires_at = NULL"
     " FROM (VALUES ";
 
@@ -134,7 +147,7 @@ static const char store_sql_finish_head[] =
 
 static const char store_sql_finish_tail[] =
     ") v (ord, actor, operation, idem_key, generation, status, headers, body, omitted,"
-    " expires_at, sealed, at)" STORE_SQL_FENCE;
+    " expires_at, sealed, tombstone_ms, at)" STORE_SQL_FENCE;
 
 static const char store_sql_unknown_head[] =
     "UPDATE idempotency_records r SET state = 'unknown' FROM (VALUES ";
@@ -196,7 +209,7 @@ static const char store_sql_lookup_row[] =
     "(#, ?, ?, ?, ?, now() + ? * interval '1 millisecond', ?, ?, ?, ?, now())";
 static const char store_sql_forget_row[] = "(#, ?, ?, ?, ?, ?)";
 static const char store_sql_finish_row[] =
-    "(#, ?, ?, ?, ?, ?, ?, ?, ?, now() + ? * interval '1 millisecond', ?, now())";
+    "(#, ?, ?, ?, ?, ?, ?, ?, ?, now() + ? * interval '1 millisecond', ?, ?, now())";
 static const char store_sql_fence_row[] = "(#, ?, ?, ?, ?)";
 
 /*
@@ -275,6 +288,7 @@ enum store_claim_col {
 	STORE_COL_COMPLETED_AGO,
 	STORE_COL_REQUEST_ID,
 	STORE_COL_TRACE_ID,
+	STORE_COL_COMPLETED_AT, /* a tombstone's (refused key's) completion, RFC 3339 */
 	STORE_CLAIM_COLUMNS,
 };
 
@@ -350,10 +364,10 @@ static const struct store_sql store_sqls[] = {
 	    .row = store_sql_finish_row,
 	    .row_params = STORE_FINISH_ROW_PARAMS,
 	    .types = {STORE_FENCE_ROW_TYPES, STORE_OID_INT4, STORE_OID_BYTEA, STORE_OID_BYTEA,
-		      STORE_OID_BOOL, STORE_OID_INT8, STORE_OID_TEXT},
+		      STORE_OID_BOOL, STORE_OID_INT8, STORE_OID_TEXT, STORE_OID_INT8},
 	    .formats = {STORE_FENCE_ROW_FORMATS, STORE_FORMAT_TEXT, STORE_FORMAT_BINARY,
 			STORE_FORMAT_BINARY, STORE_FORMAT_TEXT, STORE_FORMAT_TEXT,
-			STORE_FORMAT_TEXT},
+			STORE_FORMAT_TEXT, STORE_FORMAT_TEXT},
 	},
     [STORE_OP_UNKNOWN] =
 	{
@@ -533,6 +547,7 @@ static void store_sql_finish_params(const struct store_ask *a,
 	store_sql_text(values, lengths, 7, a->omitted ? "true" : "false");
 	store_sql_num(values, lengths, 8, nums[2], a->retention_ms);
 	store_sql_text(values, lengths, 9, a->sealed);
+	store_sql_num(values, lengths, 10, nums[3], a->tombstone_ms);
 }
 
 int store_sql_row(enum store_op_kind kind, const struct store_ask *ask,
@@ -689,6 +704,8 @@ int store_sql_lookup_record(const PGresult *res, int row, struct record *rec)
 		rec->state = RECORD_COMPLETED;
 	else if (strcmp(state, "unknown") == 0)
 		rec->state = RECORD_UNKNOWN;
+	else if (strcmp(state, "expired") == 0)
+		rec->state = RECORD_EXPIRED;
 	else
 		return -1;
 	memcpy(rec->fingerprint, PQgetvalue(res, row, STORE_COL_FINGERPRINT),
@@ -703,6 +720,8 @@ int store_sql_lookup_record(const PGresult *res, int row, struct record *rec)
 		rec->request_id = PQgetvalue(res, row, STORE_COL_REQUEST_ID);
 	if (!PQgetisnull(res, row, STORE_COL_TRACE_ID))
 		rec->trace_id = PQgetvalue(res, row, STORE_COL_TRACE_ID);
+	if (!PQgetisnull(res, row, STORE_COL_COMPLETED_AT))
+		rec->completed_at = PQgetvalue(res, row, STORE_COL_COMPLETED_AT);
 	rec->headers = "";
 	return rec->state == RECORD_COMPLETED ? store_sql_response(res, row, rec) : 0;
 }

@@ -32,10 +32,10 @@ struct pg_result; /* libpq's PGresult */
 
 #define STORE_TOKEN_MAX 160 /* a claim's lease token: owner_id:nonce:N */
 #define STORE_NUM_MAX	32  /* a number written as text */
-#define STORE_OP_NUMS	3   /* numbers a row sends as text */
+#define STORE_OP_NUMS	4   /* numbers a row sends as text */
 
 /* Parameters per VALUES row at most, and per statement. */
-#define STORE_ROW_PARAMS_MAX 10
+#define STORE_ROW_PARAMS_MAX 11
 #define STORE_PARAMS_MAX     (1 + STORE_ROW_PARAMS_MAX * STORE_BATCH_MAX)
 
 /*
@@ -97,6 +97,7 @@ struct store_ask {
 	const unsigned char *fp;     /* claim, lookup, takeover: the request's fingerprint */
 	int64_t lease_ms;	     /* claim, lookup, takeover: the lease it asks for */
 	int recover;		     /* lookup, takeover: STORE_RECOVER */
+	int peek;		     /* lookup: STORE_PEEK, never goes on to claim */
 	const char *request_id;	     /* claim, lookup, takeover: the claimant's ids, NULL: none */
 	const char *trace_id;
 	int recovered;		     /* forget: the lost claim took over an abandoned record */
@@ -109,6 +110,7 @@ struct store_ask {
 	int omitted;
 	const char *sealed;   /* the sealing key's id, NULL: plaintext */
 	int64_t retention_ms; /* how long the record is kept */
+	int64_t tombstone_ms; /* then its tombstone (expired_keys refuse), 0: none */
 };
 
 /* 1 when kind's batch sends a statement for part (STORE_PART_MAIN: every kind but a query). */

@@ -8,7 +8,11 @@
  * records past expires_at, and marks up to SWEEP_BATCH in_progress
  * records whose lease ran out as unknown: their owner vanished, and an
  * operator (or `recovery forward`) must now decide. It never deletes an
- * in_progress or unknown record. When a tick found a full batch, the next
+ * in_progress or unknown record. A completed record whose route keeps
+ * tombstones (expired_keys refuse: tombstone_ms set) is not deleted at its
+ * expiry but made a tombstone (state 'expired', no headers, no body, its
+ * expires_at the end of its window), and deleted at the window's end.
+ * When a tick found a full batch, the next
  * one follows after SWEEP_AGAIN_MS instead of the interval. In a database
  * with Citus the writes take the forms Citus runs (no FOR UPDATE).
  */
@@ -55,13 +59,42 @@ static const char sweep_sql_lock[] =
     " (SELECT count(*) FROM idempotency_records WHERE state = 'unknown'),"
     " EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')";
 
+/* A completed record past its expiry that keeps no tombstone (any more). */
+#define SWEEP_GONE(r)                                                                    \
+	" AND (" r "tombstone_ms IS NULL OR " r "tombstone_ms <= 0 OR " r "expires_at + " r  \
+	"tombstone_ms * interval '1 millisecond' <= now())"
+/* One that becomes a tombstone: still within its window. */
+#define SWEEP_BURIED(r)                                                                  \
+	" AND " r "tombstone_ms > 0 AND " r "expires_at + " r                           \
+	"tombstone_ms * interval '1 millisecond' > now()"
+#define SWEEP_TOMBSTONE                                                                  \
+	" SET state = 'expired', response_headers = NULL, response_body = NULL,"          \
+	" response_sealed = NULL, body_omitted = false,"                                 \
+	" expires_at = r.expires_at + r.tombstone_ms * interval '1 millisecond'"
+
 static const char sweep_sql_delete[] =
     "DELETE FROM idempotency_records r USING ("
     " SELECT actor, operation, idem_key FROM idempotency_records"
-    " WHERE state = 'completed' AND expires_at <= now() AND " SWEEP_LOCKED
+    " WHERE state = 'completed' AND expires_at <= now()" SWEEP_GONE("") " AND " SWEEP_LOCKED
     " ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) d"
     " WHERE r.actor = d.actor AND r.operation = d.operation AND r.idem_key = d.idem_key"
     " AND r.state = 'completed'";
+
+static const char sweep_sql_bury[] =
+    "UPDATE idempotency_records r" SWEEP_TOMBSTONE " FROM ("
+    " SELECT actor, operation, idem_key FROM idempotency_records"
+    " WHERE state = 'completed' AND expires_at <= now()" SWEEP_BURIED("") " AND " SWEEP_LOCKED
+    " ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) b"
+    " WHERE r.actor = b.actor AND r.operation = b.operation AND r.idem_key = b.idem_key"
+    " AND r.state = 'completed'";
+
+static const char sweep_sql_purge[] =
+    "DELETE FROM idempotency_records r USING ("
+    " SELECT actor, operation, idem_key FROM idempotency_records"
+    " WHERE state = 'expired' AND expires_at <= now() AND " SWEEP_LOCKED
+    " ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) d"
+    " WHERE r.actor = d.actor AND r.operation = d.operation AND r.idem_key = d.idem_key"
+    " AND r.state = 'expired'";
 
 static const char sweep_sql_mark[] =
     "UPDATE idempotency_records r SET state = 'unknown' FROM ("
@@ -87,10 +120,30 @@ static const char sweep_sql_mark[] =
 static const char sweep_sql_delete_citus[] =
     "WITH " SWEEP_LOCKED_CTE ","
     " d AS (SELECT actor, operation, idem_key FROM idempotency_records"
-    "  WHERE state = 'completed' AND expires_at <= now() ORDER BY expires_at LIMIT $1)"
+    "  WHERE state = 'completed' AND expires_at <= now()" SWEEP_GONE("")
+    "  ORDER BY expires_at LIMIT $1)"
     " DELETE FROM idempotency_records r USING d, l"
     " WHERE l.held AND r.actor = d.actor AND r.operation = d.operation"
-    " AND r.idem_key = d.idem_key AND r.state = 'completed' AND r.expires_at <= now()";
+    " AND r.idem_key = d.idem_key AND r.state = 'completed' AND r.expires_at <= now()"
+    SWEEP_GONE("r.");
+
+static const char sweep_sql_bury_citus[] =
+    "WITH " SWEEP_LOCKED_CTE ","
+    " b AS (SELECT actor, operation, idem_key FROM idempotency_records"
+    "  WHERE state = 'completed' AND expires_at <= now()" SWEEP_BURIED("")
+    "  ORDER BY expires_at LIMIT $1)"
+    " UPDATE idempotency_records r" SWEEP_TOMBSTONE " FROM b, l"
+    " WHERE l.held AND r.actor = b.actor AND r.operation = b.operation"
+    " AND r.idem_key = b.idem_key AND r.state = 'completed' AND r.expires_at <= now()"
+    SWEEP_BURIED("r.");
+
+static const char sweep_sql_purge_citus[] =
+    "WITH " SWEEP_LOCKED_CTE ","
+    " d AS (SELECT actor, operation, idem_key FROM idempotency_records"
+    "  WHERE state = 'expired' AND expires_at <= now() ORDER BY expires_at LIMIT $1)"
+    " DELETE FROM idempotency_records r USING d, l"
+    " WHERE l.held AND r.actor = d.actor AND r.operation = d.operation"
+    " AND r.idem_key = d.idem_key AND r.state = 'expired' AND r.expires_at <= now()";
 
 static const char sweep_sql_mark_citus[] =
     "WITH " SWEEP_LOCKED_CTE ","
@@ -106,7 +159,10 @@ static const char sweep_sql_mark_citus[] =
 enum sweep_step {
 	SWEEP_LOCK,
 	SWEEP_DELETE,
+	SWEEP_BURY,  /* expired_keys refuse: completed records become tombstones */
+	SWEEP_PURGE, /* tombstones past their window are deleted */
 	SWEEP_MARK,
+	SWEEP_STEPS,
 };
 
 /* What the sweeper did since it started. */
@@ -114,7 +170,8 @@ struct sweeper_stats {
 	int64_t runs;           /* sweeps that held the lock */
 	int64_t skipped;        /* another instance held it */
 	int64_t errors;         /* the store failed the sweep */
-	int64_t deleted;        /* expired completed records deleted */
+	int64_t deleted;        /* expired completed records (and tombstones) deleted */
+	int64_t tombstoned;     /* expired completed records made tombstones */
 	int64_t marked_unknown; /* in_progress records whose lease ran out */
 	/* Records an operator must look at, as of the last sweep. */
 	int64_t expired;        /* in_progress past their lease */
@@ -129,6 +186,8 @@ struct sweeper {
 	int citus;   /* the database has Citus: the writes take its forms */
 	enum sweep_step step;
 	int64_t deleted; /* by this sweep's delete */
+	int64_t buried;	 /* by its bury */
+	int64_t purged;	 /* by its purge */
 	const char *params[1];
 	struct sweeper_stats stats;
 };
@@ -163,12 +222,15 @@ static void sweeper_marked(struct sweeper *sw, const PGresult *result)
 	sw->stats.expired = sw->stats.expired > marked ? sw->stats.expired - marked : 0;
 	sw->stats.unknown += marked;
 	sw->stats.runs += 1;
-	sw->stats.deleted += sw->deleted;
+	sw->stats.deleted += sw->deleted + sw->purged;
+	sw->stats.tombstoned += sw->buried;
 	sw->stats.marked_unknown += marked;
 	if (marked)
 		log_warn(NULL, "sweeper: %lld in_progress records outlived their lease; now unknown",
 			 (long long)marked);
-	sweeper_end(sw, sw->deleted >= SWEEP_BATCH || marked >= SWEEP_BATCH ? SWEEP_AGAIN_MS
+	sweeper_end(sw, sw->deleted >= SWEEP_BATCH || sw->buried >= SWEEP_BATCH ||
+			    sw->purged >= SWEEP_BATCH || marked >= SWEEP_BATCH
+			? SWEEP_AGAIN_MS
 									     : sw->interval_ms);
 }
 
@@ -197,22 +259,36 @@ static void sweeper_done(void *arg, enum store_result res, const PGresult *resul
 		break;
 	case SWEEP_DELETE:
 		sw->deleted = strtoll(PQcmdTuples((PGresult *)result), NULL, 10);
+		sweeper_send(sw, SWEEP_BURY);
+		break;
+	case SWEEP_BURY:
+		sw->buried = strtoll(PQcmdTuples((PGresult *)result), NULL, 10);
+		sweeper_send(sw, SWEEP_PURGE);
+		break;
+	case SWEEP_PURGE:
+		sw->purged = strtoll(PQcmdTuples((PGresult *)result), NULL, 10);
 		sweeper_send(sw, SWEEP_MARK);
 		break;
 	case SWEEP_MARK:
 		sweeper_marked(sw, result);
+		break;
+	case SWEEP_STEPS:
 		break;
 	}
 }
 
 static void sweeper_send(struct sweeper *sw, enum sweep_step step)
 {
-	static const char *const sqls[2][3] = {
+	static const char *const sqls[2][SWEEP_STEPS] = {
 	    {[SWEEP_LOCK] = sweep_sql_lock,
 	     [SWEEP_DELETE] = sweep_sql_delete,
+	     [SWEEP_BURY] = sweep_sql_bury,
+	     [SWEEP_PURGE] = sweep_sql_purge,
 	     [SWEEP_MARK] = sweep_sql_mark},
 	    {[SWEEP_LOCK] = sweep_sql_lock,
 	     [SWEEP_DELETE] = sweep_sql_delete_citus,
+	     [SWEEP_BURY] = sweep_sql_bury_citus,
+	     [SWEEP_PURGE] = sweep_sql_purge_citus,
 	     [SWEEP_MARK] = sweep_sql_mark_citus},
 	};
 	struct store_stmt stmt = {sqls[sw->citus][step], step == SWEEP_LOCK ? 0 : 1, NULL, sw->params,
@@ -229,7 +305,7 @@ static void sweeper_tick(evutil_socket_t fd, short what, void *arg)
 	if (sw->running || !sw->interval_ms)
 		return;
 	sw->running = 1;
-	sw->deleted = 0;
+	sw->deleted = sw->buried = sw->purged = 0;
 	sweeper_send(sw, SWEEP_LOCK);
 }
 
@@ -271,7 +347,11 @@ void sweeper_render(const struct sweeper *sw, struct evbuffer *out)
 	stats_metric(out, "idemproxy_sweeper_errors_total", "counter", "Sweeps the store failed.",
 		     st->errors);
 	stats_metric(out, "idemproxy_sweeper_deleted_total", "counter",
-		     "Expired completed records deleted.", st->deleted);
+		     "Expired completed records, and tombstones past their window, deleted.",
+		     st->deleted);
+	stats_metric(out, "idemproxy_sweeper_tombstoned_total", "counter",
+		     "Expired completed records made tombstones (expired_keys refuse).",
+		     st->tombstoned);
 	stats_metric(out, "idemproxy_sweeper_marked_unknown_total", "counter",
 		     "In-progress records whose lease ran out, marked unknown.",
 		     st->marked_unknown);

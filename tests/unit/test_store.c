@@ -179,7 +179,7 @@ static enum store_result finish(struct store *st, const struct scope *sc, int64_
 
 	in_call = 1;
 	store_finish(st, sc, gen, status, headers, strlen(headers), (const unsigned char *)body,
-		     body ? strlen(body) : 0, omitted, NULL, retention_ms, 0, done_cb, &r);
+		     body ? strlen(body) : 0, omitted, NULL, retention_ms, 0, 0, done_cb, &r);
 	await_result(&r);
 	return r.res;
 }
@@ -433,7 +433,7 @@ static void test_coalesce(struct store *st, const unsigned char *fp)
 	in_call = 1;
 	for (int i = 0; i < TEST_BATCH_OPS; i++)
 		store_finish(st, &sc[i], r[i].generation, 201, "", 0, (const unsigned char *)"ok", 2,
-			     0, NULL, TEST_RETENTION_MS, 0, done_cb, &f[i]);
+			     0, NULL, TEST_RETENTION_MS, 0, 0, done_cb, &f[i]);
 	in_call = 0;
 	run_until(&f[TEST_BATCH_OPS - 1].called, TEST_WAIT_MS);
 	for (int i = 0; i < TEST_BATCH_OPS; i++)
@@ -513,7 +513,7 @@ static void test_batch_error(struct store *st, const unsigned char *fp)
 	/* The same for finishes: the bad scope's finish alone fails. */
 	queue_leader(st, &lead, key, sizeof(key), fp, &l);
 	for (int i = 0; i < TEST_BAD_BATCH; i++)
-		store_finish(st, &sc[i], r[i].generation, 200, "", 0, NULL, 0, 0, NULL, TEST_RETENTION_MS,
+		store_finish(st, &sc[i], r[i].generation, 200, "", 0, NULL, 0, 0, NULL, TEST_RETENTION_MS, 0,
 			     0, done_cb, &f[i]);
 	run_until(&f[TEST_BAD_BATCH - 1].called, TEST_WAIT_MS);
 	ok = 0;
@@ -733,7 +733,7 @@ static void test_lost_mid_batch(const char *dsn, const unsigned char *fp)
 	batches = store_batches(st);
 	queue_leader(st, &lead, key, sizeof(key), fp, &l);
 	for (int i = TEST_BAD_BATCH - 1; i >= 0; i--)
-		store_finish(st, &sc[i], gens[i], 200, "", 0, NULL, 0, 0, NULL, TEST_RETENTION_MS, 0,
+		store_finish(st, &sc[i], gens[i], 200, "", 0, NULL, 0, 0, NULL, TEST_RETENTION_MS, 0, 0,
 			     done_cb, &r[i]);
 	run_until(&l.called, TEST_WAIT_MS);
 	run_for(TEST_TICK_MS);
@@ -902,7 +902,7 @@ static void test_notify(const char *dsn, struct store *st, const unsigned char *
 	CHECK(finish(st, &quiet, c.generation, 200, "", "", 0, TEST_RETENTION_MS) == STORE_OK);
 	c = claim(st, &sc, fp, TEST_LEASE_MS);
 	CHECK(c.res == STORE_OK);
-	store_finish(st, &sc, c.generation, 201, "", 0, NULL, 0, 0, NULL, TEST_RETENTION_MS, STORE_NOTIFY,
+	store_finish(st, &sc, c.generation, 201, "", 0, NULL, 0, 0, NULL, TEST_RETENTION_MS, 0, STORE_NOTIFY,
 		     done_cb, &q);
 	run_until(&h.tokens, TEST_WAIT_MS);
 	CHECK(q.called == 1 && q.res == STORE_OK);
@@ -985,7 +985,7 @@ static void bench_claim_cb(void *arg, enum store_result res, int64_t generation,
 	store_finish(s->st, &s->sc, generation, 201, "Content-Type: application/json\r\n",
 		     strlen("Content-Type: application/json\r\n"),
 		     (const unsigned char *)"{\"id\":1}", strlen("{\"id\":1}"), 0,
-		     NULL, TEST_RETENTION_MS, 0, bench_finish_cb, s);
+		     NULL, TEST_RETENTION_MS, 0, 0, bench_finish_cb, s);
 }
 
 /* Claim the slot's next fresh scope, or go idle once the run is over. */

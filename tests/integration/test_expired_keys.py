@@ -1,0 +1,116 @@
+"""`expired_keys refuse DURATION`: a key retried after its record's
+retention gets 422 idempotency-key-expired naming when it completed, and
+never reaches the upstream, while the sweeper keeps the record as a
+tombstone (no headers, no body; `records show` says state "expired");
+after the window the sweeper deletes it and the key runs again. The
+default (`expired_keys run`) runs such a key again at once."""
+import datetime
+import json
+import re
+import time
+
+from tests.lib.expect import assert_owner, course, problem
+from tests.lib.records import records
+
+SETTINGS = {"sweep_interval": "200ms", "workers": "1"}
+ROUTES = """
+route refuse.op {
+    match        POST /api/refuse
+    retention    1s
+    expired_keys refuse 5s
+}
+route run.op {
+    match        POST /api/run
+    retention    1s
+}
+"""
+WAIT = 30.0      # seconds any polled condition gets on a loaded machine
+POLL = 0.1
+
+
+def poll(what, cond):
+    """cond()'s first true value, within WAIT seconds."""
+    deadline = time.monotonic() + WAIT
+    while True:
+        v = cond()
+        if v:
+            return v
+        assert time.monotonic() < deadline, "timed out waiting for " + what
+        time.sleep(POLL)
+
+
+def row(pg, key):
+    rows = pg.query("SELECT state, completed_at, expires_at, response_status,"
+                    " response_headers, response_body, tombstone_ms"
+                    " FROM idempotency_records WHERE idem_key = %s", (key,))
+    assert len(rows) <= 1, rows
+    return rows[0] if rows else None
+
+
+def rfc3339_ms(t):
+    t = t.astimezone(datetime.timezone.utc)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (t.microsecond // 1000)
+
+
+def test_expired_key_is_refused_then_runs_again(binary, proxy, pg, upstream, ids):
+    p = proxy(SETTINGS, routes=ROUTES)
+    key = ids.key()
+    first = p.post("/api/refuse", key=key, actor=ids.actor, body=course())
+    assert_owner(first)
+    assert upstream.count(actor=ids.actor) == 1
+    assert row(pg, key)["tombstone_ms"] == 5000
+
+    # The sweeper makes it a tombstone once its retention has passed.
+    tomb = poll("the tombstone", lambda: (row(pg, key) or {}).get("state") == "expired"
+                and row(pg, key))
+    assert tomb["response_headers"] is None and tomb["response_body"] is None, tomb
+    assert tomb["response_status"] == 201 and tomb["completed_at"] is not None, tomb
+
+    r = p.post("/api/refuse", key=key, actor=ids.actor, body=course())
+    doc = problem(r, "idempotency-key-expired", 422)
+    assert rfc3339_ms(tomb["completed_at"]) in doc["detail"], doc
+    assert re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", doc["detail"]), doc
+    assert r.headers.get("X-Should-Retry") == "false", r
+    # Another request under the same key is refused alike: the key was used.
+    problem(p.post("/api/refuse", key=key, actor=ids.actor, body=course(title="other")),
+            "idempotency-key-expired", 422)
+    assert upstream.count(actor=ids.actor) == 1
+
+    shown = records(binary, p.conf, "show", "h:" + ids.actor, "refuse.op", key)
+    assert shown.returncode == 0, shown
+    rec = json.loads(shown.stdout)["record"]
+    assert rec["state"] == "expired" and rec["status"] == 201, rec
+    assert rec["completed_at"] is not None, rec
+
+    # After the window the sweeper deletes it, and the key runs again.
+    poll("the tombstone's deletion", lambda: row(pg, key) is None)
+    again = p.post("/api/refuse", key=key, actor=ids.actor, body=course())
+    assert_owner(again)
+    assert upstream.count(actor=ids.actor) == 2
+
+
+def test_refused_before_the_sweeper_buries_it(proxy, pg, upstream, ids):
+    """Between the expiry and the sweep the record is still completed in
+    the table; the claim refuses the key all the same."""
+    p = proxy({"sweep_interval": "off", "workers": "1"}, routes=ROUTES)
+    key = ids.key()
+    assert_owner(p.post("/api/refuse", key=key, actor=ids.actor, body=course()))
+    poll("the retention's end", lambda: pg.query(
+        "SELECT 1 FROM idempotency_records WHERE idem_key = %s AND expires_at < now()"
+        " - interval '100 milliseconds'", (key,)))
+    problem(p.post("/api/refuse", key=key, actor=ids.actor, body=course()),
+            "idempotency-key-expired", 422)
+    assert row(pg, key)["state"] == "completed"
+    assert upstream.count(actor=ids.actor) == 1
+
+
+def test_default_runs_an_expired_key_again(proxy, pg, upstream, ids):
+    p = proxy(SETTINGS, routes=ROUTES)
+    key = ids.key()
+    first = p.post("/api/run", key=key, actor=ids.actor, body=course())
+    assert_owner(first)
+    assert row(pg, key)["tombstone_ms"] == 0
+    poll("the record's deletion", lambda: row(pg, key) is None)
+    again = p.post("/api/run", key=key, actor=ids.actor, body=course())
+    assert_owner(again)
+    assert upstream.count(actor=ids.actor) == 2

@@ -329,6 +329,52 @@ static void test_route_defaults(void)
 	conf_free(c);
 }
 
+/* Quotas (top level) and expired_keys (top level, inherited by routes). */
+static void test_quotas(void)
+{
+	struct conf *c = parse(UPSTREAM);
+
+	CHECK(c && c->actor_max_records == 0 && c->actor_max_stored_bytes == 0 &&
+	      c->quota_refresh_ms == 5000);
+	conf_free(c);
+	c = parse(UPSTREAM "actor_max_records 1000\nactor_max_stored_bytes 64m\n"
+			   "quota_refresh 250ms\nexpired_keys refuse 1h\nactor anonymous\n"
+			   "route x {\nmatch POST /x\n}\n"
+			   "route y {\nmatch POST /y\nexpired_keys run\n}\n"
+			   "route z {\nmatch POST /z\nexpired_keys refuse 90s\n}\n");
+	CHECK(c != NULL);
+	if (!c) {
+		fprintf(stderr, "%s\n", err);
+		return;
+	}
+	CHECK(c->actor_max_records == 1000);
+	CHECK(c->actor_max_stored_bytes == 64u << 20);
+	CHECK(c->quota_refresh_ms == 250);
+	CHECK(c->routes[0].expired_keys == EXPIRED_KEYS_REFUSE &&
+	      c->routes[0].expired_keys_ms == 3600000);
+	CHECK(c->routes[1].expired_keys == EXPIRED_KEYS_RUN);
+	CHECK(c->routes[2].expired_keys == EXPIRED_KEYS_REFUSE &&
+	      c->routes[2].expired_keys_ms == 90000);
+	conf_free(c);
+	c = parse(UPSTREAM "actor anonymous\nroute x {\nmatch POST /x\n}\n");
+	CHECK(c && c->routes[0].expired_keys == EXPIRED_KEYS_RUN);
+	conf_free(c);
+	BAD(UPSTREAM "actor_max_records -1\n",
+	    "t.conf:2: invalid actor_max_records \"-1\" (0-2147483647)");
+	BAD(UPSTREAM "actor_max_records many\n",
+	    "t.conf:2: invalid actor_max_records \"many\" (0-2147483647)");
+	BAD(UPSTREAM "actor_max_stored_bytes lots\n", "t.conf:2: invalid size \"lots\"");
+	BAD(UPSTREAM "quota_refresh 0s\n", "t.conf:2: \"quota_refresh\" must be greater than 0");
+	BAD(UPSTREAM "expired_keys refuse\n", "t.conf:2: \"expired_keys refuse\" takes a duration");
+	BAD(UPSTREAM "expired_keys refuse 0s\n",
+	    "t.conf:2: \"expired_keys\" must be greater than 0");
+	BAD(UPSTREAM "expired_keys keep\n",
+	    "t.conf:2: invalid expired_keys \"keep\" (run or refuse DUR)");
+	BAD(UPSTREAM "expired_keys run 5s\n", "t.conf:2: \"expired_keys run\" takes no arguments");
+	BAD(UPSTREAM "route x {\nmatch POST /x\nexpired_keys refuse 1h 2h\n}\n",
+	    "t.conf:4: \"expired_keys\" needs 1 to 2 arguments");
+}
+
 static void test_lexer(void)
 {
 	struct conf *c;
@@ -997,6 +1043,7 @@ int main(void)
 	test_routes();
 	test_route_defaults();
 	test_lexer();
+	test_quotas();
 	test_errors();
 	test_names();
 	test_store_headers();

@@ -16,6 +16,7 @@
 
 #include "proxy/fingerprint.h"
 #include "proxy/migrate.h"
+#include "proxy/quota.h"
 #include "proxy/store.h"
 #include "proxy/store_sql.h"
 #include "tests/unit/unit.h"
@@ -45,6 +46,9 @@ struct result {
 	unsigned char body[256];
 	char request_id[64]; /* rec's claimant's ids; "-": NULL */
 	char trace_id[64];
+	char completed_at[64]; /* a tombstone's, "-": NULL */
+	int rows;	       /* a query's */
+	char first[128];       /* its first row's first column */
 };
 
 static struct event_base *base;
@@ -119,6 +123,9 @@ static void claim_cb(void *arg, enum store_result res, int64_t generation, const
 		snprintf(r->trace_id, sizeof(r->trace_id), "%s", rec->trace_id ? rec->trace_id : "-");
 		r->rec.request_id = NULL;
 		r->rec.trace_id = NULL;
+		snprintf(r->completed_at, sizeof(r->completed_at), "%s",
+			 rec->completed_at ? rec->completed_at : "-");
+		r->rec.completed_at = NULL;
 	}
 }
 
@@ -333,6 +340,111 @@ static void test_expiry(struct store *st, const unsigned char *fp, const unsigne
 	r = claim(st, &lease, fp, TEST_LEASE_MS);
 	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_IN_PROGRESS);
 	CHECK(r.rec.lease_expired && r.rec.lease_remaining_ms == 0);
+}
+
+static enum store_result finish_keeping(struct store *st, const struct scope *sc, int64_t gen,
+					int64_t retention_ms, int64_t tombstone_ms)
+{
+	struct result r = {0};
+
+	in_call = 1;
+	store_finish(st, sc, gen, 201, "ETag: \"t\"\r\n", 11, (const unsigned char *)"kept", 4, 0,
+		     NULL, retention_ms, tombstone_ms, 0, done_cb, &r);
+	await_result(&r);
+	return r.res;
+}
+
+static struct result peek(struct store *st, const struct scope *sc, const unsigned char *fp)
+{
+	struct result r = {0};
+
+	in_call = 1;
+	store_claim(st, sc, fp, NULL, NULL, TEST_LEASE_MS, STORE_PEEK, claim_cb, &r);
+	await_result(&r);
+	return r;
+}
+
+/* A text query's row count and first value. */
+static void rows_cb(void *arg, enum store_result res, const PGresult *result)
+{
+	struct result *r = arg;
+
+	r->called++;
+	r->res = res;
+	if (res != STORE_OK)
+		return;
+	r->rows = PQntuples(result);
+	for (int i = 0; i < r->rows; i++)
+		if (strcmp(PQgetvalue(result, i, 0), actor) == 0)
+			snprintf(r->first, sizeof(r->first), "%s %s", PQgetvalue(result, i, 1),
+				 PQgetisnull(result, i, 2) ? "null" : "ms");
+}
+
+/*
+ * expired_keys refuse: a record finished with a tombstone window is
+ * reported expired (with its completion time) from its expiry until the
+ * window's end, then taken over; one without is taken over at its expiry.
+ * STORE_PEEK reads and never claims.
+ */
+static void test_tombstones(struct store *st, const unsigned char *fp, const unsigned char *fp2)
+{
+	struct scope kept = {actor, "order.pay", "key-tombstone"};
+	struct scope brief = {actor, "order.pay", "key-tombstone-brief"};
+	struct scope none = {actor, "order.pay", "key-peek-none"};
+	struct result r;
+	int64_t g;
+
+	r = peek(st, &none, fp);
+	CHECK(r.res == STORE_ABSENT);
+	r = peek(st, &none, fp);
+	CHECK(r.res == STORE_ABSENT); /* nothing was inserted */
+
+	r = claim(st, &kept, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_OK);
+	g = r.generation;
+	r = peek(st, &kept, fp);
+	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_IN_PROGRESS);
+	CHECK(finish_keeping(st, &kept, g, 1, TEST_RETENTION_MS) == STORE_OK);
+	run_for(20);
+	r = claim(st, &kept, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_EXPIRED);
+	CHECK(strlen(r.completed_at) == 24 && r.completed_at[10] == 'T' && r.completed_at[23] == 'Z');
+	r = claim(st, &kept, fp2, TEST_LEASE_MS); /* another request: refused alike */
+	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_EXPIRED);
+	r = peek(st, &kept, fp);
+	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_EXPIRED);
+
+	r = claim(st, &brief, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_OK);
+	g = r.generation;
+	CHECK(finish_keeping(st, &brief, g, 1, 1) == STORE_OK);
+	r = peek(st, &brief, fp);
+	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_COMPLETED);
+	run_for(20);
+	r = peek(st, &brief, fp); /* could be taken over: a peek does not */
+	CHECK(r.res == STORE_ABSENT);
+	r = claim(st, &brief, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_OK && r.generation > g);
+}
+
+/* The quota's statement names an actor at or above a quota, and no other. */
+static void test_quota_sql(struct store *st)
+{
+	static const Oid types[] = {STORE_OID_INT8, STORE_OID_INT8, STORE_OID_INT8};
+	const char *over[] = {"2", "0", "100000"}, *under[] = {"1000000", "0", "100000"},
+		   *bytes[] = {"0", "1", "100000"};
+	const char *const *sets[] = {over, under, bytes};
+	const char *want[] = {"t ms", "", "f ms"};
+
+	for (int i = 0; i < 3; i++) {
+		struct store_stmt stmt = {quota_sql, 3, types, sets[i], NULL, NULL};
+		struct result r = {0};
+
+		store_query(st, &stmt, rows_cb, &r);
+		run_until(&r.called, TEST_WAIT_MS);
+		CHECK(r.called == 1 && r.res == STORE_OK);
+		CHECK_STR(r.first, want[i]);
+	}
 }
 
 /* A record names the request that claimed it, in every state; a takeover the taker. */
@@ -1164,7 +1276,7 @@ static void test_statements_citus(void)
 	static char plain[STORE_SQL_MAX], sql[STORE_SQL_MAX];
 
 	store_sql_write(sql, STORE_OP_FINISH, STORE_PART_MAIN, 2, 1);
-	CHECK(strstr(sql, " AND r.idem_key IN ($3, $13) RETURNING v.ord") != NULL);
+	CHECK(strstr(sql, " AND r.idem_key IN ($3, $14) RETURNING v.ord") != NULL);
 	store_sql_write(sql, STORE_OP_LOOKUP, STORE_PART_MAIN, 1, 1);
 	CHECK(strstr(sql, "r.idem_key = v.idem_key AND r.idem_key IN ($3)") != NULL);
 	CHECK(sql[strlen(sql) - 1] == ')');
@@ -1199,8 +1311,8 @@ static void put_int(PGresult *res, int row, int col, int64_t v, int len)
 static PGresult *binary_result(int ncols)
 {
 	PGresult *res = PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK);
-	PGresAttDesc attrs[16];
-	char names[16][16];
+	PGresAttDesc attrs[24];
+	char names[24][16];
 
 	for (int i = 0; i < ncols; i++) {
 		snprintf(names[i], sizeof(names[i]), "c%d", i);
@@ -1211,9 +1323,10 @@ static PGresult *binary_result(int ncols)
 }
 
 /*
- * A lookup result row as the statement selects it (14 columns): ord, take,
+ * A lookup result row as the statement selects it (17 columns): ord, take,
  * generation, state, fingerprint, status, headers, body, omitted, lease
- * expired, lease remaining, expires in, sealed, completed ago.
+ * expired, lease remaining, expires in, sealed, completed ago, request id,
+ * trace id, a tombstone's completion (NULL here unless set).
  */
 static void lookup_row(PGresult *res, int row, int take, const char *state, int status)
 {
@@ -1241,7 +1354,7 @@ static void lookup_row(PGresult *res, int row, int take, const char *state, int 
 /* The decoders read the rows the statements return, and nothing else. */
 static void test_decoders(void)
 {
-	PGresult *res = binary_result(16);
+	PGresult *res = binary_result(17);
 	struct record rec;
 	int64_t gen = 0;
 
@@ -1250,6 +1363,8 @@ static void test_decoders(void)
 	lookup_row(res, 2, 0, "in_progress", 0);
 	lookup_row(res, 3, 0, "done", 201);    /* no such state */
 	lookup_row(res, 4, 0, "completed", 0); /* completed without a status */
+	lookup_row(res, 5, 0, "expired", 201); /* a tombstone: no response read */
+	PQsetvalue(res, 5, 16, "2026-12-04T10:00:00.123Z", 24);
 	CHECK(store_sql_lookup_record(res, 0, &rec) == 0);
 	CHECK(rec.state == RECORD_COMPLETED && rec.status == 201 && rec.generation == 7);
 	CHECK(rec.headers_len == 11 && rec.body_len == 2 && memcmp(rec.body, "ok", 2) == 0);
@@ -1259,6 +1374,9 @@ static void test_decoders(void)
 	CHECK(store_sql_lookup_record(res, 2, &rec) == 0 && rec.state == RECORD_IN_PROGRESS);
 	CHECK(store_sql_lookup_record(res, 3, &rec) == -1);
 	CHECK(store_sql_lookup_record(res, 4, &rec) == -1);
+	CHECK(store_sql_lookup_record(res, 5, &rec) == 0 && rec.state == RECORD_EXPIRED);
+	CHECK(rec.completed_at && strcmp(rec.completed_at, "2026-12-04T10:00:00.123Z") == 0);
+	CHECK(rec.body == NULL && rec.headers_len == 0);
 	CHECK(store_sql_ord(res, 2, 3) == 2 && store_sql_ord(res, 3, 3) == -1);
 	PQclear(res);
 
@@ -1351,6 +1469,8 @@ int main(void)
 	test_release_unknown(st, fp);
 	test_expiry(st, fp, fp2);
 	test_claimant_ids(st, fp);
+	test_tombstones(st, fp, fp2);
+	test_quota_sql(st);
 	test_queue(st, fp);
 	test_coalesce(st, fp);
 	test_same_scope(st, fp, fp2);

@@ -1,0 +1,117 @@
+"""`actor_max_records` and `actor_max_stored_bytes` are counted in
+PostgreSQL across every instance: two idemproxy instances sharing one
+database refuse an actor's new keys with 429 actor-quota-exceeded once its
+records reach a quota (after the documented lag, one quota_refresh plus a
+read, which the tests poll for), never reaching the upstream; replays of
+its records still work at the quota, other actors are not affected, and
+once its records expire and the sweeper deletes them it is served again."""
+import time
+
+from tests.lib.expect import assert_owner, assert_replay_of, course, problem
+
+REFRESH = "200ms"
+WAIT = 30.0      # seconds any polled condition gets on a loaded machine
+POLL = 0.1
+
+
+def settings(**quota):
+    s = {"quota_refresh": REFRESH, "sweep_interval": "200ms", "workers": "1"}
+    s.update(quota)
+    return s
+
+
+def fill(proxies, ids, actor, made):
+    """Post new keys for actor, alternating instances, until one is refused
+    (bounded by WAIT); each owner goes into made as (key, response). Returns
+    the refusal."""
+    deadline = time.monotonic() + WAIT
+    i = 0
+    while True:
+        key = ids.key()
+        r = proxies[i % len(proxies)].post("/api/courses", key=key, actor=actor,
+                                           body=course())
+        i += 1
+        if r.status == 429:
+            return r
+        assert_owner(r)
+        made.append((key, r))
+        assert time.monotonic() < deadline, "never refused: %d records" % len(made)
+        time.sleep(POLL)
+
+
+def refused_everywhere(proxies, ids, actor, made):
+    """Each instance refuses the actor's next new key (polled: each sees the
+    quota after its own refresh)."""
+    for p in proxies:
+        r = fill([p], ids, actor, made)
+        doc = problem(r, "actor-quota-exceeded", 429)
+        assert r.headers.get("X-Should-Retry") == "true", r
+        assert int(r.headers.get("Retry-After")) >= 1, r
+    return doc
+
+
+def stored(pg, actor):
+    return pg.query("SELECT count(*) AS n, coalesce(sum(coalesce(octet_length(response_headers),"
+                    " 0) + coalesce(octet_length(response_body), 0)), 0) AS bytes"
+                    " FROM idempotency_records WHERE actor = %s", ("h:" + actor,))[0]
+
+
+def expire(pg, actor):
+    """Move the actor's records past their retention: the sweeper deletes them."""
+    pg.query("UPDATE idempotency_records SET expires_at = now() - interval '1 second'"
+             " WHERE actor = %s AND state = 'completed'", ("h:" + actor,))
+
+
+def served_again(proxies, ids, actor, pg, upstream, made):
+    expire(pg, actor)
+    deadline = time.monotonic() + WAIT
+    for p in proxies:
+        while True:
+            key = ids.key()
+            r = p.post("/api/courses", key=key, actor=actor, body=course())
+            if r.status != 429:
+                break
+            assert time.monotonic() < deadline, "still refused after the records expired"
+            time.sleep(POLL)
+        assert_owner(r)
+        made.append((key, r))
+    assert upstream.count(actor=actor) == len(made)
+
+
+def test_record_quota_across_two_instances(proxy, pg, upstream, ids):
+    s = settings(actor_max_records="3")
+    proxies = [proxy(s), proxy(s)]
+    made = []
+    doc = refused_everywhere(proxies, ids, ids.actor, made)
+    assert "actor_max_records" in doc["detail"], doc
+    # The lag lets an instance claim a few more before it sees the count;
+    # every record made was one upstream effect, and no refusal was one.
+    assert len(made) >= 3
+    assert upstream.count(actor=ids.actor) == len(made)
+    assert stored(pg, ids.actor)["n"] == len(made)
+
+    # At the quota, replays of its own records still work, on both.
+    for p in proxies:
+        for key, owner in made:
+            assert_replay_of(p.post("/api/courses", key=key, actor=ids.actor, body=course()),
+                             owner)
+    assert upstream.count(actor=ids.actor) == len(made)
+
+    # Another actor is not affected.
+    other = ids.actor + "-other"
+    assert_owner(proxies[0].post("/api/courses", key=ids.key(), actor=other, body=course()))
+    assert upstream.count(actor=other) == 1
+
+    served_again(proxies, ids, ids.actor, pg, upstream, made)
+
+
+def test_stored_bytes_quota(proxy, pg, upstream, ids):
+    s = settings(actor_max_stored_bytes="1k")
+    proxies = [proxy(s), proxy(s)]
+    made = []
+    doc = refused_everywhere(proxies, ids, ids.actor, made)
+    assert "actor_max_stored_bytes" in doc["detail"], doc
+    assert stored(pg, ids.actor)["bytes"] >= 1024
+    assert stored(pg, ids.actor)["n"] == len(made)
+    assert upstream.count(actor=ids.actor) == len(made)
+    served_again(proxies, ids, ids.actor, pg, upstream, made)

@@ -40,8 +40,10 @@ static const enum problem_kind contract_kinds[] = {
     PROBLEM_KEY_INVALID,
     PROBLEM_ACTOR_MISSING,
     PROBLEM_ACTOR_INVALID,
+    PROBLEM_ACTOR_QUOTA,
     PROBLEM_TOO_LARGE,
     PROBLEM_CONFLICT,
+    PROBLEM_KEY_EXPIRED,
     PROBLEM_IN_PROGRESS,
     PROBLEM_OUTCOME_UNKNOWN,
     PROBLEM_STORE_UNAVAILABLE,
@@ -329,9 +331,16 @@ static void fact_retention(FILE *f, const struct conf *conf, const struct route 
 
 	contract_duration(d, sizeof(d), r->retention_ms);
 	fprintf(f,
-		"%s from completion: until then a retry gets the stored response again; "
-		"after it the key may run again",
-		d);
+		"%s from completion: until then a retry gets the stored response again; ", d);
+	if (r->expired_keys == EXPIRED_KEYS_REFUSE) {
+		contract_duration(d, sizeof(d), r->expired_keys_ms);
+		fprintf(f,
+			"for %s after it a retry is refused with 422 "
+			"`idempotency-key-expired`; after that the key may run again",
+			d);
+		return;
+	}
+	fputs("after it the key may run again", f);
 }
 
 static void fact_in_progress(FILE *f, const struct conf *conf, const struct route *r)
@@ -480,9 +489,12 @@ static void (*const contract_fact_writers[FACT_COUNT])(FILE *, const struct conf
     [FACT_GRPC] = fact_grpc,
 };
 
-/* 1 when conf can answer kind at all: key-unavailable only with body_encryption. */
+/* 1 when conf can answer kind at all: key-unavailable only with body_encryption,
+ * actor-quota-exceeded only with a quota. */
 static int contract_kind_configured(const struct conf *conf, enum problem_kind kind)
 {
+	if (kind == PROBLEM_ACTOR_QUOTA)
+		return conf->actor_max_records > 0 || conf->actor_max_stored_bytes > 0;
 	return kind != PROBLEM_KEY_UNAVAILABLE || conf->body_encryption.path != NULL;
 }
 
@@ -500,6 +512,8 @@ static int contract_row_applies(const struct conf *conf, const struct route *r,
 		return r->actor != ACTOR_ANONYMOUS;
 	case PROBLEM_OUTCOME_UNKNOWN:
 		return r->recovery != RECOVERY_FORWARD;
+	case PROBLEM_KEY_EXPIRED:
+		return r->expired_keys == EXPIRED_KEYS_REFUSE;
 	default:
 		return 1;
 	}
@@ -555,6 +569,27 @@ static void contract_when(FILE *f, const struct conf *conf, const struct route *
 		break;
 	case PROBLEM_CONFLICT:
 		fputs("the key was used before with a different request (another fingerprint)", f);
+		break;
+	case PROBLEM_ACTOR_QUOTA:
+		fputs("a new key of an actor that holds ", f);
+		if (conf->actor_max_records)
+			fprintf(f, "%lld records", (long long)conf->actor_max_records);
+		if (conf->actor_max_records && conf->actor_max_stored_bytes)
+			fputs(" or ", f);
+		if (conf->actor_max_stored_bytes)
+			fprintf(f, "%zu bytes of stored responses", conf->actor_max_stored_bytes);
+		contract_duration(d, sizeof(d), conf->quota_refresh_ms);
+		fprintf(f,
+			" or more, counted over every instance up to %s late: nothing was sent "
+			"to the API; retries of its existing keys are answered as ever",
+			d);
+		break;
+	case PROBLEM_KEY_EXPIRED:
+		contract_duration(d, sizeof(d), r->expired_keys_ms);
+		fprintf(f,
+			"the key completed and its stored response expired less than %s ago: "
+			"the detail says when it completed, nothing was sent to the API",
+			d);
 		break;
 	case PROBLEM_IN_PROGRESS:
 		fputs(r->in_progress == IN_PROGRESS_WAIT

@@ -31,7 +31,7 @@ struct status_set;
 #define CONTRACT_STATUS_MIN  100
 #define CONTRACT_STATUS_MAX  599
 #define CONTRACT_STATUS_TEXT 8	/* "503" or "4xx" and a NUL */
-#define CONTRACT_NKINDS	     13 /* the problems an intercepted request may get */
+#define CONTRACT_NKINDS	     15 /* the problems an intercepted request may get */
 
 /* A route's facts, in the order both formats show them. */
 enum contract_fact {

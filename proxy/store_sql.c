@@ -78,11 +78,13 @@ static const char store_sql_lookup_head[] =
  * no. A completed record with a tombstone window (expired_keys refuse) is
  * refused, not taken over, from its expiry until the window's end, whether
  * the sweeper has made it a tombstone yet (state 'expired', whose expires_at
- * is then the window's end) or not.
+ * is then the window's end) or not. The window is compared as an interval
+ * (timestamptz - timestamptz, interval * number: immutable), never as
+ * expires_at + interval (stable), which Citus refuses on a column in a write.
  */
 #define STORE_SQL_TAKEOVER                                                               \
-	"(r.state = 'completed' AND r.expires_at + coalesce(r.tombstone_ms, 0)"          \
-	" * interval '1 millisecond' <= v.at"                                            \
+	"(r.state = 'completed' AND r.expires_at <= v.at AND v.at - r.expires_at >="     \
+	" coalesce(r.tombstone_ms, 0) * interval '1 millisecond'"                        \
 	" OR r.state = 'expired' AND r.expires_at <= v.at"                               \
 	" OR v.recover AND r.fingerprint = v.fingerprint AND (r.state = 'unknown'"       \
 	" OR r.state = 'in_progress' AND r.lease_expires_at <= v.at))"

@@ -59,31 +59,35 @@ static const char sweep_sql_lock[] =
     " (SELECT count(*) FROM idempotency_records WHERE state = 'unknown'),"
     " EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')";
 
-/* A completed record past its expiry that keeps no tombstone (any more). */
-#define SWEEP_GONE(r)                                                                    \
-	" AND (" r "tombstone_ms IS NULL OR " r "tombstone_ms <= 0 OR " r "expires_at + " r  \
-	"tombstone_ms * interval '1 millisecond' <= now())"
-/* One that becomes a tombstone: still within its window. */
-#define SWEEP_BURIED(r)                                                                  \
-	" AND " r "tombstone_ms > 0 AND " r "expires_at + " r                           \
-	"tombstone_ms * interval '1 millisecond' > now()"
+/*
+ * A completed record past its expiry that keeps no tombstone (any more),
+ * and one that becomes a tombstone (still within its window). The window
+ * is compared as an interval, now() - expires_at (immutable operators),
+ * not as expires_at + interval, a stable one Citus refuses on a column in
+ * a write.
+ */
+#define SWEEP_WINDOW " tombstone_ms * interval '1 millisecond'"
+#define SWEEP_GONE                                                                       \
+	" AND (tombstone_ms IS NULL OR tombstone_ms <= 0 OR now() - expires_at >="      \
+	SWEEP_WINDOW ")"
+#define SWEEP_BURIED " AND tombstone_ms > 0 AND now() - expires_at <" SWEEP_WINDOW
 #define SWEEP_TOMBSTONE                                                                  \
 	" SET state = 'expired', response_headers = NULL, response_body = NULL,"          \
-	" response_sealed = NULL, body_omitted = false,"                                 \
-	" expires_at = r.expires_at + r.tombstone_ms * interval '1 millisecond'"
+	" response_sealed = NULL, body_omitted = false,"
 
 static const char sweep_sql_delete[] =
     "DELETE FROM idempotency_records r USING ("
     " SELECT actor, operation, idem_key FROM idempotency_records"
-    " WHERE state = 'completed' AND expires_at <= now()" SWEEP_GONE("") " AND " SWEEP_LOCKED
+    " WHERE state = 'completed' AND expires_at <= now()" SWEEP_GONE " AND " SWEEP_LOCKED
     " ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) d"
     " WHERE r.actor = d.actor AND r.operation = d.operation AND r.idem_key = d.idem_key"
     " AND r.state = 'completed'";
 
 static const char sweep_sql_bury[] =
-    "UPDATE idempotency_records r" SWEEP_TOMBSTONE " FROM ("
-    " SELECT actor, operation, idem_key FROM idempotency_records"
-    " WHERE state = 'completed' AND expires_at <= now()" SWEEP_BURIED("") " AND " SWEEP_LOCKED
+    "UPDATE idempotency_records r" SWEEP_TOMBSTONE " expires_at = b.until FROM ("
+    " SELECT actor, operation, idem_key, expires_at +" SWEEP_WINDOW " AS until"
+    " FROM idempotency_records"
+    " WHERE state = 'completed' AND expires_at <= now()" SWEEP_BURIED " AND " SWEEP_LOCKED
     " ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) b"
     " WHERE r.actor = b.actor AND r.operation = b.operation AND r.idem_key = b.idem_key"
     " AND r.state = 'completed'";
@@ -110,8 +114,11 @@ static const char sweep_sql_mark[] =
  * distributed statement with FOR UPDATE, so the rows are picked by a plain
  * read (a CTE Citus evaluates first, its rows brought to the coordinator)
  * and the write re-checks each row's own state and time, which an owner's
- * write or a takeover in between changes: what is deleted is still
- * completed and expired, what is marked still in_progress past its lease.
+ * write or a takeover in between changes: what is deleted or made a
+ * tombstone is still completed with the expiry it was read with (a
+ * takeover's finish writes another), what is marked still in_progress past
+ * its lease; a tombstone's end is computed in the read, as Citus computes
+ * no stable expression on a column in a write.
  * A row an owner holds is waited for instead of skipped. The lock is a CTE
  * of its own, evaluated once on the coordinator.
  */
@@ -119,23 +126,22 @@ static const char sweep_sql_mark[] =
 
 static const char sweep_sql_delete_citus[] =
     "WITH " SWEEP_LOCKED_CTE ","
-    " d AS (SELECT actor, operation, idem_key FROM idempotency_records"
-    "  WHERE state = 'completed' AND expires_at <= now()" SWEEP_GONE("")
+    " d AS (SELECT actor, operation, idem_key, expires_at FROM idempotency_records"
+    "  WHERE state = 'completed' AND expires_at <= now()" SWEEP_GONE
     "  ORDER BY expires_at LIMIT $1)"
     " DELETE FROM idempotency_records r USING d, l"
     " WHERE l.held AND r.actor = d.actor AND r.operation = d.operation"
-    " AND r.idem_key = d.idem_key AND r.state = 'completed' AND r.expires_at <= now()"
-    SWEEP_GONE("r.");
+    " AND r.idem_key = d.idem_key AND r.state = 'completed' AND r.expires_at = d.expires_at";
 
 static const char sweep_sql_bury_citus[] =
     "WITH " SWEEP_LOCKED_CTE ","
-    " b AS (SELECT actor, operation, idem_key FROM idempotency_records"
-    "  WHERE state = 'completed' AND expires_at <= now()" SWEEP_BURIED("")
+    " b AS (SELECT actor, operation, idem_key, expires_at,"
+    "  expires_at +" SWEEP_WINDOW " AS until FROM idempotency_records"
+    "  WHERE state = 'completed' AND expires_at <= now()" SWEEP_BURIED
     "  ORDER BY expires_at LIMIT $1)"
-    " UPDATE idempotency_records r" SWEEP_TOMBSTONE " FROM b, l"
+    " UPDATE idempotency_records r" SWEEP_TOMBSTONE " expires_at = b.until FROM b, l"
     " WHERE l.held AND r.actor = b.actor AND r.operation = b.operation"
-    " AND r.idem_key = b.idem_key AND r.state = 'completed' AND r.expires_at <= now()"
-    SWEEP_BURIED("r.");
+    " AND r.idem_key = b.idem_key AND r.state = 'completed' AND r.expires_at = b.expires_at";
 
 static const char sweep_sql_purge_citus[] =
     "WITH " SWEEP_LOCKED_CTE ","

@@ -517,6 +517,7 @@ static void request_expired(struct request *req, const struct record *rec)
 {
 	char detail[160];
 
+	req->role = ROLE_REFUSED; /* nothing ran, nothing is replayed */
 	STATS_ADD(req->ctx->stats->claim_refusals[STATS_REFUSED_EXPIRED_KEY], 1);
 	snprintf(detail, sizeof(detail),
 		 "this Idempotency-Key completed at %s; its stored outcome has expired and "

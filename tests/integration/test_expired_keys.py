@@ -9,6 +9,7 @@ import json
 import re
 import time
 
+from tests.lib.admin import admin_proxy, metrics
 from tests.lib.expect import assert_owner, course, problem
 from tests.lib.records import records
 
@@ -53,7 +54,7 @@ def rfc3339_ms(t):
 
 
 def test_expired_key_is_refused_then_runs_again(binary, proxy, pg, upstream, ids):
-    p = proxy(SETTINGS, routes=ROUTES)
+    p = admin_proxy(proxy, SETTINGS, routes=ROUTES)
     key = ids.key()
     first = p.post("/api/refuse", key=key, actor=ids.actor, body=course())
     assert_owner(first)
@@ -75,6 +76,9 @@ def test_expired_key_is_refused_then_runs_again(binary, proxy, pg, upstream, ids
     problem(p.post("/api/refuse", key=key, actor=ids.actor, body=course(title="other")),
             "idempotency-key-expired", 422)
     assert upstream.count(actor=ids.actor) == 1
+    m = metrics(p)
+    assert m.get("idemproxy_claims_refused_total", reason="expired_key") == 2, m.text
+    assert m.get("idemproxy_sweeper_tombstoned_total") >= 1, m.text
 
     shown = records(binary, p.conf, "show", "h:" + ids.actor, "refuse.op", key)
     assert shown.returncode == 0, shown

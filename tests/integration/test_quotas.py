@@ -7,6 +7,7 @@ its records still work at the quota, other actors are not affected, and
 once its records expire and the sweeper deletes them it is served again."""
 import time
 
+from tests.lib.admin import admin_proxy, metrics
 from tests.lib.expect import assert_owner, assert_replay_of, course, problem
 
 REFRESH = "200ms"
@@ -23,15 +24,16 @@ def settings(**quota):
 def fill(proxies, ids, actor, made):
     """Post new keys for actor, alternating instances, until one is refused
     (bounded by WAIT); each owner goes into made as (key, response). Returns
-    the refusal."""
+    the refusal, counted in the instance's .refused."""
     deadline = time.monotonic() + WAIT
     i = 0
     while True:
         key = ids.key()
-        r = proxies[i % len(proxies)].post("/api/courses", key=key, actor=actor,
-                                           body=course())
+        p = proxies[i % len(proxies)]
+        r = p.post("/api/courses", key=key, actor=actor, body=course())
         i += 1
         if r.status == 429:
+            p.refused += 1
             return r
         assert_owner(r)
         made.append((key, r))
@@ -71,6 +73,7 @@ def served_again(proxies, ids, actor, pg, upstream, made):
             r = p.post("/api/courses", key=key, actor=actor, body=course())
             if r.status != 429:
                 break
+            p.refused += 1
             assert time.monotonic() < deadline, "still refused after the records expired"
             time.sleep(POLL)
         assert_owner(r)
@@ -78,9 +81,27 @@ def served_again(proxies, ids, actor, pg, upstream, made):
     assert upstream.count(actor=actor) == len(made)
 
 
+def instances(proxy, s):
+    """Two instances sharing the suite's database, each with its admin listener."""
+    proxies = [admin_proxy(proxy, s), admin_proxy(proxy, s)]
+    for p in proxies:
+        p.refused = 0
+    return proxies
+
+
+def counted(proxies, reason):
+    """Each instance counted its refusals under reason, and no other."""
+    for p in proxies:
+        m = metrics(p)
+        for why in ("actor_max_records", "actor_max_stored_bytes", "expired_key"):
+            want = p.refused if why == reason else 0
+            assert m.get("idemproxy_claims_refused_total", reason=why) == want, (why, m.text)
+        assert m.get("idemproxy_quota_refreshes_total") >= 1
+
+
 def test_record_quota_across_two_instances(proxy, pg, upstream, ids):
     s = settings(actor_max_records="3")
-    proxies = [proxy(s), proxy(s)]
+    proxies = instances(proxy, s)
     made = []
     doc = refused_everywhere(proxies, ids, ids.actor, made)
     assert "actor_max_records" in doc["detail"], doc
@@ -103,11 +124,12 @@ def test_record_quota_across_two_instances(proxy, pg, upstream, ids):
     assert upstream.count(actor=other) == 1
 
     served_again(proxies, ids, ids.actor, pg, upstream, made)
+    counted(proxies, "actor_max_records")
 
 
 def test_stored_bytes_quota(proxy, pg, upstream, ids):
     s = settings(actor_max_stored_bytes="1k")
-    proxies = [proxy(s), proxy(s)]
+    proxies = instances(proxy, s)
     made = []
     doc = refused_everywhere(proxies, ids, ids.actor, made)
     assert "actor_max_stored_bytes" in doc["detail"], doc
@@ -115,3 +137,4 @@ def test_stored_bytes_quota(proxy, pg, upstream, ids):
     assert stored(pg, ids.actor)["n"] == len(made)
     assert upstream.count(actor=ids.actor) == len(made)
     served_again(proxies, ids, ids.actor, pg, upstream, made)
+    counted(proxies, "actor_max_stored_bytes")

@@ -99,17 +99,24 @@ def counted(proxies, reason):
         assert m.get("idemproxy_quota_refreshes_total") >= 1
 
 
-def test_record_quota_across_two_instances(proxy, pg, upstream, ids):
-    s = settings(actor_max_records="3")
-    proxies = instances(proxy, s)
+def at_quota(proxy, pg, upstream, ids, reason, **quota):
+    """Two instances with quota, and the actor's records made until both
+    refuse it for reason: (instances, [(key, owner response)])."""
+    proxies = instances(proxy, settings(**quota))
     made = []
     doc = refused_everywhere(proxies, ids, ids.actor, made)
-    assert "actor_max_records" in doc["detail"], doc
+    assert reason in doc["detail"], doc
     # The lag lets an instance claim a few more before it sees the count;
     # every record made was one upstream effect, and no refusal was one.
-    assert len(made) >= 3
     assert upstream.count(actor=ids.actor) == len(made)
     assert stored(pg, ids.actor)["n"] == len(made)
+    return proxies, made
+
+
+def test_record_quota_across_two_instances(proxy, pg, upstream, ids):
+    proxies, made = at_quota(proxy, pg, upstream, ids, "actor_max_records",
+                             actor_max_records="3")
+    assert len(made) >= 3
 
     # At the quota, replays of its own records still work, on both.
     for p in proxies:
@@ -128,13 +135,8 @@ def test_record_quota_across_two_instances(proxy, pg, upstream, ids):
 
 
 def test_stored_bytes_quota(proxy, pg, upstream, ids):
-    s = settings(actor_max_stored_bytes="1k")
-    proxies = instances(proxy, s)
-    made = []
-    doc = refused_everywhere(proxies, ids, ids.actor, made)
-    assert "actor_max_stored_bytes" in doc["detail"], doc
+    proxies, made = at_quota(proxy, pg, upstream, ids, "actor_max_stored_bytes",
+                             actor_max_stored_bytes="1k")
     assert stored(pg, ids.actor)["bytes"] >= 1024
-    assert stored(pg, ids.actor)["n"] == len(made)
-    assert upstream.count(actor=ids.actor) == len(made)
     served_again(proxies, ids, ids.actor, pg, upstream, made)
     counted(proxies, "actor_max_stored_bytes")

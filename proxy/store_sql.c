@@ -549,7 +549,11 @@ static void store_sql_finish_params(const struct store_ask *a,
 	store_sql_text(values, lengths, 7, a->omitted ? "true" : "false");
 	store_sql_num(values, lengths, 8, nums[2], a->retention_ms);
 	store_sql_text(values, lengths, 9, a->sealed);
-	store_sql_num(values, lengths, 10, nums[3], a->tombstone_ms);
+	/* NULL without a window: the row is as wide as before tombstones. */
+	if (a->tombstone_ms > 0)
+		store_sql_num(values, lengths, 10, nums[3], a->tombstone_ms);
+	else
+		store_sql_text(values, lengths, 10, NULL);
 }
 
 int store_sql_row(enum store_op_kind kind, const struct store_ask *ask,

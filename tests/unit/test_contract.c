@@ -473,6 +473,45 @@ static void test_edges(void)
 	free(oa);
 }
 
+/* Quotas and expired_keys: the rows each adds, only where it applies. */
+static void test_quotas(void)
+{
+	char *md, *oa;
+	yajl_val doc;
+	int n;
+
+	render(TOP "actor_max_records 100\nactor_max_stored_bytes 1m\n"
+		   "route pay {\n match POST /pay\n expired_keys refuse 7d\n}\n"
+		   "route run {\n match POST /run\n}\n",
+	       &md, &oa);
+	HAS(md, "| 429 | `actor-quota-exceeded` | a new key of an actor that holds 100 records or "
+		"1048576 bytes of stored responses or more, counted over every instance up to 5s "
+		"late");
+	HAS(md, "| 422 | `idempotency-key-expired` | the key completed and its stored response "
+		"expired less than 7d ago");
+	HAS(md, "for 7d after it a retry is refused with 422 `idempotency-key-expired`");
+	doc = openapi(oa);
+	CHECK(AT(doc, "paths", "/pay", "post", "responses", "429") != NULL);
+	CHECK(AT(doc, "paths", "/run", "post", "responses", "429") != NULL);
+	yajl_tree_free(doc);
+	/* One 422 row of it in the document: the route without refuse has none. */
+	n = 0;
+	for (const char *p = md; p && (p = strstr(p, "| `idempotency-key-expired` |")); p++)
+		n++;
+	CHECK(n == 1);
+	free(md);
+	free(oa);
+
+	render(TOP "route run {\n match POST /run\n}\n", &md, &oa);
+	CHECK(md && strstr(md, "actor-quota-exceeded") == NULL &&
+	      strstr(md, "idempotency-key-expired") == NULL);
+	doc = openapi(oa);
+	CHECK(AT(doc, "paths", "/run", "post", "responses", "429") == NULL);
+	yajl_tree_free(doc);
+	free(md);
+	free(oa);
+}
+
 static void test_formats(void)
 {
 	enum contract_format fmt = CONTRACT_OPENAPI;
@@ -491,6 +530,7 @@ int main(void)
 	test_stripe_jwt();
 	test_key_sources();
 	test_edges();
+	test_quotas();
 	test_formats();
 	UNIT_DONE("contract");
 }

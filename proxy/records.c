@@ -83,6 +83,12 @@ static const char records_sql_list[] =
     "SELECT '" RECORDS_FOUND "'," RECORDS_COLS " FROM idempotency_records x WHERE " RECORDS_STUCK
     " ORDER BY x.created_at, x.actor, x.operation, x.idem_key LIMIT $1";
 
+/* Tombstones (expired_keys refuse), the next to be deleted first. */
+static const char records_sql_list_expired[] =
+    "SELECT '" RECORDS_FOUND "'," RECORDS_COLS " FROM idempotency_records x"
+    " WHERE x.state = 'expired'"
+    " ORDER BY x.expires_at, x.actor, x.operation, x.idem_key LIMIT $1";
+
 static const char records_sql_show[] =
     "SELECT '" RECORDS_FOUND "'," RECORDS_COLS " FROM idempotency_records x"
     " WHERE x.actor = $1 AND x.operation = $2 AND x.idem_key = $3";
@@ -232,7 +238,7 @@ static int records_build_list(const struct records_args *a, struct records_stmt 
 		snprintf(err, errlen, "limit must be 1..%d", RECORDS_LIST_MAX);
 		return -1;
 	}
-	st->query.sql = records_sql_list;
+	st->query.sql = a->expired ? records_sql_list_expired : records_sql_list;
 	records_param_num(st, limit, STORE_OID_INT8);
 	return 0;
 }
@@ -408,19 +414,21 @@ enum records_param {
 	RP_KEY,
 	RP_STATUS,
 	RP_RETENTION,
+	RP_STATE,
 	RP_COUNT,
 };
 
 static const char *const records_param_names[RP_COUNT] = {
     [RP_LIMIT] = "limit",   [RP_ACTOR] = "actor",   [RP_OPERATION] = "operation",
     [RP_KEY] = "key",	    [RP_STATUS] = "status", [RP_RETENTION] = "retention",
+    [RP_STATE] = "state",
 };
 
 #define RP_BIT(p) (1u << (p))
 #define RP_SCOPE  (RP_BIT(RP_ACTOR) | RP_BIT(RP_OPERATION) | RP_BIT(RP_KEY))
 
 static const unsigned records_params_of[] = {
-    [RECORDS_LIST] = RP_BIT(RP_LIMIT),
+    [RECORDS_LIST] = RP_BIT(RP_LIMIT) | RP_BIT(RP_STATE),
     [RECORDS_SHOW] = RP_SCOPE,
     [RECORDS_RELEASE] = RP_SCOPE,
     [RECORDS_RESOLVE] = RP_SCOPE | RP_BIT(RP_STATUS) | RP_BIT(RP_RETENTION),
@@ -458,6 +466,12 @@ int records_parse_query(enum records_cmd cmd, const char *query, struct evkeyval
 		snprintf(err, errlen, "limit must be 1..%d", RECORDS_LIST_MAX);
 		return -1;
 	}
+	/* state=stuck (the default) or state=expired (tombstones). */
+	if (v[RP_STATE] && strcmp(v[RP_STATE], "stuck") != 0 && strcmp(v[RP_STATE], "expired") != 0) {
+		snprintf(err, errlen, "state must be stuck or expired");
+		return -1;
+	}
+	a->expired = v[RP_STATE] && strcmp(v[RP_STATE], "expired") == 0;
 	if (cmd == RECORDS_RESOLVE &&
 	    (!v[RP_STATUS] ||
 	     conf_parse_int(v[RP_STATUS], RECORDS_STATUS_MIN, RECORDS_STATUS_MAX, &a->status) < 0)) {

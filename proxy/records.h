@@ -47,6 +47,7 @@ enum records_cmd {
 struct records_args {
 	const char *actor, *operation, *key; /* SHOW, RELEASE, RESOLVE: the stored scope */
 	int limit;			     /* LIST: at most this many; 0 = RECORDS_LIST_DEFAULT */
+	int expired;			     /* LIST: tombstones (expired_keys refuse), not stuck records */
 	int status;			     /* RESOLVE: RECORDS_STATUS_MIN..RECORDS_STATUS_MAX */
 	const char *content_type;	     /* RESOLVE: stored Content-Type, or NULL for none */
 	const unsigned char *body;	     /* RESOLVE: stored body (may be empty or NULL) */

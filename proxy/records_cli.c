@@ -37,6 +37,7 @@ enum records_opt {
 	OPT_BODY_FILE = 1 << 1,
 	OPT_CONTENT_TYPE = 1 << 2,
 	OPT_RETENTION = 1 << 3,
+	OPT_EXPIRED = 1 << 4,
 };
 
 static const struct records_cli_cmd {
@@ -45,7 +46,7 @@ static const struct records_cli_cmd {
 	int nargs;     /* positional arguments after the name */
 	unsigned opts; /* the records_opt it accepts */
 } records_cli_cmds[] = {
-    {"list", RECORDS_LIST, 0, OPT_LIMIT},
+    {"list", RECORDS_LIST, 0, OPT_LIMIT | OPT_EXPIRED},
     {"show", RECORDS_SHOW, 3, 0},
     {"release", RECORDS_RELEASE, 3, 0},
     {"resolve", RECORDS_RESOLVE, 4, OPT_BODY_FILE | OPT_CONTENT_TYPE | OPT_RETENTION},
@@ -56,6 +57,7 @@ static const struct option records_options[] = {
     {"body-file", required_argument, NULL, OPT_BODY_FILE},
     {"content-type", required_argument, NULL, OPT_CONTENT_TYPE},
     {"retention", required_argument, NULL, OPT_RETENTION},
+    {"expired", no_argument, NULL, OPT_EXPIRED},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -70,7 +72,7 @@ struct records_cli {
 };
 
 static const char records_synopsis[] =
-    "usage: idemproxy records [-c FILE] list [--limit N]\n"
+    "usage: idemproxy records [-c FILE] list [--limit N] [--expired]\n"
     "       idemproxy records [-c FILE] show ACTOR OPERATION KEY\n"
     "       idemproxy records [-c FILE] release ACTOR OPERATION KEY\n"
     "       idemproxy records [-c FILE] resolve ACTOR OPERATION KEY STATUS\n"
@@ -82,7 +84,9 @@ static void records_help(void)
 	       "ACTOR is the stored form: \"h:\" and the actor header's value (h:alice),\n"
 	       "or \"anonymous\". Put \"--\" before arguments that start with \"-\".\n"
 	       "  list     unknown records and in-progress ones whose lease ran out,\n"
-	       "           oldest first (at most N: default %d, up to %d)\n"
+	       "           oldest first (at most N: default %d, up to %d); with\n"
+	       "           --expired the tombstones of expired_keys refuse instead,\n"
+	       "           the next to be deleted first\n"
 	       "  show     the scope's record, whatever its state\n"
 	       "  release  delete a stuck record, so a retry runs the request again\n"
 	       "  resolve  make a stuck record completed with STATUS, the body read from\n"
@@ -128,6 +132,8 @@ static int records_cli_parse(int argc, char **argv, struct records_cli *cli)
 		case OPT_RETENTION:
 			cli->retention = optarg;
 			break;
+		case OPT_EXPIRED:
+			break;
 		default:
 			return -1;
 		}
@@ -172,6 +178,7 @@ static int records_cli_args(const struct records_cli *cli, struct records_args *
 			    size_t errlen)
 {
 	memset(a, 0, sizeof(*a));
+	a->expired = (cli->opts & OPT_EXPIRED) != 0;
 	if (cli->limit && conf_parse_int(cli->limit, 1, RECORDS_LIST_MAX, &a->limit) < 0) {
 		snprintf(err, errlen, "--limit must be 1..%d", RECORDS_LIST_MAX);
 		return -1;

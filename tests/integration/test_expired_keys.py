@@ -9,7 +9,7 @@ import json
 import re
 import time
 
-from tests.lib.admin import admin_proxy, metrics
+from tests.lib.admin import admin, admin_proxy, metrics
 from tests.lib.expect import assert_owner, course, problem
 from tests.lib.records import records
 
@@ -85,6 +85,15 @@ def test_expired_key_is_refused_then_runs_again(binary, proxy, pg, upstream, ids
     rec = json.loads(shown.stdout)["record"]
     assert rec["state"] == "expired" and rec["status"] == 201, rec
     assert rec["completed_at"] is not None, rec
+    listed = records(binary, p.conf, "list", "--expired", "--limit", "1000")
+    assert listed.returncode == 0, listed
+    mine = [x for x in json.loads(listed.stdout)["records"] if x["key"] == key]
+    assert [x["state"] for x in mine] == ["expired"], listed.stdout
+    stuck = records(binary, p.conf, "list", "--limit", "1000")
+    assert key not in stuck.stdout.decode(), stuck.stdout   # not an operator's to act on
+    r = admin(p, "GET", "/records", {"state": "expired", "limit": "1000"})
+    assert r.status == 200, r
+    assert [x["state"] for x in r.json()["records"] if x["key"] == key] == ["expired"], r
 
     # After the window the sweeper deletes it, and the key runs again.
     poll("the tombstone's deletion", lambda: row(pg, key) is None)

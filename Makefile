@@ -162,13 +162,14 @@ ha:
 # idemproxy on Citus: Citus built from the source tree CITUS_SRC (e.g. a
 # checkout of v13.2.2) and installed into PostgreSQL 15, a coordinator and
 # two workers on loopback, the records distributed by idem_key, the store
-# integration tests against the coordinator, then a chaos run that kills
-# and restarts a worker and restarts the coordinator (tests/citus/run.sh).
+# integration tests against the coordinator, a chaos run that kills and
+# restarts a worker and restarts the coordinator, then the benchmark against
+# one plain PostgreSQL (tests/citus/run.sh, tests/citus/bench.sh).
 citus:
 	@if [ -z "$(CITUS_SRC)" ]; then \
 		echo "make citus: set CITUS_SRC to a Citus source tree (e.g. CITUS_SRC=~/citus, v13.2.2)" >&2; \
 		exit 2; fi
-	@sh scripts/deps.sh test citus
+	@sh scripts/deps.sh test citus bench
 	@$(MAKE) --no-print-directory all
 	@bash tests/citus/run.sh "$(CITUS_SRC)"
 

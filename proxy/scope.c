@@ -61,3 +61,36 @@ void scope_token(const struct scope *sc, char token[SCOPE_TOKEN_SIZE])
 	}
 	token[len ? 2 * len : 0] = '\0';
 }
+
+/* The label that starts a forwarded key's digest: no other digest of a scope starts so. */
+#define SCOPE_FORWARD_LABEL "idemproxy forward_key v1"
+
+/* One part of a scope into the digest: its length (4 bytes, big endian), then its bytes. */
+static int scope_digest_part(EVP_MD_CTX *ctx, const char *s)
+{
+	size_t n = strlen(s);
+	unsigned char len[4] = {(unsigned char)(n >> 24), (unsigned char)(n >> 16),
+				(unsigned char)(n >> 8), (unsigned char)n};
+
+	return EVP_DigestUpdate(ctx, len, sizeof(len)) && EVP_DigestUpdate(ctx, s, n);
+}
+
+void scope_forward_key(const struct scope *sc, char out[SCOPE_FORWARD_KEY_SIZE])
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int len = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+
+	if (!ctx || !EVP_DigestInit_ex(ctx, digest_sha256(), NULL) ||
+	    !scope_digest_part(ctx, SCOPE_FORWARD_LABEL) || !scope_digest_part(ctx, sc->actor) ||
+	    !scope_digest_part(ctx, sc->operation) || !scope_digest_part(ctx, sc->key) ||
+	    !EVP_DigestFinal_ex(ctx, md, &len))
+		len = 0;
+	EVP_MD_CTX_free(ctx);
+	for (unsigned int i = 0; i < len && 2 * i + 1 < SCOPE_FORWARD_KEY_SIZE; i++) {
+		out[2 * i] = hex[md[i] >> 4];
+		out[2 * i + 1] = hex[md[i] & 15];
+	}
+	out[len ? 2 * len : 0] = '\0';
+}

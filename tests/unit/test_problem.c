@@ -49,10 +49,11 @@ static void test_table(void)
 	    "upstream-unavailable",  "upstream-error",		"upstream-timeout",
 	    "request-timeout",	     "headers-too-large",	"uri-too-long",
 	    "shutting-down",	     "key-unavailable",		"grpc-streaming-refused",
+	    "too-many-requests",
 	};
 	const int statuses[PROBLEM_KIND_COUNT] = {400, 400, 400, 401, 401, 413, 422, 409,
 						  409, 503, 502, 502, 504, 408, 431,
-						  414, 503, 503, 501};
+						  414, 503, 503, 501, 429};
 	int k;
 
 	for (k = 0; k < PROBLEM_KIND_COUNT; k++) {

@@ -125,6 +125,7 @@ struct request_ctx {
 	LIST_HEAD(, request) requests;
 	struct waiters *waiters;       /* REQ_WAITING's; kept by request_set_state */
 	int nrequests, nforwarding;
+	int nadmitted;		       /* its requests counted as owners in flight */
 };
 
 /* One request from the moment its message is complete to its last write. */
@@ -412,6 +413,7 @@ static int request_admit(struct request *req)
 			 &req->admit_counted);
 	if (res == ADMIT_OK || res == ADMIT_NOMEM) { /* out of memory: not refused for it */
 		req->admitted = res == ADMIT_OK;
+		req->ctx->nadmitted += req->admitted;
 		return 0;
 	}
 	req->limited = 1 + (res == ADMIT_MAX_OWNERS ? STATS_LIMIT_MAX_OWNERS
@@ -425,6 +427,7 @@ static void request_unadmit(struct request *req)
 	if (!req->admitted)
 		return;
 	admit_give(req->ctx->admit, req->actor, req->admit_counted);
+	req->ctx->nadmitted--;
 	req->admitted = 0;
 	req->admit_counted = 0;
 }
@@ -1152,6 +1155,11 @@ void request_ctx_free(struct request_ctx *ctx)
 int request_count(const struct request_ctx *ctx)
 {
 	return ctx->nrequests;
+}
+
+int request_owners(const struct request_ctx *ctx)
+{
+	return ctx->nadmitted;
 }
 
 int request_forwarding(const struct request_ctx *ctx)

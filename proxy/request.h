@@ -98,8 +98,10 @@ void request_wake(struct request_ctx *ctx, const char *token);
  */
 void request_deadline_all(struct request_ctx *ctx);
 
-/* Requests in flight, and those of them waiting for the upstream. */
+/* Requests in flight, those of them waiting for the upstream, and those
+ * counted as owners in flight (admit.h). */
 int request_count(const struct request_ctx *ctx);
+int request_owners(const struct request_ctx *ctx);
 int request_forwarding(const struct request_ctx *ctx);
 
 #endif

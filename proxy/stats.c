@@ -238,6 +238,10 @@ static const struct stats_simple {
 		     client_conns),
 	STATS_SIMPLE("idemproxy_requests_active", NULL, "gauge", "Requests being handled.",
 		     requests_active),
+	STATS_SIMPLE("idemproxy_owners_active", NULL, "gauge",
+		     "Owners in flight, as max_owners counts them: from the decision to claim a key "
+		     "until its record is written.",
+		     owners_active),
 	STATS_SIMPLE("idemproxy_upstream_connections", "state=\"idle\"", "gauge",
 		     "Upstream connections: idle in the pools, or carrying a request.",
 		     upstream_idle),

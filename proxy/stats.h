@@ -69,6 +69,7 @@ struct stats {
 	/* Gauges, refreshed by the worker's timer. */
 	_Atomic int64_t client_conns;
 	_Atomic int64_t requests_active;
+	_Atomic int64_t owners_active; /* counted owners in flight (max_owners) */
 	_Atomic int64_t upstream_idle;
 	_Atomic int64_t upstream_active;
 	_Atomic int64_t store_connected;

@@ -125,6 +125,7 @@ static void worker_tick_cb(evutil_socket_t fd, short what, void *arg)
 	log_flush();
 	STATS_SET(s->client_conns, listener_conns(w->listener));
 	STATS_SET(s->requests_active, request_count(w->reqs));
+	STATS_SET(s->owners_active, request_owners(w->reqs));
 	STATS_SET(s->upstream_idle, upstream_pool_idle(w->pool));
 	STATS_SET(s->upstream_active, request_forwarding(w->reqs));
 	STATS_SET(s->store_connected, store_ready(w->store));

@@ -23,6 +23,7 @@ route adm.pay {
 """ % ACTOR_BOUND
 PATH = "/api/adm"
 REASON = "idemproxy_refusals_total"
+ACTIVE = "idemproxy_owners_active"
 
 
 def hold_id():
@@ -71,6 +72,7 @@ def test_actor_over_its_bound_is_refused_others_served(proxy, upstream, ids):
         for o in owners:
             o.__enter__()
         assert upstream.count(actor=ids.actor) == 1 + ACTOR_BOUND
+        assert poll_metrics(p, lambda m: m.get(ACTIVE) == ACTOR_BOUND), metrics(p).all(ACTIVE)
         over = p.post(PATH, key=ids.key(), actor=ids.actor, body=course())
         doc = refused(over)
         assert "actor_max_owners" in doc["detail"], doc
@@ -97,6 +99,7 @@ def test_actor_over_its_bound_is_refused_others_served(proxy, upstream, ids):
     m = poll_metrics(p, lambda m: m.get(REASON, reason="actor_max_owners") == 1)
     assert m, metrics(p).all(REASON)
     assert m.get(REASON, reason="max_owners") == 0
+    assert poll_metrics(p, lambda m: m.get(ACTIVE) == 0), metrics(p).all(ACTIVE)
     lines = access_lines(p, "adm.pay", 429)
     assert len(lines) == 1 and lines[0]["outcome"] == "rejected", lines
 

@@ -7,7 +7,6 @@ refusal is counted by reason and logged. The upstream holds the owners
 (X-Test-Hold) for as long as a test says, and every test counts the
 upstream's effects exactly."""
 import json
-import subprocess
 import uuid
 
 from tests.lib import helpers
@@ -186,16 +185,12 @@ def test_check_names_file_and_line(binary, tmp_path):
             "route t {\n    match POST /t\n    actor_max_owners 7\n}\n")
     r = helpers.check_config(binary, conf, text)
     assert r.returncode == 0, r.stderr
-    shown = subprocess.run([binary, "-T", "-c", str(conf)], capture_output=True, text=True,
-                           stdin=subprocess.DEVNULL, timeout=30)
-    assert shown.returncode == 0, shown.stderr
-    out = shown.stdout
+    out = helpers.show_config(binary, conf)
     assert "\nmax_owners 100\n" in out, out
     routes = out.split("\nroute ")[1:]
     assert ["    actor_max_owners 5" in routes[0], "    actor_max_owners off" in routes[1],
             "    actor_max_owners 7" in routes[2]] == [True, True, True], out
     bare = helpers.check_config(binary, conf, BASE + "route r {\n    match POST /r\n}\n")
     assert bare.returncode == 0, bare.stderr
-    shown = subprocess.run([binary, "-T", "-c", str(conf)], capture_output=True, text=True,
-                           stdin=subprocess.DEVNULL, timeout=30)
-    assert "\nmax_owners off\n" in shown.stdout and "    actor_max_owners off\n" in shown.stdout
+    out = helpers.show_config(binary, conf)
+    assert "\nmax_owners off\n" in out and "    actor_max_owners off\n" in out, out

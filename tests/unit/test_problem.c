@@ -1,5 +1,6 @@
 /* Unit tests for proxy/problem.c: the problem table and problem+json rendering. */
 #include "proxy/problem.h"
+#include "http/grpc.h"
 #include "tests/unit/unit.h"
 
 #include <stdlib.h>
@@ -62,6 +63,10 @@ static void test_table(void)
 		CHECK(problem_title(k) && strlen(problem_title(k)) > 0);
 	}
 	CHECK_STR(problem_title(PROBLEM_KEY_MISSING), "Idempotency-Key header is missing");
+	/* A limit's refusal: retryable, the SDKs' rate limit error, gRPC's own word for it. */
+	CHECK(problem_should_retry(PROBLEM_TOO_MANY_REQUESTS));
+	CHECK_STR(problem_stripe_type(PROBLEM_TOO_MANY_REQUESTS), "rate_limit_error");
+	CHECK(problem_grpc_code(PROBLEM_TOO_MANY_REQUESTS) == GRPC_RESOURCE_EXHAUSTED);
 }
 
 static void test_render_all(void)

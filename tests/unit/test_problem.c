@@ -1,12 +1,13 @@
 /* Unit tests for proxy/problem.c: the problem table and problem+json rendering. */
 #include "proxy/problem.h"
-#include "http/grpc.h"
 #include "tests/unit/unit.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include <yajl/yajl_tree.h>
+
+#include "http/grpc.h"
 
 #define ERR_MAX 256
 

@@ -112,7 +112,8 @@ static int forward_drops(const struct http_msg *m, const struct forward_view *v,
 			 const struct http_header *h)
 {
 	return forward_drops_name(v, h) || (h->policy & (HEADER_MARKER | HEADER_REBUILT)) ||
-	       http_header_is_hop(m, h) || (v->key_header && strcasecmp(h->name, v->key_header) == 0);
+	       http_header_is_hop(m, h) ||
+	       (v->key_header && strcasecmp(h->name, v->key_header) == 0);
 }
 
 void forward_build(struct evbuffer *out, struct http_msg *m, const struct forward_view *v,

@@ -13,10 +13,10 @@
 
 #include "proxy/scope.h"
 
-#define THREADS	   4
-#define ROUNDS	   20000
-#define ACTOR_MAX  3
-#define TABLE_MAX  2
+#define THREADS	  4
+#define ROUNDS	  20000
+#define ACTOR_MAX 3
+#define TABLE_MAX 2
 
 static void test_instance_bound(void)
 {

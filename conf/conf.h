@@ -97,6 +97,14 @@ enum grpc_streaming_mode {
 	GRPC_STREAMING_PASS,   /* every gRPC call passes through unenforced */
 };
 
+/* What an owner's request tells the upstream of its key (forward_key). */
+enum forward_key_mode {
+	FORWARD_KEY_UNSET = 0,
+	FORWARD_KEY_OFF,
+	FORWARD_KEY_SCOPED, /* a digest of actor, operation and key */
+	FORWARD_KEY_RAW,    /* the client's key as sent */
+};
+
 enum in_progress_mode {
 	IN_PROGRESS_UNSET = 0,
 	IN_PROGRESS_REJECT,
@@ -178,6 +186,9 @@ struct route {
 	struct status_set grpc_release_on; /* gRPC codes 0..16, as status_set bits */
 	struct status_set grpc_unknown_on;
 	enum grpc_streaming_mode grpc_streaming;
+	int actor_max_owners;          /* an actor's owners in flight; -1: off, 0: unset */
+	enum forward_key_mode forward_key;
+	char *forward_key_header;      /* FORWARD_KEY_SCOPED/RAW: the header set upstream */
 };
 
 /* An address block of trusted_proxies: family AF_INET or AF_INET6, the first bits of addr. */
@@ -250,6 +261,7 @@ struct conf {
 	char *contract_url;            /* NULL: no Link header on problems */
 
 	int max_connections;           /* client connections, all workers together */
+	int max_owners;                /* owners in flight, all workers together; 0: off */
 	struct conf_cidr *trusted_proxies; /* peers whose forwarding headers are kept */
 	int ntrusted_proxies;
 	int underscores_in_headers;    /* header names holding '_' go upstream */

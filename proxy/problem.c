@@ -17,6 +17,7 @@
 #define STRIPE_IDEMPOTENCY "idempotency_error"
 #define STRIPE_INVALID	   "invalid_request_error"
 #define STRIPE_API	   "api_error"
+#define STRIPE_RATE_LIMIT  "rate_limit_error" /* the SDKs' RateLimitError */
 
 struct problem_def {
 	const char *name;
@@ -55,6 +56,9 @@ static const struct problem_def problem_table[] = {
     [PROBLEM_GRPC_STREAMING] = {"grpc-streaming-refused",
 				"gRPC call sends more than one request message", 501, 0, STRIPE_INVALID,
 				GRPC_UNIMPLEMENTED},
+    [PROBLEM_TOO_MANY_REQUESTS] = {"too-many-requests",
+				   "Too many requests with an Idempotency-Key are in progress", 429,
+				   1, STRIPE_RATE_LIMIT, GRPC_RESOURCE_EXHAUSTED},
 };
 
 _Static_assert(sizeof(problem_table) / sizeof(problem_table[0]) == PROBLEM_KIND_COUNT,

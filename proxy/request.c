@@ -29,6 +29,7 @@
 #include "http/grpc.h"
 #include "http/header.h"
 #include "proxy/actor.h"
+#include "proxy/admit.h"
 #include "proxy/cache.h"
 #include "proxy/clock.h"
 #include "proxy/conf_gen.h"
@@ -117,12 +118,14 @@ struct request_ctx {
 	struct cache *cache;
 	struct actor_ctx *actor;       /* what actor sources keep: verified tokens */
 	struct pace *pace;	       /* owner durations, all workers': Retry-After */
+	struct admit *admit;	       /* owners in flight, all workers': max_owners */
 	struct stats *stats;
 	uint64_t next_id;
 	int past_deadline;	       /* shutdown_timeout passed: last writes only */
 	LIST_HEAD(, request) requests;
 	struct waiters *waiters;       /* REQ_WAITING's; kept by request_set_state */
 	int nrequests, nforwarding;
+	int nadmitted;		       /* its requests counted as owners in flight */
 };
 
 /* One request from the moment its message is complete to its last write. */
@@ -162,6 +165,10 @@ struct request {
 	int64_t generation;
 	int64_t lease_deadline_us;  /* local monotonic end of our lease */
 	struct waiter wait;         /* in_progress wait: its scope's token, its deadline */
+	int admitted;               /* counted as an owner in flight (admit.h) until freed */
+	int admit_counted;          /* ... and its actor with it (actor_max_owners) */
+	int limited;                /* a limit refused its claim: 1 + enum stats_limit, 0: none */
+	char forward_key[SCOPE_FORWARD_KEY_SIZE]; /* forward_key scoped: what goes upstream */
 
 	const char *upgrade;        /* the protocol it may switch to (its msg's), or NULL */
 	struct relay *relay;        /* the exchange with the upstream, once forwarded */
@@ -385,17 +392,80 @@ fail:
 	request_reject(req, PROBLEM_STORE_UNAVAILABLE, "the request could not be processed");
 }
 
+/*
+ * Count req as an owner in flight before its claim is sent (admit.h):
+ * 0, or -1 when max_owners or its actor's actor_max_owners is reached
+ * (req->limited says which): its claim then only looks (STORE_PEEK), so
+ * that a replay, a conflict or a duplicate in progress is answered as
+ * ever, and only a request that would become an owner is refused.
+ */
+static int request_admit(struct request *req)
+{
+	const struct conf *conf = req->conf;
+	int actor_max = req->route->actor_max_owners;
+	enum admit_result res;
+
+	req->limited = 0;
+	if (req->admitted)
+		return 0;
+	res = admit_take(req->ctx->admit, conf->max_owners, req->actor, actor_max,
+			 conf->max_owners > 0 ? conf->max_owners : conf->max_connections,
+			 &req->admit_counted);
+	if (res == ADMIT_OK || res == ADMIT_NOMEM) { /* out of memory: not refused for it */
+		req->admitted = res == ADMIT_OK;
+		req->ctx->nadmitted += req->admitted;
+		return 0;
+	}
+	req->limited = 1 + (res == ADMIT_MAX_OWNERS ? STATS_LIMIT_MAX_OWNERS
+						      : STATS_LIMIT_ACTOR_MAX_OWNERS);
+	return -1;
+}
+
+/* req is no longer an owner in flight, if it was counted as one. */
+static void request_unadmit(struct request *req)
+{
+	if (!req->admitted)
+		return;
+	admit_give(req->ctx->admit, req->actor, req->admit_counted);
+	req->ctx->nadmitted--;
+	req->admitted = 0;
+	req->admit_counted = 0;
+}
+
+/* A limit refused req's claim, and the store found no record it would answer: 429. */
+static void request_limited(struct request *req)
+{
+	static const char *const detail[STATS_LIMITS] = {
+	    [STATS_LIMIT_MAX_OWNERS] = "too many requests with an idempotency key are in "
+				       "progress on this instance (max_owners); retry later",
+	    [STATS_LIMIT_ACTOR_MAX_OWNERS] = "too many requests of this actor with an idempotency "
+					     "key are in progress (actor_max_owners); retry later",
+	};
+	enum stats_limit why = (enum stats_limit)(req->limited - 1);
+
+	STATS_ADD(req->ctx->stats->limited[why], 1);
+	log_debug(&req->tag, "claim refused: %s reached", stats_limit_name(why));
+	/* An owner's place frees when one ends: about one owner's duration. */
+	req->retry_after_ms =
+	    pace_retry_ms(req->ctx->pace, req->route->stats_id, 0, req->conf->lease_ms);
+	req->role = ROLE_REFUSED;
+	request_answer_problem(req, OUT_REJECTED, PROBLEM_TOO_MANY_REQUESTS, detail[why]);
+}
+
 /* Claim the scope: own it, or learn who does. */
 static void request_claim(struct request *req)
 {
 	int flags = req->route->recovery == RECOVERY_FORWARD ? STORE_RECOVER : 0;
 
+	if (request_admit(req) < 0)
+		flags |= STORE_PEEK;
 	request_set_state(req, REQ_CLAIMING);
 	waiters_claiming(req->ctx->waiters, &req->wait);
 	/* The lease runs from the moment the claim was sent, not answered. */
 	req->store_sent_us = clock_now_us();
 	req->lease_deadline_us = req->store_sent_us + req->conf->lease_ms * 1000;
-	STATS_ADD(req->ctx->stats->claims, 1);
+	if (!(flags & STORE_PEEK))
+		STATS_ADD(req->ctx->stats->claims, 1);
 	store_claim(req->ctx->store, &req->scope, req->fp, req->trace.request_id,
 		    req->trace.trace_id[0] ? req->trace.trace_id : NULL, req->conf->lease_ms, flags,
 		    claim_done_cb, req);
@@ -426,12 +496,20 @@ static void claim_done_cb(void *arg, enum store_result res, int64_t generation,
 			request_forward(req, 0);
 		return;
 	case STORE_EXISTS:
+		request_unadmit(req); /* not an owner */
 		request_existing(req, rec, 0);
 		return;
+	case STORE_VACANT: /* the claim a limit refused would have owned the slot */
+		request_limited(req);
+		break;
 	case STORE_FENCED:
 	case STORE_UNAVAILABLE:
 		/* Fail-open forwards, but nothing new goes upstream after the
-		 * shutdown deadline. */
+		 * shutdown deadline, nor beyond a limit. */
+		if (req->limited) {
+			request_limited(req);
+			break;
+		}
 		if (req->conf->store_unavailable == STORE_FAIL_OPEN && !req->ctx->past_deadline) {
 			req->role = ROLE_UNENFORCED;
 			request_forward(req, 0);
@@ -586,6 +664,29 @@ void request_wake(struct request_ctx *ctx, const char *token)
 
 /* ---- the upstream ---- */
 
+/*
+ * forward_key: on its route the client's header of that name never goes
+ * upstream; an owner's request (and one forwarded unenforced, its store
+ * down) carries idemproxy's: the scope's digest, the same for every
+ * attempt at it, or the client's key as sent.
+ */
+static void request_forward_key(struct request *req, struct forward_view *v)
+{
+	const struct route *r = req->route;
+
+	if (!r || (r->forward_key != FORWARD_KEY_SCOPED && r->forward_key != FORWARD_KEY_RAW))
+		return;
+	v->key_header = r->forward_key_header;
+	if ((req->role != ROLE_OWNER && req->role != ROLE_UNENFORCED) || !req->key_len)
+		return;
+	if (r->forward_key == FORWARD_KEY_RAW) {
+		v->key_value = req->key;
+		return;
+	}
+	scope_forward_key(&req->scope, req->forward_key);
+	v->key_value = req->forward_key[0] ? req->forward_key : NULL;
+}
+
 /* Hand the request to a relay, with the parameters of what it is (relay_params_init). */
 static void request_forward(struct request *req, int streamed)
 {
@@ -595,6 +696,7 @@ static void request_forward(struct request *req, int streamed)
 
 	relay_params_init(&p, req->conf, req->conn, req->msg, owner, req->role == ROLE_UNENFORCED);
 	p.view.request_id = req->trace.request_id;
+	request_forward_key(req, &p.view);
 	dropped = forward_dropped_names(req->msg, &p.view);
 
 	/* Forwarded without a claim: the outcome says so, whatever the upstream does. */
@@ -811,6 +913,7 @@ static void record_done_cb(void *arg, enum store_result res)
 		log_warn(&req->tag, "record write refused: the lease generation changed");
 		break;
 	case STORE_EXISTS:
+	case STORE_VACANT:
 	case STORE_UNAVAILABLE:
 	case STORE_LOST:
 		/* The answer goes out anyway; the write is retried while the
@@ -870,6 +973,7 @@ static void request_free(struct request *req)
 
 	LIST_REMOVE(req, link);
 	ctx->nrequests--;
+	request_unadmit(req);
 	if (req->conn)
 		conn_attach(req->conn, NULL);
 	request_forwarded(req);
@@ -1011,15 +1115,15 @@ void request_deadline_all(struct request_ctx *ctx)
 
 struct request_ctx *request_ctx_new(struct event_base *base, struct conf_gens *gens,
 				    struct store *st, struct upstream_pool *pool,
-				    struct cache *cache, struct pace *pace, struct stats *stats,
-				    uint64_t first_id)
+				    struct cache *cache, struct pace *pace, struct admit *admit,
+				    struct stats *stats, uint64_t first_id)
 {
 	struct request_ctx *ctx = calloc(1, sizeof(*ctx));
 
 	if (!ctx)
 		return NULL;
 	*ctx = (struct request_ctx){.base = base, .gens = gens, .store = st, .pool = pool,
-				    .cache = cache, .pace = pace, .stats = stats,
+				    .cache = cache, .pace = pace, .admit = admit, .stats = stats,
 				    .next_id = first_id};
 	LIST_INIT(&ctx->requests);
 	ctx->actor = actor_ctx_new();
@@ -1051,6 +1155,11 @@ void request_ctx_free(struct request_ctx *ctx)
 int request_count(const struct request_ctx *ctx)
 {
 	return ctx->nrequests;
+}
+
+int request_owners(const struct request_ctx *ctx)
+{
+	return ctx->nadmitted;
 }
 
 int request_forwarding(const struct request_ctx *ctx)

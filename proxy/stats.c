@@ -39,6 +39,19 @@ static const int stats_refusal_status[STATS_REFUSALS] = {
 	[STATS_REFUSED_414] = 414, [STATS_REFUSED_431] = 431, [STATS_REFUSED_503] = 503,
 };
 
+static const char *const stats_limit_names[STATS_LIMITS] = {
+	[STATS_LIMIT_MAX_OWNERS] = "max_owners",
+	[STATS_LIMIT_ACTOR_MAX_OWNERS] = "actor_max_owners",
+};
+
+_Static_assert(sizeof(stats_limit_names) / sizeof(stats_limit_names[0]) == STATS_LIMITS,
+	       "stats_limit_names must name every limit");
+
+const char *stats_limit_name(enum stats_limit limit)
+{
+	return stats_limit_names[limit];
+}
+
 void stats_observe(struct stats_histogram *hist, int64_t us)
 {
 	int i = 0;
@@ -180,6 +193,15 @@ static void stats_refusals(struct evbuffer *out, struct stats *const *each, int 
 				    stats_refusal_status[i], (long long)STATS_SUM(each, n, refusals[i]));
 }
 
+static void stats_limited(struct evbuffer *out, struct stats *const *each, int n)
+{
+	stats_head(out, "idemproxy_refusals_total", "counter",
+		   "Requests refused by a limit before their claim was made (429), by the limit.");
+	for (int i = 0; i < STATS_LIMITS; i++)
+		evbuffer_add_printf(out, "idemproxy_refusals_total{reason=\"%s\"} %lld\n",
+				    stats_limit_names[i], (long long)STATS_SUM(each, n, limited[i]));
+}
+
 /* The metrics that are one sum over the workers, with their labels if any. */
 #define STATS_SIMPLE(name, labels, type, help, field) \
 	{name, labels, type, help, offsetof(struct stats, field)}
@@ -216,6 +238,10 @@ static const struct stats_simple {
 		     client_conns),
 	STATS_SIMPLE("idemproxy_requests_active", NULL, "gauge", "Requests being handled.",
 		     requests_active),
+	STATS_SIMPLE("idemproxy_owners_active", NULL, "gauge",
+		     "Owners in flight, as max_owners counts them: from the decision to claim a key "
+		     "until its record is written.",
+		     owners_active),
 	STATS_SIMPLE("idemproxy_upstream_connections", "state=\"idle\"", "gauge",
 		     "Upstream connections: idle in the pools, or carrying a request.",
 		     upstream_idle),
@@ -252,6 +278,7 @@ void stats_render(struct evbuffer *out, struct stats *const *each, int n,
 	stats_requests(out, each, n);
 	stats_durations(out, each, n);
 	stats_refusals(out, each, n);
+	stats_limited(out, each, n);
 	for (int h = 0; h < STATS_HISTS; h++) {
 		stats_head(out, stats_hist_names[h], "histogram", stats_hist_help[h]);
 		stats_histogram_series(out, each, n, stats_hist_names[h], "",

@@ -34,6 +34,20 @@ enum stats_refusal {
 	STATS_REFUSALS,
 };
 
+/*
+ * Requests a limit refused before their claim was made, by the limit (the
+ * reason label of idemproxy_refusals_total): a new limit is a row here and
+ * its name in stats.c's stats_limit_names.
+ */
+enum stats_limit {
+	STATS_LIMIT_MAX_OWNERS,	      /* max_owners */
+	STATS_LIMIT_ACTOR_MAX_OWNERS, /* actor_max_owners */
+	STATS_LIMITS,
+};
+
+/* The limit's reason label ("max_owners"). */
+const char *stats_limit_name(enum stats_limit limit);
+
 struct stats_histogram {
 	_Atomic int64_t buckets[STATS_BUCKETS]; /* not cumulative */
 	_Atomic int64_t sum_us;
@@ -45,6 +59,7 @@ struct stats {
 	struct stats_histogram duration[STATS_ROUTES_MAX + 1][OUT_COUNT];
 	struct stats_histogram hist[STATS_HISTS];
 	_Atomic int64_t refusals[STATS_REFUSALS];
+	_Atomic int64_t limited[STATS_LIMITS]; /* claims a limit refused (enum stats_limit) */
 	_Atomic int64_t claims;	       /* claims sent to the store */
 	_Atomic int64_t replays[2];    /* replays answered from the store [0] or the cache [1] */
 	_Atomic int64_t conflicts;     /* same key, another request */
@@ -54,6 +69,7 @@ struct stats {
 	/* Gauges, refreshed by the worker's timer. */
 	_Atomic int64_t client_conns;
 	_Atomic int64_t requests_active;
+	_Atomic int64_t owners_active; /* counted owners in flight (max_owners) */
 	_Atomic int64_t upstream_idle;
 	_Atomic int64_t upstream_active;
 	_Atomic int64_t store_connected;

@@ -15,6 +15,8 @@ never recorded.
 Each request chooses its own response with headers:
   X-Test-Status: N          status (default 201 for POST, 200 otherwise)
   X-Test-Delay: SECONDS     sleep this long before answering
+  X-Test-Hold: ID           answer only once POST /__step/ID/1 came (60 s
+                            at most): a request held as long as a test says
   X-Test-Body: TEXT         response body instead of the default JSON
   X-Test-Header: Name: v    add a response header (repeatable)
   X-Test-Action: reset      read the request, then close with RST
@@ -310,6 +312,8 @@ class Handler(BaseHTTPRequestHandler):
         delay = float(h.get("X-Test-Delay", "0") or "0")
         if delay > 0:
             time.sleep(delay)
+        if h.get("X-Test-Hold"):
+            STEPS.wait(h["X-Test-Hold"], 1, STEP_MAX)
         action = h.get("X-Test-Action", "")
 
         if action == "reset":

@@ -335,6 +335,71 @@ static void test_expiry(struct store *st, const unsigned char *fp, const unsigne
 	CHECK(r.rec.lease_expired && r.rec.lease_remaining_ms == 0);
 }
 
+/* A claim with flags (STORE_PEEK, STORE_RECOVER). */
+static struct result claim_flags(struct store *st, const struct scope *sc,
+				 const unsigned char *fp, int flags)
+{
+	struct result r = {0};
+
+	in_call = 1;
+	store_claim(st, sc, fp, NULL, NULL, TEST_LEASE_MS, flags, claim_cb, &r);
+	await_result(&r);
+	return r;
+}
+
+/*
+ * STORE_PEEK (a claim a limit refused) writes nothing: a free slot, an
+ * expired completed record and one recovery would take over are vacant
+ * and stay as they were; a record that holds the slot is reported as a
+ * claim reports it.
+ */
+static void test_peek(struct store *st, const unsigned char *fp, const unsigned char *fp2)
+{
+	struct scope free_sc = {actor, "order.peek", "key-free"};
+	struct scope held = {actor, "order.peek", "key-held"};
+	struct scope old = {actor, "order.peek", "key-old"};
+	struct scope unk = {actor, "order.peek", "key-unknown"};
+	struct result r;
+	int64_t g;
+
+	r = claim_flags(st, &free_sc, fp, STORE_PEEK);
+	CHECK(r.res == STORE_VACANT && r.generation == 0);
+	r = claim_flags(st, &free_sc, fp, STORE_PEEK | STORE_RECOVER);
+	CHECK(r.res == STORE_VACANT);
+	r = claim(st, &free_sc, fp, TEST_LEASE_MS); /* the peeks left nothing behind */
+	CHECK(r.res == STORE_OK);
+	CHECK(release(st, &free_sc, r.generation) == STORE_OK);
+
+	r = claim(st, &held, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_OK);
+	g = r.generation;
+	r = claim_flags(st, &held, fp2, STORE_PEEK);
+	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_IN_PROGRESS && r.rec.generation == g);
+	CHECK(finish(st, &held, g, 201, "", "done", 0, TEST_RETENTION_MS) == STORE_OK);
+	r = claim_flags(st, &held, fp, STORE_PEEK);
+	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_COMPLETED && r.rec.body_len == 4 &&
+	      memcmp(r.body, "done", 4) == 0);
+
+	r = claim(st, &old, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_OK);
+	g = r.generation;
+	CHECK(finish(st, &old, g, 200, "", "old", 0, 1) == STORE_OK);
+	run_for(20);
+	r = claim_flags(st, &old, fp2, STORE_PEEK);
+	CHECK(r.res == STORE_VACANT);
+	r = claim(st, &old, fp2, TEST_LEASE_MS); /* still the expired record: taken over now */
+	CHECK(r.res == STORE_OK && r.generation > g);
+
+	r = claim(st, &unk, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_OK);
+	g = r.generation;
+	CHECK(mark_unknown(st, &unk, g) == STORE_OK);
+	r = claim_flags(st, &unk, fp, STORE_PEEK | STORE_RECOVER);
+	CHECK(r.res == STORE_VACANT);
+	r = claim_flags(st, &unk, fp, STORE_PEEK);
+	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_UNKNOWN && r.rec.generation == g);
+}
+
 /* A record names the request that claimed it, in every state; a takeover the taker. */
 static void test_claimant_ids(struct store *st, const unsigned char *fp)
 {
@@ -1350,6 +1415,7 @@ int main(void)
 	test_claim_finish(st, fp, fp2);
 	test_release_unknown(st, fp);
 	test_expiry(st, fp, fp2);
+	test_peek(st, fp, fp2);
 	test_claimant_ids(st, fp);
 	test_queue(st, fp);
 	test_coalesce(st, fp);

@@ -97,6 +97,16 @@ enum grpc_streaming_mode {
 	GRPC_STREAMING_PASS,   /* every gRPC call passes through unenforced */
 };
 
+/* operation_from: what names a request's operation in its scope. */
+enum operation_from {
+	OPFROM_UNSET = 0,   /* the route's name alone */
+	OPFROM_JSON,        /* the route's name, ":", the string at a dot path of the JSON body */
+	OPFROM_JSONRPC,     /* as OPFROM_JSON (path "method" by default), and the body's "id" is
+			     * the call's: not fingerprinted, a replay carries the retry's */
+	OPFROM_GRAPHQL,     /* mutations: the route's name, ":", the operation's name;
+			     * queries and subscriptions pass through */
+};
+
 enum in_progress_mode {
 	IN_PROGRESS_UNSET = 0,
 	IN_PROGRESS_REJECT,
@@ -178,6 +188,8 @@ struct route {
 	struct status_set grpc_release_on; /* gRPC codes 0..16, as status_set bits */
 	struct status_set grpc_unknown_on;
 	enum grpc_streaming_mode grpc_streaming;
+	enum operation_from operation_from;
+	char *operation_path;          /* OPFROM_JSON, OPFROM_JSONRPC: the dot path */
 };
 
 /* An address block of trusted_proxies: family AF_INET or AF_INET6, the first bits of addr. */

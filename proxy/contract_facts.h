@@ -46,6 +46,7 @@ enum contract_fact {
 	FACT_UPSTREAM,
 	FACT_ERRORS,
 	FACT_GRPC, /* "" for a route with no gRPC method path: not shown */
+	FACT_OPERATION, /* "" for a route without operation_from: not shown */
 	FACT_COUNT
 };
 

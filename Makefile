@@ -56,7 +56,7 @@ FUZZ_SRC_fuzz_http := tests/fuzz/fuzz_http.c proxy/http.c http/header.c http/pat
                       proxy/upgrade.c proxy/base64.c proxy/digest.c
 FUZZ_LIB_fuzz_http := -levent -lcrypto
 FUZZ_SRC_fuzz_fingerprint := tests/fuzz/fuzz_fingerprint.c proxy/fingerprint.c proxy/digest.c \
-                             http/jsonrpc.c
+                             http/jsonrpc.c http/path.c
 FUZZ_LIB_fuzz_fingerprint := -lyajl -lcrypto
 FUZZ_SRC_fuzz_conf := tests/fuzz/fuzz_conf.c proxy/lookup.c $(CONF_SRC)
 FUZZ_LIB_fuzz_conf := -lpq
@@ -92,8 +92,8 @@ FUZZ_SRC_fuzz_h2 := tests/fuzz/fuzz_h2.c proxy/h2.c proxy/http.c http/header.c h
                     proxy/upgrade.c proxy/base64.c proxy/digest.c proxy/log.c proxy/utf8.c
 FUZZ_LIB_fuzz_h2 := -levent -lnghttp2 -lcrypto -lyajl
 FUZZ_SRC_fuzz_grpc := tests/fuzz/fuzz_grpc.c http/grpc.c
-FUZZ_SRC_fuzz_graphql := tests/fuzz/fuzz_graphql.c http/graphql.c
-FUZZ_SRC_fuzz_jsonrpc := tests/fuzz/fuzz_jsonrpc.c http/jsonrpc.c
+FUZZ_SRC_fuzz_graphql := tests/fuzz/fuzz_graphql.c http/graphql.c http/path.c
+FUZZ_SRC_fuzz_jsonrpc := tests/fuzz/fuzz_jsonrpc.c http/jsonrpc.c http/path.c
 
 .PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc check-modules check-docs lint fuzz chaos ha citus image image-test
 

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "http/path.h"
+
 enum gql_tok {
 	GT_END,
 	GT_ERROR,
@@ -37,11 +39,6 @@ static int gql_name_char(unsigned char c)
 static int gql_digit(unsigned char c)
 {
 	return c >= '0' && c <= '9';
-}
-
-static int gql_hex(unsigned char c)
-{
-	return gql_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
 /* White space, line terminators, commas, a byte order mark and comments. */
@@ -137,15 +134,15 @@ static int gql_string(struct gql_lexer *lx)
 			if (i + 1 < n && s[i + 1] == '{') { /* \u{1F600} */
 				size_t k = i + 2;
 
-				while (k < n && gql_hex(s[k]) && k - i - 2 < 8)
+				while (k < n && path_hex(s[k]) >= 0 && k - i - 2 < 8)
 					k++;
 				if (k == i + 2 || k >= n || s[k] != '}')
 					return -1;
 				i = k;
 				continue;
 			}
-			if (n - i < 5 || !gql_hex(s[i + 1]) || !gql_hex(s[i + 2]) ||
-			    !gql_hex(s[i + 3]) || !gql_hex(s[i + 4]))
+			if (n - i < 5 || path_hex(s[i + 1]) < 0 || path_hex(s[i + 2]) < 0 ||
+			    path_hex(s[i + 3]) < 0 || path_hex(s[i + 4]) < 0)
 				return -1;
 			i += 4;
 		} else if (!strchr("\"\\/bfnrt", s[i]) || s[i] == '\0') {

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http/path.h"
+
 struct jr_scan {
 	const unsigned char *s;
 	size_t n, i;
@@ -19,17 +21,6 @@ static void jr_ws(struct jr_scan *sc)
 static int jr_digit(unsigned char c)
 {
 	return c >= '0' && c <= '9';
-}
-
-static int jr_hex(unsigned char c)
-{
-	if (jr_digit(c))
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
 }
 
 /*
@@ -62,7 +53,7 @@ static int jr_string(struct jr_scan *sc, int *is_id)
 					return -1;
 				c = 0;
 				for (int k = 1; k <= 4; k++) {
-					int h = jr_hex(sc->s[i + k]);
+					int h = path_hex(sc->s[i + k]);
 
 					if (h < 0)
 						return -1;

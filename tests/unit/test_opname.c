@@ -17,13 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* jsonrpc_without_id of s as a static string; s itself when nothing was left out. */
-static const char *without(const char *s)
+/* What jsonrpc_without_id or jsonrpc_with_id (rc, out, n) made of s, as a static string:
+ * s itself when nothing changed, NULL when it failed. */
+static const char *text_of(int rc, unsigned char *out, size_t n, const char *s)
 {
 	static char text[1024];
-	unsigned char *out;
-	size_t n;
-	int rc = jsonrpc_without_id((const unsigned char *)s, strlen(s), &out, &n);
 
 	if (rc <= 0 || n >= sizeof(text)) {
 		free(out);
@@ -35,23 +33,23 @@ static const char *without(const char *s)
 	return text;
 }
 
-/* jsonrpc_with_id of s and id as a static string; s itself when nothing changed. */
+static const char *without(const char *s)
+{
+	unsigned char *out;
+	size_t n;
+	int rc = jsonrpc_without_id((const unsigned char *)s, strlen(s), &out, &n);
+
+	return text_of(rc, out, n, s);
+}
+
 static const char *with(const char *s, const char *id)
 {
-	static char text[1024];
 	unsigned char *out;
 	size_t n;
 	int rc = jsonrpc_with_id((const unsigned char *)s, strlen(s), (const unsigned char *)id,
 				 strlen(id), &out, &n);
 
-	if (rc <= 0 || n >= sizeof(text)) {
-		free(out);
-		return rc == 0 ? s : NULL;
-	}
-	memcpy(text, out, n);
-	text[n] = '\0';
-	free(out);
-	return text;
+	return text_of(rc, out, n, s);
 }
 
 static enum jsonrpc_find find(const char *s)

@@ -7,6 +7,7 @@ that sends a new id is the same call: one upstream effect, and its replay
 carries the retry's own id. Bodies that name no operation are refused
 with 400 before anything goes upstream."""
 import json
+import subprocess
 
 from tests.lib import helpers
 from tests.lib.helpers import Records, assert_owner, problem
@@ -213,3 +214,28 @@ def test_records_of_named_operations(proxy, upstream, ids, pg):
                         headers=JSONRPC))
     row = Records(pg.conninfo).one(key)
     assert row["operation"] == "rpc:transfer", row
+
+
+def test_configuration_errors_name_their_line(binary, tmp_path):
+    """`idemproxy -t` names the file and line of a wrong operation_from, and -T shows a right one."""
+    head = "upstream http://127.0.0.1:1\nactor anonymous\nroute x {\n    match POST /x\n"
+    cases = [
+        ("    operation_from yaml doc\n",
+         '"operation_from" takes json PATH, jsonrpc [PATH] or graphql'),
+        ("    operation_from json\n", '"operation_from json" needs a JSON path'),
+        ("    operation_from jsonrpc a..b\n", 'invalid JSON path "a..b"'),
+        ("    operation_from graphql query\n", '"operation_from graphql" takes no path'),
+    ]
+    conf = tmp_path / "o.conf"
+    for line, message in cases:
+        r = helpers.check_config(binary, conf, head + line + "}\n")
+        assert r.returncode == 1, r
+        assert r.stderr.startswith("%s:5: %s" % (conf, message)), r.stderr
+    r = helpers.check_config(binary, conf, "operation_from graphql\n" + head + "}\n")
+    assert r.returncode == 1 and r.stderr.startswith(
+        '%s:1: "operation_from" is only allowed inside a route block' % conf), r.stderr
+    helpers.check_config(binary, conf, head + "    operation_from jsonrpc params.name\n}\n")
+    dump = subprocess.run([binary, "-T", "-c", str(conf)], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=30)
+    assert dump.returncode == 0, dump
+    assert "    operation_from jsonrpc params.name\n" in dump.stdout

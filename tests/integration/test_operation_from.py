@@ -9,7 +9,7 @@ with 400 before anything goes upstream."""
 import json
 import subprocess
 
-from tests.lib import helpers
+from tests.lib import h2, helpers
 from tests.lib.helpers import Records, assert_owner, problem
 
 ROUTES = """
@@ -239,3 +239,21 @@ def test_configuration_errors_name_their_line(binary, tmp_path):
                           stdin=subprocess.DEVNULL, timeout=30)
     assert dump.returncode == 0, dump
     assert "    operation_from jsonrpc params.name\n" in dump.stdout
+
+
+def test_jsonrpc_replay_over_http2(proxy, upstream, ids):
+    """Over HTTP/2 (prior knowledge) a replay carries the retry's id too, its
+    content-length the rewritten body's."""
+    p = proxy(routes=ROUTES)
+    key = ids.key()
+    url = "http://127.0.0.1:%d/rpc" % p.port
+    headers = [("Idempotency-Key", key), ("X-Actor-Id", ids.actor),
+               ("Content-Type", "application/json"), ("X-Test-Action", "jsonrpc")]
+    first = h2.curl(url, method="POST", headers=headers, data=call("transfer", 1))
+    assert first.http_version == "2" and first.status == 201, first
+    again = h2.curl(url, method="POST", headers=headers,
+                    data=call("transfer", "a-much-longer-retry-id"))
+    assert again.status == 201 and replayed(again), again
+    assert again.json() == dict(first.json(), id="a-much-longer-retry-id")
+    assert int(again.headers.get("content-length")) == len(again.body)
+    assert upstream.count(key=key) == 1

@@ -18,15 +18,27 @@
 
 #define OPNAME_PATH_MAX 16 /* names in a dot path */
 
-/* The body as a yajl tree, or NULL when it is not JSON yajl may read (json_tree_safe). */
-static yajl_val opname_parse(const unsigned char *body, size_t len, int *nomem)
+/*
+ * The body as a yajl tree, or NULL (with detail said) when it is not JSON
+ * yajl may read (json_tree_safe) or not JSON at all, or *nomem set.
+ */
+static yajl_val opname_parse(const unsigned char *body, size_t len, int *nomem, char *detail,
+			     size_t dl)
 {
 	char *text;
 	yajl_val doc;
 
 	*nomem = 0;
-	if (!body || json_tree_safe((const char *)body, len) < 0)
+	if (body && json_tree_safe((const char *)body, len) < 0) {
+		snprintf(detail, dl, "the request body is not JSON idemproxy reads to name its "
+				     "operation (nested deeper than %d, a NUL or \\u0000, an unpaired "
+				     "surrogate escape, or a comment)", JSON_TREE_DEPTH);
 		return NULL;
+	}
+	if (!body) {
+		snprintf(detail, dl, "the request body is empty: it names the operation");
+		return NULL;
+	}
 	text = malloc(len + 1);
 	if (!text) {
 		*nomem = 1;
@@ -36,6 +48,8 @@ static yajl_val opname_parse(const unsigned char *body, size_t len, int *nomem)
 	text[len] = '\0';
 	doc = yajl_tree_parse(text, NULL, 0);
 	free(text);
+	if (!doc)
+		snprintf(detail, dl, "the request body is not JSON: it names the operation");
 	return doc;
 }
 
@@ -108,10 +122,12 @@ static enum opname_result opname_json(const struct route *r, const unsigned char
 	yajl_val doc, v = NULL;
 	int nomem;
 
-	doc = opname_parse(body, len, &nomem);
+	doc = opname_parse(body, len, &nomem, detail, dl);
 	if (nomem)
 		return OPNAME_NOMEM;
-	if (!doc || !YAJL_IS_OBJECT(doc)) {
+	if (!doc) {
+		/* detail said why */
+	} else if (!YAJL_IS_OBJECT(doc)) {
 		snprintf(detail, dl, "the request body must be a JSON object with a string at %s "
 				     "(operation_from %s)", r->operation_path, how);
 	} else if (opname_at(doc, r->operation_path, &v) < 0) {
@@ -207,14 +223,11 @@ static enum opname_result opname_graphql(const struct route *r, const struct htt
 	if (opname_graphql_body(m))
 		return opname_document(r, body ? (const char *)body : "", len, NULL, operation,
 				       detail, dl);
-	doc = opname_parse(body, len, &nomem);
+	doc = opname_parse(body, len, &nomem, detail, dl);
 	if (nomem)
 		return OPNAME_NOMEM;
-	if (!doc) {
-		snprintf(detail, dl, "the request body is not JSON (a GraphQL request, or "
-				     "Content-Type: application/graphql)");
-		return OPNAME_BAD;
-	}
+	if (!doc)
+		return OPNAME_BAD; /* a GraphQL document itself is sent as application/graphql */
 	if (YAJL_IS_ARRAY(doc)) {
 		for (size_t i = 0; res == OPNAME_PASS && i < doc->u.array.len; i++)
 			res = opname_graphql_request(r, doc->u.array.values[i], operation, detail, dl);

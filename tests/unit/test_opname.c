@@ -8,6 +8,7 @@
 #include "http/jsonrpc.h"
 #include "proxy/fingerprint.h"
 #include "proxy/http.h"
+#include "proxy/json.h"
 #include "proxy/opname.h"
 #include "proxy/record.h"
 #include "tests/unit/unit.h"
@@ -217,6 +218,20 @@ static void test_json(void)
 	CHECK(bad(named(&act, JSON, "{\"action\":\"a\\nb\"}")));
 	CHECK(bad(named(&mcp, JSON, "{\"params\":\"send_email\"}")));
 	CHECK(bad(named(&mcp, JSON, "{\"params\":{\"name\":\"a\",\"name\":\"b\"}}")));
+	/* What yajl's tree is never given: deep nesting, \u0000, comments. */
+	{
+		char deep[256];
+		int n = snprintf(deep, sizeof(deep), "{\"method\":\"m\",\"params\":");
+
+		for (int i = 0; i < JSON_TREE_DEPTH; i++)
+			deep[n++] = '[';
+		for (int i = 0; i < JSON_TREE_DEPTH; i++)
+			deep[n++] = ']';
+		memcpy(deep + n, "}", 2);
+		CHECK(strstr(named(&rpc, JSON, deep), "nested deeper than") != NULL);
+	}
+	CHECK(bad(named(&rpc, JSON, "{\"method\":\"m\",\"p\":\"\\u0000\"}")));
+	CHECK(bad(named(&rpc, JSON, "{\"method\":\"m\"} /* c */")));
 	{
 		char body[300];
 		snprintf(body, sizeof(body), "{\"action\":\"%0*d\"}", OPNAME_VALUE_MAX, 0);

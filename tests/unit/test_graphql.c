@@ -161,5 +161,5 @@ int main(void)
 	test_choice();
 	test_skipped();
 	test_malformed();
-	UNIT_DONE("test_graphql");
+	UNIT_DONE("graphql");
 }

@@ -360,5 +360,5 @@ int main(void)
 	test_graphql();
 	test_replay_body();
 	test_fingerprint();
-	UNIT_DONE("test_opname");
+	UNIT_DONE("opname");
 }

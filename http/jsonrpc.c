@@ -11,10 +11,10 @@ struct jr_scan {
 	size_t n, i;
 };
 
+/* White space: RFC 8259's, and \v and \f, which yajl takes too (the body was read by it). */
 static void jr_ws(struct jr_scan *sc)
 {
-	while (sc->i < sc->n && (sc->s[sc->i] == ' ' || sc->s[sc->i] == '\t' ||
-				 sc->s[sc->i] == '\n' || sc->s[sc->i] == '\r'))
+	while (sc->i < sc->n && sc->s[sc->i] != '\0' && strchr(" \t\n\r\v\f", sc->s[sc->i]))
 		sc->i++;
 }
 

@@ -7,7 +7,7 @@
  * body stays byte for byte as it was.
  *
  * The text is read by a strict JSON scanner (RFC 8259: one value, white
- * space around it, strings with valid escapes and no control characters,
+ * space around it (\v and \f too, as yajl, which read the request, takes them), strings with valid escapes and no control characters,
  * numbers by the grammar, nesting at most JSONRPC_DEPTH_MAX); member names
  * are compared after their escapes are decoded, so "\u0069d" is "id".
  */

@@ -68,6 +68,7 @@ static void test_find(void)
 	CHECK(jsonrpc_id((const unsigned char *)s, strlen(s), &m) == JSONRPC_FOUND);
 	CHECK(m.value == 26 && m.end == 27 && s[m.key] == '"');
 	CHECK(find("{\"\\u0069d\":1}") == JSONRPC_FOUND);
+	CHECK(find("\f{\v\"id\":1}") == JSONRPC_FOUND); /* yajl's white space */
 	CHECK(find("{\"i\\u0064\":1}") == JSONRPC_FOUND);
 	CHECK(find("{\"idx\":1}") == JSONRPC_ABSENT);
 	CHECK(find("{\"i\":1}") == JSONRPC_ABSENT);

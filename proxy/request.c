@@ -333,6 +333,8 @@ static int request_operation(struct request *req, const unsigned char *body, siz
 	switch (opname_of_request(req->route, req->msg, body, len, &req->operation, detail,
 				  sizeof(detail))) {
 	case OPNAME_SCOPED:
+		if (req->operation) /* its log lines name the scope's operation */
+			req->tag.route = req->operation;
 		return 0;
 	case OPNAME_PASS:
 		req->role = ROLE_PASS;

@@ -207,13 +207,28 @@ def test_jsonrpc_bodies_that_name_no_method_are_refused(proxy, upstream, ids):
 
 
 def test_records_of_named_operations(proxy, upstream, ids, pg):
-    """The records show the named operation; the rest of the row is as for any scope."""
+    """The records and the access log show the named operation."""
     p = proxy(routes=ROUTES)
     key = ids.key()
     assert_owner(p.post("/rpc", key=key, actor=ids.actor, body=call("transfer", 1),
                         headers=JSONRPC))
     row = Records(pg.conninfo).one(key)
     assert row["operation"] == "rpc:transfer", row
+    # The access lines name it too: an owner, its replay, and a query of the GraphQL route
+    # under the route's own name.
+    assert replayed(p.post("/rpc", key=key, actor=ids.actor, body=call("transfer", 2),
+                           headers=JSONRPC))
+    assert p.post("/graphql", key=key, body=gql("{ a }")).status == 201
+
+    def lines():
+        out = []
+        for line in p.stderr_text().splitlines():
+            doc = json.loads(line) if line.startswith("{") else {}
+            if doc.get("msg") == "request":
+                out.append((doc.get("route"), doc.get("outcome")))
+        return sorted(out)
+    want = [("gql", "pass"), ("rpc:transfer", "owner"), ("rpc:transfer", "replay")]
+    assert helpers.poll(lambda: lines() == want) or lines() == want, lines()
 
 
 def test_configuration_errors_name_their_line(binary, tmp_path):

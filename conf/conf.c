@@ -708,6 +708,7 @@ static void conf_route_clear(struct route *r)
 	free(r->key_from_name);
 	conf_free_names(r->fp_headers, r->nfp_headers);
 	free(r->forward_key_header);
+	free(r->operation_path);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -1066,6 +1067,40 @@ static int conf_set_key_from(struct conf_parser *p, struct route *r, int argc, c
 	return conf_set_str(p, &r->key_from_name, argv[1]);
 }
 
+/*
+ * operation_from json PATH | jsonrpc [PATH] | graphql: the scope's operation
+ * is the route's name, ":" and the string at PATH of the JSON body (jsonrpc:
+ * "method" unless PATH is given), or the GraphQL mutation's name. PATH is a
+ * dot path as key_from json and fingerprint json take.
+ */
+static int conf_set_operation_from(struct conf_parser *p, struct route *r, int argc, char **argv)
+{
+	const char *path = argc > 1 ? argv[1] : NULL;
+
+	if (strcmp(argv[0], "graphql") == 0) {
+		if (path)
+			return conf_error(p, "\"operation_from graphql\" takes no path");
+		r->operation_from = OPFROM_GRAPHQL;
+		return 0;
+	}
+	if (strcmp(argv[0], "json") == 0) {
+		if (!path)
+			return conf_error(p, "\"operation_from json\" needs a JSON path (e.g. "
+					     "action or params.name)");
+		r->operation_from = OPFROM_JSON;
+	} else if (strcmp(argv[0], "jsonrpc") == 0) {
+		r->operation_from = OPFROM_JSONRPC;
+		if (!path)
+			path = "method";
+	} else {
+		return conf_error(p, "\"operation_from\" takes json PATH, jsonrpc [PATH] or "
+				     "graphql");
+	}
+	if (!*path || path[0] == '.' || path[strlen(path) - 1] == '.' || strstr(path, ".."))
+		return conf_error(p, "invalid JSON path \"%s\" (names separated by \".\")", path);
+	return conf_set_str(p, &r->operation_path, path);
+}
+
 /* fingerprint_headers NAME...: request headers whose values join the fingerprint. */
 static int conf_set_fp_headers(struct conf_parser *p, struct route *r, int argc, char **argv)
 {
@@ -1287,6 +1322,7 @@ const struct conf_directive conf_directives[] = {
     CONF_ENUM_ROW("recovery", CONF_BOTH, ROUTE(recovery), "hold", conf_recovery_modes, NULL, 0),
     CONF_ENUM_ROW("match_case", CONF_BOTH, ROUTE(match_case), "insensitive", conf_match_cases, NULL, 0),
     CONF_ROW("key_from", CONF_BOTH, 2, 2, CT_CUSTOM, 0, conf_set_key_from, NULL, 0),
+    CONF_ROW("operation_from", CONF_ROUTE, 1, 2, CT_CUSTOM, 0, conf_set_operation_from, NULL, 0),
     CONF_ROW("fingerprint_headers", CONF_BOTH, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_fp_headers, NULL, 0),
     CONF_ENUM_ROW("errors", CONF_BOTH, ROUTE(errors), "problem", conf_errors_modes, NULL, 0),
     CONF_ROW("contract_url", CONF_TOP, 1, 1, CT_STRING, TOP(contract_url), conf_set_contract_url, NULL, 0),

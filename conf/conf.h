@@ -105,6 +105,16 @@ enum forward_key_mode {
 	FORWARD_KEY_RAW,    /* the client's key as sent */
 };
 
+/* operation_from: what names a request's operation in its scope. */
+enum operation_from {
+	OPFROM_UNSET = 0,   /* the route's name alone */
+	OPFROM_JSON,        /* the route's name, ":", the string at a dot path of the JSON body */
+	OPFROM_JSONRPC,     /* as OPFROM_JSON (path "method" by default), and the body's "id" is
+			     * the call's: not fingerprinted, a replay carries the retry's */
+	OPFROM_GRAPHQL,     /* mutations: the route's name, ":", the operation's name;
+			     * queries and subscriptions pass through */
+};
+
 enum in_progress_mode {
 	IN_PROGRESS_UNSET = 0,
 	IN_PROGRESS_REJECT,
@@ -189,6 +199,8 @@ struct route {
 	int actor_max_owners;          /* an actor's owners in flight; -1: off, 0: unset */
 	enum forward_key_mode forward_key;
 	char *forward_key_header;      /* FORWARD_KEY_SCOPED/RAW: the header set upstream */
+	enum operation_from operation_from;
+	char *operation_path;          /* OPFROM_JSON, OPFROM_JSONRPC: the dot path */
 };
 
 /* An address block of trusted_proxies: family AF_INET or AF_INET6, the first bits of addr. */

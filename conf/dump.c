@@ -540,6 +540,22 @@ static int dump_forward_key(struct dump *d, const struct route *rt)
 	return 0;
 }
 
+static int dump_operation_from(struct dump *d, const struct route *rt)
+{
+	switch (rt->operation_from) {
+	case OPFROM_JSON:
+	case OPFROM_JSONRPC:
+		dump_str(d, rt->operation_from == OPFROM_JSON ? " json" : " jsonrpc");
+		dump_arg(d, rt->operation_path);
+		return 0;
+	case OPFROM_GRAPHQL:
+		dump_str(d, " graphql");
+		return 0;
+	default:
+		return -1;
+	}
+}
+
 /* A row written by a function of its own: 0, or -1 when it has no value. */
 struct dump_writer {
 	const char *name;
@@ -558,6 +574,7 @@ static const struct dump_writer dump_custom[] = {
     {"fingerprint_headers", dump_fp_headers},
     {"in_progress", dump_in_progress},
     {"key_from", dump_key_from},
+    {"operation_from", dump_operation_from},
     {"grpc", dump_grpc},
     {"max_owners", dump_max_owners},
     {"actor_max_owners", dump_actor_max_owners},

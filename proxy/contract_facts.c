@@ -15,6 +15,7 @@
 #include "http/grpc.h"
 #include "proxy/idemkey.h"
 #include "proxy/keysource.h"
+#include "proxy/opname.h"
 #include "proxy/respond.h"
 
 #define CONTRACT_DUR_MAX 32
@@ -33,6 +34,7 @@ static const char *const contract_fact_labels[FACT_COUNT] = {
     [FACT_GRPC] = "gRPC methods",
     [FACT_LIMITS] = "Requests in flight",
     [FACT_FORWARD_KEY] = "Key sent to the API",
+    [FACT_OPERATION] = "Operation",
 };
 
 /* The problems an intercepted request may get: the key's, the actor's, the
@@ -509,6 +511,39 @@ static void fact_forward_key(FILE *f, const struct conf *conf, const struct rout
 	fputs("; a client's own header of that name never reaches it", f);
 }
 
+/* How operation_from names a request's scope; nothing without it. */
+static void fact_operation(FILE *f, const struct conf *conf, const struct route *r)
+{
+	if (r->operation_from == OPFROM_GRAPHQL) {
+		fputs("a GraphQL request (JSON `{\"query\", \"operationName\"}`, or the document "
+		      "with Content-Type `application/graphql`): only a mutation is recorded; its "
+		      "scope's operation is ",
+		      f);
+		contract_code(f, r->operation);
+		fputs(" followed by `:` and the mutation's name (an anonymous mutation: its first "
+		      "field's), so two mutations sent with one key are two requests; queries and "
+		      "subscriptions pass through unrecorded, whatever their key. A document that "
+		      "cannot be read, has several operations and no `operationName` naming one, "
+		      "or a batch holding a mutation gets 400 `bad-request`",
+		      f);
+		return;
+	}
+	if (r->operation_from != OPFROM_JSON && r->operation_from != OPFROM_JSONRPC)
+		return;
+	fputs("the scope's operation is ", f);
+	contract_code(f, r->operation);
+	fputs(" followed by `:` and the string at ", f);
+	contract_code(f, r->operation_path);
+	fprintf(f,
+		" in the JSON body (1 to %d bytes, no control characters), so two operations "
+		"sent with one key are two requests; a body without it gets 400 `bad-request`",
+		OPNAME_VALUE_MAX);
+	if (r->operation_from == OPFROM_JSONRPC)
+		fputs(". A JSON-RPC call's top-level `id` names the call, not the request: it is "
+		      "not part of the fingerprint, and a replay carries the retry's own `id`",
+		      f);
+}
+
 static void (*const contract_fact_writers[FACT_COUNT])(FILE *, const struct conf *,
 						       const struct route *) = {
     [FACT_KEY] = fact_key,
@@ -524,6 +559,7 @@ static void (*const contract_fact_writers[FACT_COUNT])(FILE *, const struct conf
     [FACT_GRPC] = fact_grpc,
     [FACT_LIMITS] = fact_limits,
     [FACT_FORWARD_KEY] = fact_forward_key,
+    [FACT_OPERATION] = fact_operation,
 };
 
 /* 1 when conf can answer kind at all: key-unavailable only with body_encryption. */

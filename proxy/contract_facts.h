@@ -48,6 +48,7 @@ enum contract_fact {
 	FACT_GRPC, /* "" for a route with no gRPC method path: not shown */
 	FACT_LIMITS,	  /* max_owners, actor_max_owners; "" when none: not shown */
 	FACT_FORWARD_KEY, /* forward_key; "" when off: not shown */
+	FACT_OPERATION, /* "" for a route without operation_from: not shown */
 	FACT_COUNT
 };
 

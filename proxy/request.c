@@ -43,6 +43,7 @@
 #include "proxy/log.h"
 #include "proxy/lookup.h"
 #include "proxy/keysource.h"
+#include "proxy/opname.h"
 #include "proxy/outcome.h"
 #include "proxy/pace.h"
 #include "proxy/record.h"
@@ -159,6 +160,7 @@ struct request {
 	char key[IDEMKEY_MAX + 1];
 	size_t key_len;
 	char *actor;
+	char *operation;            /* its scope's, when operation_from names it; NULL: the route's */
 	struct record_stored stored; /* the owner's record as the store writes it */
 	struct scope scope;
 	unsigned char fp[FINGERPRINT_LEN];
@@ -326,6 +328,35 @@ static enum keysource_result request_key(struct request *req)
 	return res;
 }
 
+/*
+ * The scope's operation as the route's operation_from names it, into
+ * req->operation: 0. Or -1: req was forwarded (a GraphQL query or
+ * subscription) or refused.
+ */
+static int request_operation(struct request *req, const unsigned char *body, size_t len)
+{
+	char detail[256];
+
+	switch (opname_of_request(req->route, req->msg, body, len, &req->operation, detail,
+				  sizeof(detail))) {
+	case OPNAME_SCOPED:
+		if (req->operation) /* its log lines name the scope's operation */
+			req->tag.route = req->operation;
+		return 0;
+	case OPNAME_PASS:
+		req->role = ROLE_PASS;
+		request_forward(req, 0);
+		return -1;
+	case OPNAME_BAD:
+		request_reject(req, PROBLEM_BAD_REQUEST, detail);
+		return -1;
+	default:
+		log_error(&req->tag, "out of memory");
+		request_reject(req, PROBLEM_STORE_UNAVAILABLE, "the request could not be processed");
+		return -1;
+	}
+}
+
 /* A matched unsafe request: key, actor and fingerprint, then the record. */
 static void request_intercept(struct request *req)
 {
@@ -336,6 +367,7 @@ static void request_intercept(struct request *req)
 	const char *why = NULL;
 	char detail[128];
 	size_t len = evbuffer_get_length(m->body);
+	const unsigned char *body = len ? evbuffer_pullup(m->body, -1) : NULL;
 	long messages;
 
 	/* A call is recorded whole: one request message (unary or
@@ -353,6 +385,10 @@ static void request_intercept(struct request *req)
 						: "a call sends one request message; this one sent none");
 		return;
 	}
+	/* A GraphQL query or subscription passes, whatever its key; the
+	 * operation a JSON body names is looked for once the key is there. */
+	if (r->operation_from == OPFROM_GRAPHQL && request_operation(req, body, len) < 0)
+		return;
 	switch (request_key(req)) {
 	case KEYSOURCE_FOUND:
 		break;
@@ -363,6 +399,9 @@ static void request_intercept(struct request *req)
 	}
 	req->tag.key = req->key;
 	req->tag.key_len = req->key_len;
+	if ((r->operation_from == OPFROM_JSON || r->operation_from == OPFROM_JSONRPC) &&
+	    request_operation(req, body, len) < 0)
+		return;
 
 	res = actor_from_request(req->ctx->actor, req->gen, r, m, &req->actor, &why);
 	if (res == ACTOR_NOMEM)
@@ -374,11 +413,11 @@ static void request_intercept(struct request *req)
 		return;
 	}
 
-	if (fingerprint_of_request(r, m, len ? evbuffer_pullup(m->body, -1) : NULL, len,
-				   req->fp) < 0)
+	if (fingerprint_of_request(r, m, body, len, req->fp) < 0)
 		goto fail;
 
-	req->scope = (struct scope){req->actor, r->operation, req->key};
+	req->scope = (struct scope){req->actor, req->operation ? req->operation : r->operation,
+				    req->key};
 	/* Completed records never change until they expire: a cached one
 	 * answers a retry, or a conflicting one, with no round trip. */
 	cached = cache_get(req->ctx->cache, &req->scope, clock_now_us());
@@ -567,6 +606,31 @@ static enum record_read request_read_stored(struct request *req, const struct re
 	return r;
 }
 
+/* Send rec as req's replay: a JSON-RPC call's with req's own id (opname_replay_body). */
+static void request_replay(struct request *req, const struct record *rec)
+{
+	struct record with;
+	unsigned char *body;
+	size_t len;
+	int rc = opname_replay_body(req->route, req->msg, rec, &body, &len);
+
+	if (rc < 0) {
+		log_error(&req->tag, "out of memory");
+		request_answer_problem(req, OUT_STORE_DOWN, PROBLEM_STORE_UNAVAILABLE,
+				       "the replay could not be made; retry");
+		return;
+	}
+	if (rc > 0) {
+		with = *rec;
+		with.body = body;
+		with.body_len = len;
+		rec = &with;
+	}
+	req->status = replay_send(req->conn, rec, respond_flags(req->msg));
+	req->conn = NULL;
+	free(body);
+}
+
 /*
  * Another request holds the scope; rec is its record, from the replay
  * cache (cached: judged when it was read or written) or from the store. A
@@ -602,8 +666,7 @@ static void request_existing(struct request *req, const struct record *rec, int 
 		snprintf(req->owner.trace_id, sizeof(req->owner.trace_id), "%s",
 			 rec->trace_id ? rec->trace_id : "");
 		STATS_ADD(req->ctx->stats->replays[cached], 1);
-		req->status = replay_send(req->conn, rec, respond_flags(req->msg));
-		req->conn = NULL;
+		request_replay(req, rec);
 	} else if (rec->state == RECORD_UNKNOWN || rec->lease_expired) {
 		request_answer_problem(req, OUT_UNKNOWN, PROBLEM_OUTCOME_UNKNOWN,
 				       "the outcome of the first request with this key is unknown");
@@ -983,6 +1046,7 @@ static void request_free(struct request *req)
 	evfree_event(&req->retry_timer);
 	http_msg_free(req->msg);
 	free(req->actor);
+	free(req->operation);
 	conf_gens_drop(ctx->gens, req->gen);
 	evalloc_free(req);
 }

@@ -23,6 +23,8 @@ Each request chooses its own response with headers:
                  truncate   Content-Length 100 with 10 bytes, then close
                  silent     read the request, answer nothing (30 s at most)
                  big:N      a body of N bytes
+                 jsonrpc    a JSON-RPC 2.0 answer to the body's call: its id,
+                            and a result naming the effect's n and method
                  chunked    answer with Transfer-Encoding: chunked
                  trailers   the same, with the trailer fields
                             "X-Trailer-A: one" and "X-Trailer-B: two"
@@ -343,6 +345,14 @@ class Handler(BaseHTTPRequestHandler):
             size = int(action[4:])
             payload = (BIG_PATTERN * (size // len(BIG_PATTERN) + 1))[:size]
             ctype = "application/octet-stream"
+        elif action == "jsonrpc":
+            # A JSON-RPC answer: the call's own id, the effect's number.
+            try:
+                call = json.loads(body)
+            except ValueError:
+                call = {}
+            payload = json.dumps({"jsonrpc": "2.0", "id": call.get("id"),
+                                  "result": {"n": n, "method": call.get("method")}}).encode()
         elif "X-Test-Body" in h:
             payload = h["X-Test-Body"].encode("utf-8", "surrogateescape")
             ctype = "text/plain"

@@ -1045,6 +1045,49 @@ static void test_unreachable_routes(void)
 	conf_free(c);
 }
 
+/* operation_from json PATH | jsonrpc [PATH] | graphql, in a route only, each error at its line. */
+static void test_operation_from(void)
+{
+	struct conf *c = parse(UPSTREAM "actor anonymous\n"
+				       "route g {\n    match POST /g\n    operation_from graphql\n}\n"
+				       "route r {\n    match POST /r\n    operation_from jsonrpc\n}\n"
+				       "route m {\n    match POST /m\n"
+				       "    operation_from jsonrpc params.name\n}\n"
+				       "route j {\n    match POST /j\n    operation_from json a.b\n}\n"
+				       "route p {\n    match POST /p\n}\n");
+
+	CHECK(c != NULL);
+	if (c) {
+		CHECK(c->nroutes == 5);
+		CHECK(c->routes[0].operation_from == OPFROM_GRAPHQL && !c->routes[0].operation_path);
+		CHECK(c->routes[1].operation_from == OPFROM_JSONRPC);
+		CHECK_STR(c->routes[1].operation_path, "method");
+		CHECK(c->routes[2].operation_from == OPFROM_JSONRPC);
+		CHECK_STR(c->routes[2].operation_path, "params.name");
+		CHECK(c->routes[3].operation_from == OPFROM_JSON);
+		CHECK_STR(c->routes[3].operation_path, "a.b");
+		CHECK(c->routes[4].operation_from == OPFROM_UNSET && !c->routes[4].operation_path);
+		conf_free(c);
+	}
+	BAD(UPSTREAM "operation_from graphql\n",
+	    "t.conf:2: \"operation_from\" is only allowed inside a route block");
+	BAD(UPSTREAM "route x {\nmatch POST /x\noperation_from\n}\n",
+	    "t.conf:4: \"operation_from\" needs 1 to 2 arguments");
+	BAD(UPSTREAM "route x {\nmatch POST /x\noperation_from xml a\n}\n",
+	    "t.conf:4: \"operation_from\" takes json PATH, jsonrpc [PATH] or graphql");
+	BAD(UPSTREAM "route x {\nmatch POST /x\noperation_from json\n}\n",
+	    "t.conf:4: \"operation_from json\" needs a JSON path (e.g. action or params.name)");
+	BAD(UPSTREAM "route x {\nmatch POST /x\noperation_from graphql query\n}\n",
+	    "t.conf:4: \"operation_from graphql\" takes no path");
+	BAD(UPSTREAM "route x {\nmatch POST /x\noperation_from jsonrpc .method\n}\n",
+	    "t.conf:4: invalid JSON path \".method\" (names separated by \".\")");
+	BAD(UPSTREAM "route x {\nmatch POST /x\noperation_from json a..b\n}\n",
+	    "t.conf:4: invalid JSON path \"a..b\" (names separated by \".\")");
+	BAD(UPSTREAM "route x {\nmatch POST /x\noperation_from graphql\n"
+		     "operation_from json a\n}\n",
+	    "t.conf:5: duplicate directive \"operation_from\" (first set at line 4)");
+}
+
 int main(void)
 {
 	test_durations();
@@ -1064,5 +1107,6 @@ int main(void)
 	test_load();
 	test_restart_only();
 	test_unreachable_routes();
+	test_operation_from();
 	UNIT_DONE("conf");
 }

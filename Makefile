@@ -46,7 +46,8 @@ FUZZERS      := build/fuzz/fuzz_http build/fuzz/fuzz_fingerprint build/fuzz/fuzz
                 build/fuzz/fuzz_jwt build/fuzz/fuzz_seal build/fuzz/fuzz_keysource \
                 build/fuzz/fuzz_store_dns build/fuzz/fuzz_procstat build/fuzz/fuzz_ui \
                 build/fuzz/fuzz_log build/fuzz/fuzz_trace build/fuzz/fuzz_h2up \
-                build/fuzz/fuzz_h2 build/fuzz/fuzz_grpc
+                build/fuzz/fuzz_h2 build/fuzz/fuzz_grpc build/fuzz/fuzz_graphql \
+                build/fuzz/fuzz_jsonrpc
 
 # Each fuzz target's sources (one list: what it is built from and what
 # rebuilds it; the headers they include come from clang's -MMD) and libraries.
@@ -54,7 +55,8 @@ CONF_SRC          := conf/conf.c conf/route.c conf/dump.c http/header.c http/pat
 FUZZ_SRC_fuzz_http := tests/fuzz/fuzz_http.c proxy/http.c http/header.c http/path.c \
                       proxy/upgrade.c proxy/base64.c proxy/digest.c
 FUZZ_LIB_fuzz_http := -levent -lcrypto
-FUZZ_SRC_fuzz_fingerprint := tests/fuzz/fuzz_fingerprint.c proxy/fingerprint.c proxy/digest.c
+FUZZ_SRC_fuzz_fingerprint := tests/fuzz/fuzz_fingerprint.c proxy/fingerprint.c proxy/digest.c \
+                             http/jsonrpc.c http/path.c
 FUZZ_LIB_fuzz_fingerprint := -lyajl -lcrypto
 FUZZ_SRC_fuzz_conf := tests/fuzz/fuzz_conf.c proxy/lookup.c $(CONF_SRC)
 FUZZ_LIB_fuzz_conf := -lpq
@@ -90,6 +92,8 @@ FUZZ_SRC_fuzz_h2 := tests/fuzz/fuzz_h2.c proxy/h2.c proxy/http.c http/header.c h
                     proxy/upgrade.c proxy/base64.c proxy/digest.c proxy/log.c proxy/utf8.c
 FUZZ_LIB_fuzz_h2 := -levent -lnghttp2 -lcrypto -lyajl
 FUZZ_SRC_fuzz_grpc := tests/fuzz/fuzz_grpc.c http/grpc.c
+FUZZ_SRC_fuzz_graphql := tests/fuzz/fuzz_graphql.c http/graphql.c http/path.c
+FUZZ_SRC_fuzz_jsonrpc := tests/fuzz/fuzz_jsonrpc.c http/jsonrpc.c http/path.c
 
 .PHONY: all deps run test unit integration sanitize clean format bench check-conf-doc check-modules check-docs lint fuzz chaos ha citus image image-test
 
@@ -162,13 +166,14 @@ ha:
 # idemproxy on Citus: Citus built from the source tree CITUS_SRC (e.g. a
 # checkout of v13.2.2) and installed into PostgreSQL 15, a coordinator and
 # two workers on loopback, the records distributed by idem_key, the store
-# integration tests against the coordinator, then a chaos run that kills
-# and restarts a worker and restarts the coordinator (tests/citus/run.sh).
+# integration tests against the coordinator, a chaos run that kills and
+# restarts a worker and restarts the coordinator, then the benchmark against
+# one plain PostgreSQL (tests/citus/run.sh, tests/citus/bench.sh).
 citus:
 	@if [ -z "$(CITUS_SRC)" ]; then \
 		echo "make citus: set CITUS_SRC to a Citus source tree (e.g. CITUS_SRC=~/citus, v13.2.2)" >&2; \
 		exit 2; fi
-	@sh scripts/deps.sh test citus
+	@sh scripts/deps.sh test citus bench
 	@$(MAKE) --no-print-directory all
 	@bash tests/citus/run.sh "$(CITUS_SRC)"
 

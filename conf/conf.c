@@ -32,7 +32,7 @@
 #include "http/header.h"
 
 #define CONF_FILE_MAX		  (1024 * 1024)
-#define CONF_DIRECTIVES_MAX	  64
+#define CONF_DIRECTIVES_MAX	  96
 #define CONF_ARGS_ANY		  (-1)
 #define CONF_OPERATION_MAX	  128
 #define CONF_PROTOCOL_MAX	  64 /* an Upgrade protocol's name */
@@ -503,6 +503,69 @@ static int conf_set_max_connections(struct conf_parser *p, struct route *r, int 
 	return 0;
 }
 
+/* "off" or 0, or a count from 1 to max, into *out (off: 0). */
+static int conf_owners_arg(const char *arg, int max, int *out)
+{
+	if (strcmp(arg, "off") == 0) {
+		*out = 0;
+		return 0;
+	}
+	return conf_parse_int(arg, 0, max, out);
+}
+
+static int conf_set_max_owners(struct conf_parser *p, struct route *r, int argc, char **argv)
+{
+	if (conf_owners_arg(argv[0], CONF_CONNECTIONS_MAX, &p->conf->max_owners))
+		return conf_error(p, "invalid max_owners \"%s\" (off, or 0-%d; 0 is off)", argv[0],
+				  CONF_CONNECTIONS_MAX);
+	return 0;
+}
+
+/* actor_max_owners off|N: kept as -1 for off, so that a route's off wins over the top's N. */
+static int conf_set_actor_max_owners(struct conf_parser *p, struct route *r, int argc,
+				     char **argv)
+{
+	int n;
+
+	if (conf_owners_arg(argv[0], CONF_CONNECTIONS_MAX, &n))
+		return conf_error(p, "invalid actor_max_owners \"%s\" (off, or 0-%d; 0 is off)",
+				  argv[0], CONF_CONNECTIONS_MAX);
+	r->actor_max_owners = n ? n : -1;
+	return 0;
+}
+
+/* 1 for a header idemproxy itself writes or drops on the way upstream: Host,
+ * the hop-by-hop ones, the rebuilt ones (framing, forwarding) and its markers. */
+static int conf_header_reserved(const char *name)
+{
+	return strcasecmp(name, "Host") == 0 ||
+	       (header_flags(name, strlen(name)) & (HEADER_HOP | HEADER_MARKER | HEADER_REBUILT));
+}
+
+/* forward_key off | HEADER [scoped|raw]. */
+static int conf_set_forward_key(struct conf_parser *p, struct route *r, int argc, char **argv)
+{
+	if (strcmp(argv[0], "off") == 0) {
+		if (argc != 1)
+			return conf_error(p, "\"forward_key off\" takes no arguments");
+		r->forward_key = FORWARD_KEY_OFF;
+		return conf_set_str(p, &r->forward_key_header, NULL);
+	}
+	if (!conf_is_token(argv[0]))
+		return conf_error(p, "invalid header name \"%s\"", argv[0]);
+	if (conf_header_reserved(argv[0]))
+		return conf_error(p, "forward_key cannot set \"%s\": idemproxy writes that header "
+				     "itself",
+				  argv[0]);
+	if (argc == 1 || strcmp(argv[1], "scoped") == 0)
+		r->forward_key = FORWARD_KEY_SCOPED;
+	else if (strcmp(argv[1], "raw") == 0)
+		r->forward_key = FORWARD_KEY_RAW;
+	else
+		return conf_error(p, "invalid forward_key mode \"%s\" (scoped or raw)", argv[1]);
+	return conf_set_str(p, &r->forward_key_header, argv[0]);
+}
+
 static int conf_set_h2_streams(struct conf_parser *p, struct route *r, int argc, char **argv)
 {
 	if (conf_parse_int(argv[0], 1, CONF_H2_STREAMS_MAX, &p->conf->http2_max_concurrent_streams))
@@ -645,6 +708,8 @@ static void conf_route_clear(struct route *r)
 	conf_free_names(r->store_headers, r->nstore_headers);
 	free(r->key_from_name);
 	conf_free_names(r->fp_headers, r->nfp_headers);
+	free(r->forward_key_header);
+	free(r->operation_path);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -1003,6 +1068,40 @@ static int conf_set_key_from(struct conf_parser *p, struct route *r, int argc, c
 	return conf_set_str(p, &r->key_from_name, argv[1]);
 }
 
+/*
+ * operation_from json PATH | jsonrpc [PATH] | graphql: the scope's operation
+ * is the route's name, ":" and the string at PATH of the JSON body (jsonrpc:
+ * "method" unless PATH is given), or the GraphQL mutation's name. PATH is a
+ * dot path as key_from json and fingerprint json take.
+ */
+static int conf_set_operation_from(struct conf_parser *p, struct route *r, int argc, char **argv)
+{
+	const char *path = argc > 1 ? argv[1] : NULL;
+
+	if (strcmp(argv[0], "graphql") == 0) {
+		if (path)
+			return conf_error(p, "\"operation_from graphql\" takes no path");
+		r->operation_from = OPFROM_GRAPHQL;
+		return 0;
+	}
+	if (strcmp(argv[0], "json") == 0) {
+		if (!path)
+			return conf_error(p, "\"operation_from json\" needs a JSON path (e.g. "
+					     "action or params.name)");
+		r->operation_from = OPFROM_JSON;
+	} else if (strcmp(argv[0], "jsonrpc") == 0) {
+		r->operation_from = OPFROM_JSONRPC;
+		if (!path)
+			path = "method";
+	} else {
+		return conf_error(p, "\"operation_from\" takes json PATH, jsonrpc [PATH] or "
+				     "graphql");
+	}
+	if (!*path || path[0] == '.' || path[strlen(path) - 1] == '.' || strstr(path, ".."))
+		return conf_error(p, "invalid JSON path \"%s\" (names separated by \".\")", path);
+	return conf_set_str(p, &r->operation_path, path);
+}
+
 /* fingerprint_headers NAME...: request headers whose values join the fingerprint. */
 static int conf_set_fp_headers(struct conf_parser *p, struct route *r, int argc, char **argv)
 {
@@ -1230,6 +1329,7 @@ const struct conf_directive conf_directives[] = {
     CONF_ROW("tunnel_timeout", CONF_TOP, 1, 1, CT_DURATION, TOP(tunnel_timeout_ms), NULL, "1h", 0),
     CONF_ROW("tunnel_upgrades", CONF_TOP, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_tunnel_upgrades, "websocket", 0),
     CONF_ROW("max_connections", CONF_TOP, 1, 1, CT_INT, TOP(max_connections), conf_set_max_connections, "8000", 0),
+    CONF_ROW("max_owners", CONF_TOP, 1, 1, CT_INT, TOP(max_owners), conf_set_max_owners, "off", 0),
     CONF_ROW("trusted_proxies", CONF_TOP, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_trusted_proxies, NULL, 0),
     CONF_ENUM_ROW("underscores_in_headers", CONF_TOP, TOP(underscores_in_headers), "off", conf_on_off, NULL, 0),
     CONF_ENUM_ROW("http2", CONF_TOP, TOP(http2), "on", conf_on_off, NULL, 0),
@@ -1250,10 +1350,13 @@ const struct conf_directive conf_directives[] = {
     CONF_ROW("grpc", CONF_BOTH, 2, 2, CT_CUSTOM, 0, conf_set_grpc, "streaming record", 0),
     CONF_ROW("store_headers", CONF_BOTH, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_store_headers, NULL, 0),
     CONF_ROW("in_progress", CONF_BOTH, 1, 2, CT_CUSTOM, 0, conf_set_in_progress, "reject", 0),
+    CONF_ROW("actor_max_owners", CONF_BOTH, 1, 1, CT_CUSTOM, 0, conf_set_actor_max_owners, "off", 0),
+    CONF_ROW("forward_key", CONF_BOTH, 1, 2, CT_CUSTOM, 0, conf_set_forward_key, "off", 0),
     CONF_ROW("expired_keys", CONF_BOTH, 1, 2, CT_CUSTOM, 0, conf_set_expired_keys, "run", 0),
     CONF_ENUM_ROW("recovery", CONF_BOTH, ROUTE(recovery), "hold", conf_recovery_modes, NULL, 0),
     CONF_ENUM_ROW("match_case", CONF_BOTH, ROUTE(match_case), "insensitive", conf_match_cases, NULL, 0),
     CONF_ROW("key_from", CONF_BOTH, 2, 2, CT_CUSTOM, 0, conf_set_key_from, NULL, 0),
+    CONF_ROW("operation_from", CONF_ROUTE, 1, 2, CT_CUSTOM, 0, conf_set_operation_from, NULL, 0),
     CONF_ROW("fingerprint_headers", CONF_BOTH, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_fp_headers, NULL, 0),
     CONF_ENUM_ROW("errors", CONF_BOTH, ROUTE(errors), "problem", conf_errors_modes, NULL, 0),
     CONF_ROW("contract_url", CONF_TOP, 1, 1, CT_STRING, TOP(contract_url), conf_set_contract_url, NULL, 0),
@@ -1590,6 +1693,13 @@ static int conf_route_inherit(struct conf_parser *p, struct route *dst, const st
 		dst->match_case = src->match_case;
 	if (!dst->errors)
 		dst->errors = src->errors;
+	if (!dst->actor_max_owners)
+		dst->actor_max_owners = src->actor_max_owners;
+	if (!dst->forward_key && src->forward_key) {
+		dst->forward_key = src->forward_key;
+		if (conf_set_str(p, &dst->forward_key_header, src->forward_key_header))
+			return -1;
+	}
 	if (!dst->key_from && src->key_from) {
 		dst->key_from = src->key_from;
 		if (conf_set_str(p, &dst->key_from_name, src->key_from_name))

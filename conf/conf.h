@@ -97,6 +97,24 @@ enum grpc_streaming_mode {
 	GRPC_STREAMING_PASS,   /* every gRPC call passes through unenforced */
 };
 
+/* What an owner's request tells the upstream of its key (forward_key). */
+enum forward_key_mode {
+	FORWARD_KEY_UNSET = 0,
+	FORWARD_KEY_OFF,
+	FORWARD_KEY_SCOPED, /* a digest of actor, operation and key */
+	FORWARD_KEY_RAW,    /* the client's key as sent */
+};
+
+/* operation_from: what names a request's operation in its scope. */
+enum operation_from {
+	OPFROM_UNSET = 0,   /* the route's name alone */
+	OPFROM_JSON,        /* the route's name, ":", the string at a dot path of the JSON body */
+	OPFROM_JSONRPC,     /* as OPFROM_JSON (path "method" by default), and the body's "id" is
+			     * the call's: not fingerprinted, a replay carries the retry's */
+	OPFROM_GRAPHQL,     /* mutations: the route's name, ":", the operation's name;
+			     * queries and subscriptions pass through */
+};
+
 enum in_progress_mode {
 	IN_PROGRESS_UNSET = 0,
 	IN_PROGRESS_REJECT,
@@ -187,6 +205,11 @@ struct route {
 	struct status_set grpc_release_on; /* gRPC codes 0..16, as status_set bits */
 	struct status_set grpc_unknown_on;
 	enum grpc_streaming_mode grpc_streaming;
+	int actor_max_owners;          /* an actor's owners in flight; -1: off, 0: unset */
+	enum forward_key_mode forward_key;
+	char *forward_key_header;      /* FORWARD_KEY_SCOPED/RAW: the header set upstream */
+	enum operation_from operation_from;
+	char *operation_path;          /* OPFROM_JSON, OPFROM_JSONRPC: the dot path */
 };
 
 /* An address block of trusted_proxies: family AF_INET or AF_INET6, the first bits of addr. */
@@ -262,6 +285,7 @@ struct conf {
 	char *contract_url;            /* NULL: no Link header on problems */
 
 	int max_connections;           /* client connections, all workers together */
+	int max_owners;                /* owners in flight, all workers together; 0: off */
 	struct conf_cidr *trusted_proxies; /* peers whose forwarding headers are kept */
 	int ntrusted_proxies;
 	int underscores_in_headers;    /* header names holding '_' go upstream */

@@ -525,6 +525,54 @@ static int dump_key_from(struct dump *d, const struct route *rt)
 	return 0;
 }
 
+/* A count of owners, or off for none. */
+static void dump_owners(struct dump *d, int n)
+{
+	if (n > 0)
+		dump_printf(d, " %d", n);
+	else
+		dump_str(d, " off");
+}
+
+static int dump_max_owners(struct dump *d, const struct route *rt)
+{
+	dump_owners(d, d->conf->max_owners);
+	return 0;
+}
+
+static int dump_actor_max_owners(struct dump *d, const struct route *rt)
+{
+	dump_owners(d, rt->actor_max_owners);
+	return 0;
+}
+
+static int dump_forward_key(struct dump *d, const struct route *rt)
+{
+	if (rt->forward_key != FORWARD_KEY_SCOPED && rt->forward_key != FORWARD_KEY_RAW) {
+		dump_str(d, " off");
+		return 0;
+	}
+	dump_arg(d, rt->forward_key_header);
+	dump_str(d, rt->forward_key == FORWARD_KEY_RAW ? " raw" : " scoped");
+	return 0;
+}
+
+static int dump_operation_from(struct dump *d, const struct route *rt)
+{
+	switch (rt->operation_from) {
+	case OPFROM_JSON:
+	case OPFROM_JSONRPC:
+		dump_str(d, rt->operation_from == OPFROM_JSON ? " json" : " jsonrpc");
+		dump_arg(d, rt->operation_path);
+		return 0;
+	case OPFROM_GRAPHQL:
+		dump_str(d, " graphql");
+		return 0;
+	default:
+		return -1;
+	}
+}
+
 /* A row written by a function of its own: 0, or -1 when it has no value. */
 struct dump_writer {
 	const char *name;
@@ -545,7 +593,11 @@ static const struct dump_writer dump_custom[] = {
     {"expired_keys", dump_expired_keys},
     {"actor_max_records", dump_actor_max_records},
     {"key_from", dump_key_from},
+    {"operation_from", dump_operation_from},
     {"grpc", dump_grpc},
+    {"max_owners", dump_max_owners},
+    {"actor_max_owners", dump_actor_max_owners},
+    {"forward_key", dump_forward_key},
 };
 
 /* Row r (of route rt, NULL: top level) on a line of its own, indented in a route. */

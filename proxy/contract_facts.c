@@ -15,6 +15,7 @@
 #include "http/grpc.h"
 #include "proxy/idemkey.h"
 #include "proxy/keysource.h"
+#include "proxy/opname.h"
 #include "proxy/respond.h"
 
 #define CONTRACT_DUR_MAX 32
@@ -31,6 +32,9 @@ static const char *const contract_fact_labels[FACT_COUNT] = {
     [FACT_UPSTREAM] = "API statuses",
     [FACT_ERRORS] = "Errors",
     [FACT_GRPC] = "gRPC methods",
+    [FACT_LIMITS] = "Requests in flight",
+    [FACT_FORWARD_KEY] = "Key sent to the API",
+    [FACT_OPERATION] = "Operation",
 };
 
 /* The problems an intercepted request may get: the key's, the actor's, the
@@ -42,6 +46,7 @@ static const enum problem_kind contract_kinds[] = {
     PROBLEM_ACTOR_INVALID,
     PROBLEM_ACTOR_QUOTA,
     PROBLEM_TOO_LARGE,
+    PROBLEM_TOO_MANY_REQUESTS,
     PROBLEM_CONFLICT,
     PROBLEM_KEY_EXPIRED,
     PROBLEM_IN_PROGRESS,
@@ -469,9 +474,83 @@ static void fact_grpc(FILE *f, const struct conf *conf, const struct route *r)
 	      "fault `UNAUTHENTICATED`, a conflict or an unknown outcome "
 	      "`FAILED_PRECONDITION`, a request in progress `ABORTED` with "
 	      "`grpc-retry-pushback-ms`, an unavailable store or API `UNAVAILABLE`, a timeout "
-	      "`DEADLINE_EXCEEDED`, a request too large `RESOURCE_EXHAUSTED`; `grpc-message` "
-	      "names the error",
+	      "`DEADLINE_EXCEEDED`, a request too large or one too many in flight "
+	      "`RESOURCE_EXHAUSTED`; `grpc-message` names the error",
 	      f);
+}
+
+/* 1 when a request of r may be refused for the owners in flight. */
+static int contract_limited(const struct conf *conf, const struct route *r)
+{
+	return conf->max_owners > 0 || r->actor_max_owners > 0;
+}
+
+static void fact_limits(FILE *f, const struct conf *conf, const struct route *r)
+{
+	if (!contract_limited(conf, r))
+		return;
+	fputs("at most ", f);
+	if (r->actor_max_owners > 0)
+		fprintf(f, "%d requests with a new key of one actor%s", r->actor_max_owners,
+			conf->max_owners > 0 ? ", and " : "");
+	if (conf->max_owners > 0)
+		fprintf(f, "%d%s of all actors together", conf->max_owners,
+			r->actor_max_owners > 0 ? "" : " requests with a new key");
+	fputs(" run at once on each proxy instance; one more gets 429 `too-many-requests` with "
+	      "`Retry-After` before anything is recorded or sent to the API, so retrying it later "
+	      "with the same key is safe. Retries of a key already used (replays, conflicts, "
+	      "duplicates in flight) are never refused for it",
+	      f);
+}
+
+static void fact_forward_key(FILE *f, const struct conf *conf, const struct route *r)
+{
+	if (r->forward_key != FORWARD_KEY_SCOPED && r->forward_key != FORWARD_KEY_RAW)
+		return;
+	fputs("the API receives ", f);
+	contract_code(f, r->forward_key_header);
+	if (r->forward_key == FORWARD_KEY_RAW)
+		fputs(" holding the client's key as sent", f);
+	else
+		fputs(" holding a key derived from the actor, the operation and the client's key "
+		      "(64 hex digits): the same for every attempt at one key, including one "
+		      "forwarded again after an unknown outcome, and different for another actor "
+		      "or operation",
+		      f);
+	fputs("; a client's own header of that name never reaches it", f);
+}
+
+/* How operation_from names a request's scope; nothing without it. */
+static void fact_operation(FILE *f, const struct conf *conf, const struct route *r)
+{
+	if (r->operation_from == OPFROM_GRAPHQL) {
+		fputs("a GraphQL request (JSON `{\"query\", \"operationName\"}`, or the document "
+		      "with Content-Type `application/graphql`): only a mutation is recorded; its "
+		      "scope's operation is ",
+		      f);
+		contract_code(f, r->operation);
+		fputs(" followed by `:` and the mutation's name (an anonymous mutation: its first "
+		      "field's), so two mutations sent with one key are two requests; queries and "
+		      "subscriptions pass through unrecorded, whatever their key. A document that "
+		      "cannot be read, has several operations and no `operationName` naming one, "
+		      "or a batch holding a mutation gets 400 `bad-request`",
+		      f);
+		return;
+	}
+	if (r->operation_from != OPFROM_JSON && r->operation_from != OPFROM_JSONRPC)
+		return;
+	fputs("the scope's operation is ", f);
+	contract_code(f, r->operation);
+	fputs(" followed by `:` and the string at ", f);
+	contract_code(f, r->operation_path);
+	fprintf(f,
+		" in the JSON body (1 to %d bytes, no control characters), so two operations "
+		"sent with one key are two requests; a body without it gets 400 `bad-request`",
+		OPNAME_VALUE_MAX);
+	if (r->operation_from == OPFROM_JSONRPC)
+		fputs(". A JSON-RPC call's top-level `id` names the call, not the request: it is "
+		      "not part of the fingerprint, and a replay carries the retry's own `id`",
+		      f);
 }
 
 static void (*const contract_fact_writers[FACT_COUNT])(FILE *, const struct conf *,
@@ -487,6 +566,9 @@ static void (*const contract_fact_writers[FACT_COUNT])(FILE *, const struct conf
     [FACT_UPSTREAM] = fact_upstream,
     [FACT_ERRORS] = fact_errors,
     [FACT_GRPC] = fact_grpc,
+    [FACT_LIMITS] = fact_limits,
+    [FACT_FORWARD_KEY] = fact_forward_key,
+    [FACT_OPERATION] = fact_operation,
 };
 
 /* 1 when conf can answer kind at all: key-unavailable only with body_encryption,
@@ -512,6 +594,8 @@ static int contract_row_applies(const struct conf *conf, const struct route *r,
 		return r->actor != ACTOR_ANONYMOUS;
 	case PROBLEM_OUTCOME_UNKNOWN:
 		return r->recovery != RECOVERY_FORWARD;
+	case PROBLEM_TOO_MANY_REQUESTS:
+		return contract_limited(conf, r);
 	case PROBLEM_KEY_EXPIRED:
 		return r->expired_keys == EXPIRED_KEYS_REFUSE;
 	default:
@@ -569,6 +653,15 @@ static void contract_when(FILE *f, const struct conf *conf, const struct route *
 		break;
 	case PROBLEM_CONFLICT:
 		fputs("the key was used before with a different request (another fingerprint)", f);
+		break;
+	case PROBLEM_TOO_MANY_REQUESTS:
+		fputs("a new key while too many requests run on this instance (", f);
+		if (r->actor_max_owners > 0)
+			fprintf(f, "%d of this actor%s", r->actor_max_owners,
+				conf->max_owners > 0 ? ", or " : "");
+		if (conf->max_owners > 0)
+			fprintf(f, "%d of all actors", conf->max_owners);
+		fputs("): nothing was recorded or sent to the API", f);
 		break;
 	case PROBLEM_ACTOR_QUOTA:
 		fputs("a new key of an actor that holds ", f);

@@ -31,7 +31,7 @@ struct status_set;
 #define CONTRACT_STATUS_MIN  100
 #define CONTRACT_STATUS_MAX  599
 #define CONTRACT_STATUS_TEXT 8	/* "503" or "4xx" and a NUL */
-#define CONTRACT_NKINDS	     15 /* the problems an intercepted request may get */
+#define CONTRACT_NKINDS	     16 /* the problems an intercepted request may get */
 
 /* A route's facts, in the order both formats show them. */
 enum contract_fact {
@@ -46,6 +46,9 @@ enum contract_fact {
 	FACT_UPSTREAM,
 	FACT_ERRORS,
 	FACT_GRPC, /* "" for a route with no gRPC method path: not shown */
+	FACT_LIMITS,	  /* max_owners, actor_max_owners; "" when none: not shown */
+	FACT_FORWARD_KEY, /* forward_key; "" when off: not shown */
+	FACT_OPERATION, /* "" for a route without operation_from: not shown */
 	FACT_COUNT
 };
 

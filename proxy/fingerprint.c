@@ -55,6 +55,7 @@
 #include <openssl/evp.h>
 #include <yajl/yajl_parse.h>
 
+#include "http/jsonrpc.h"
 #include "proxy/digest.h"
 #include "proxy/http.h"
 
@@ -1385,10 +1386,19 @@ int fingerprint_of_request(const struct route *r, const struct http_msg *m,
 			   unsigned char out[FINGERPRINT_LEN])
 {
 	struct fp_header h[HTTP_MAX_HEADERS];
-	int n = 0;
+	unsigned char *without = NULL;
+	size_t without_len = 0;
+	int n = 0, rc;
 
-	if (fingerprint_request(m->method, m->path, m->path_len, m->query, m->query_len, body,
-				body_len, r->fingerprint, r->fields, r->nfields, out) < 0)
+	/* A JSON-RPC call's id is left out: a retry with a new id is the same call. */
+	if (r->operation_from == OPFROM_JSONRPC && body &&
+	    jsonrpc_without_id(body, body_len, &without, &without_len) < 0)
+		return -1;
+	rc = fingerprint_request(m->method, m->path, m->path_len, m->query, m->query_len,
+				 without ? without : body, without ? without_len : body_len,
+				 r->fingerprint, r->fields, r->nfields, out);
+	free(without);
+	if (rc < 0)
 		return -1;
 	if (!r->nfp_headers)
 		return 0;

@@ -2,6 +2,7 @@
 #include "proxy/forward.h"
 
 #include <string.h>
+#include <strings.h>
 
 #include <event2/buffer.h>
 
@@ -111,7 +112,8 @@ static int forward_drops(const struct http_msg *m, const struct forward_view *v,
 			 const struct http_header *h)
 {
 	return forward_drops_name(v, h) || (h->policy & (HEADER_MARKER | HEADER_REBUILT)) ||
-	       http_header_is_hop(m, h);
+	       http_header_is_hop(m, h) ||
+	       (v->key_header && strcasecmp(h->name, v->key_header) == 0);
 }
 
 void forward_build(struct evbuffer *out, struct http_msg *m, const struct forward_view *v,
@@ -144,6 +146,8 @@ void forward_build(struct evbuffer *out, struct http_msg *m, const struct forwar
 			      m->version_minor ? "1.1 idemproxy" : "1.0 idemproxy");
 	if (v->request_id)
 		http_add_header(out, "X-Request-Id", v->request_id);
+	if (v->key_header && v->key_value)
+		http_add_header(out, v->key_header, v->key_value);
 	if (flags & FORWARD_UPGRADE) {
 		http_add_lit(out, "Connection: upgrade\r\n");
 		http_add_header(out, "Upgrade", http_msg_known(m, HTTP_N_UPGRADE));

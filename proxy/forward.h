@@ -23,6 +23,8 @@ struct forward_view {
 	const char *request_id;	  /* X-Request-Id: the request's (trace.h); NULL: none */
 	int trailers;		  /* the upstream may speak HTTP/2: a client's TE: trailers
 				   * goes on (gRPC servers require it) */
+	const char *key_header;	  /* forward_key's header: the client's never goes along; NULL: none */
+	const char *key_value;	  /* ... and idemproxy's value of it; NULL: none set */
 };
 
 /*
@@ -40,7 +42,9 @@ int forward_dropped_names(const struct http_msg *m, const struct forward_view *v
  * X-Forwarded-For, X-Forwarded-Proto, X-Forwarded-Host, Forwarded and
  * X-Real-IP say what idemproxy saw (v); from a trusted peer its own values
  * are kept, the peer appended to the two lists (X-Forwarded-For,
- * Forwarded). Via is set, and X-Request-Id to v's. With v->trailers, a TE
+ * Forwarded). Via is set, and X-Request-Id to v's; v->key_header, when
+ * set, never goes as the client sent it, and is set to v->key_value when
+ * there is one (forward_key). With v->trailers, a TE
  * that lists trailers goes on as "TE: trailers" (and Connection names it).
  * Without FORWARD_STREAMED, m's body follows,
  * framed by Content-Length, and is moved into out.

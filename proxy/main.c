@@ -38,6 +38,7 @@
 #include "proxy/migrate.h"
 #include "proxy/notify.h"
 #include "proxy/pace.h"
+#include "proxy/admit.h"
 #include "proxy/records_cli.h"
 #include "proxy/resolver.h"
 #include "proxy/secrets.h"
@@ -75,6 +76,7 @@ struct supervisor {
 	struct sweeper *sweeper;
 	struct quota *quota;        /* reads the actors over a quota */
 	struct pace *pace;          /* owner durations, shared by the workers */
+	struct admit *admit;        /* owners in flight, shared by the workers */
 	struct admin *admin;        /* NULL: no admin listener */
 	struct event *signals[3];   /* SIGTERM, SIGINT, SIGHUP */
 	struct event *ready_ev;     /* polls for every worker's first store connection */
@@ -309,7 +311,9 @@ static int supervisor_start(struct supervisor *sv, struct conf *conf, struct sec
 	sv->each = calloc((size_t)sv->nworkers, sizeof(*sv->each));
 	sv->base = event_base_new();
 	sv->pace = pace_new(STATS_ROUTES_MAX + 1);
-	if (!sv->workers || !sv->each || !sv->base || !sv->pace || supervisor_signals(sv) < 0) {
+	sv->admit = admit_new();
+	if (!sv->workers || !sv->each || !sv->base || !sv->pace || !sv->admit ||
+	    supervisor_signals(sv) < 0) {
 		log_error(NULL, "cannot start: no memory for the workers, or the main event loop "
 				"or its signal events failed");
 		return -1;
@@ -318,7 +322,7 @@ static int supervisor_start(struct supervisor *sv, struct conf *conf, struct sec
 	 * start-up as a whole. worker_init says why it failed. */
 	for (int i = 0; i < sv->nworkers; i++) {
 		sv->each[i] = &sv->workers[i].stats;
-		if (worker_init(&sv->workers[i], i, sv->gen, sv->pace) < 0)
+		if (worker_init(&sv->workers[i], i, sv->gen, sv->pace, sv->admit) < 0)
 			return -1;
 	}
 	gethostname(host, sizeof(host) - 1);
@@ -378,6 +382,7 @@ static void supervisor_free(struct supervisor *sv)
 	free(sv->workers);
 	free(sv->each);
 	pace_free(sv->pace);
+	admit_free(sv->admit);
 }
 
 _Static_assert((int)CONF_LOG_DEBUG == (int)LOG_DEBUG && (int)CONF_LOG_INFO == (int)LOG_INFO &&

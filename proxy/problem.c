@@ -17,6 +17,7 @@
 #define STRIPE_IDEMPOTENCY "idempotency_error"
 #define STRIPE_INVALID	   "invalid_request_error"
 #define STRIPE_API	   "api_error"
+#define STRIPE_RATE_LIMIT  "rate_limit_error" /* the SDKs' RateLimitError */
 
 struct problem_def {
 	const char *name;
@@ -55,11 +56,14 @@ static const struct problem_def problem_table[] = {
     [PROBLEM_GRPC_STREAMING] = {"grpc-streaming-refused",
 				"gRPC call sends more than one request message", 501, 0, STRIPE_INVALID,
 				GRPC_UNIMPLEMENTED},
+    [PROBLEM_TOO_MANY_REQUESTS] = {"too-many-requests",
+				   "Too many requests with an Idempotency-Key are in progress", 429,
+				   1, STRIPE_RATE_LIMIT, GRPC_RESOURCE_EXHAUSTED},
     /* Retryable: nothing ran, and the actor's quota frees as its records expire
      * (Retry-After says when the oldest one does). */
     [PROBLEM_ACTOR_QUOTA] = {"actor-quota-exceeded",
 			     "Actor holds as many idempotency records as its quota allows", 429, 1,
-			     STRIPE_INVALID, GRPC_RESOURCE_EXHAUSTED},
+			     STRIPE_RATE_LIMIT, GRPC_RESOURCE_EXHAUSTED},
     /* Not retryable: the key stays refused until its tombstone's window ends. */
     [PROBLEM_KEY_EXPIRED] = {"idempotency-key-expired",
 			     "Idempotency-Key was used and its stored outcome has expired", 422, 0,

@@ -24,6 +24,7 @@ enum problem_kind {
 	PROBLEM_SHUTTING_DOWN,         /* 503 shutting-down */
 	PROBLEM_KEY_UNAVAILABLE,      /* 503 key-unavailable */
 	PROBLEM_GRPC_STREAMING,       /* 501 grpc-streaming-refused (gRPC UNIMPLEMENTED) */
+	PROBLEM_TOO_MANY_REQUESTS,    /* 429 too-many-requests: max_owners, actor_max_owners */
 	PROBLEM_ACTOR_QUOTA,          /* 429 actor-quota-exceeded */
 	PROBLEM_KEY_EXPIRED,          /* 422 idempotency-key-expired */
 	PROBLEM_KIND_COUNT

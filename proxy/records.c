@@ -675,9 +675,20 @@ char *records_render(enum records_cmd cmd, const struct pg_result *res, int *htt
 
 int64_t records_retention(const struct conf *conf, const char *operation)
 {
+	const struct route *r;
+	size_t n;
+
 	for (int i = 0; operation && i < conf->nroutes; i++) {
 		if (strcmp(conf->routes[i].operation, operation) == 0)
 			return conf->routes[i].retention_ms;
+	}
+	/* Then the scopes operation_from names "ROUTE:NAME". */
+	for (int i = 0; operation && i < conf->nroutes; i++) {
+		r = &conf->routes[i];
+		n = strlen(r->operation);
+		if (r->operation_from && strncmp(r->operation, operation, n) == 0 &&
+		    operation[n] == ':')
+			return r->retention_ms;
 	}
 	return 0;
 }

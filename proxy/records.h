@@ -137,7 +137,8 @@ char *records_render(enum records_cmd cmd, const struct pg_result *res, int *htt
 int records_changed(enum records_cmd cmd, const struct records_args *a, const struct pg_result *res,
 		    char token[SCOPE_TOKEN_SIZE]);
 
-/* The retention of conf's route named operation, or 0 when it has none:
+/* The retention of conf's route named operation (or, for operation_from's
+ * "ROUTE:NAME", ROUTE's), or 0 when it has none:
  * what a resolve defaults to, from the command line and the admin API. */
 int64_t records_retention(const struct conf *conf, const char *operation);
 

@@ -29,6 +29,7 @@
 #include "http/grpc.h"
 #include "http/header.h"
 #include "proxy/actor.h"
+#include "proxy/admit.h"
 #include "proxy/cache.h"
 #include "proxy/clock.h"
 #include "proxy/conf_gen.h"
@@ -42,6 +43,7 @@
 #include "proxy/log.h"
 #include "proxy/lookup.h"
 #include "proxy/keysource.h"
+#include "proxy/opname.h"
 #include "proxy/outcome.h"
 #include "proxy/pace.h"
 #include "proxy/quota.h"
@@ -118,12 +120,14 @@ struct request_ctx {
 	struct cache *cache;
 	struct actor_ctx *actor;       /* what actor sources keep: verified tokens */
 	struct pace *pace;	       /* owner durations, all workers': Retry-After */
+	struct admit *admit;	       /* owners in flight, all workers': max_owners */
 	struct stats *stats;
 	uint64_t next_id;
 	int past_deadline;	       /* shutdown_timeout passed: last writes only */
 	LIST_HEAD(, request) requests;
 	struct waiters *waiters;       /* REQ_WAITING's; kept by request_set_state */
 	int nrequests, nforwarding;
+	int nadmitted;		       /* its requests counted as owners in flight */
 };
 
 /* One request from the moment its message is complete to its last write. */
@@ -145,7 +149,7 @@ struct request {
 	struct trace owner;	    /* a replay's: the owner's ids, from its record */
 	int status;                 /* status sent to the client, for the log */
 	int64_t retry_after_ms;     /* a problem's Retry-After; 0: the default */
-	enum quota_over quota;      /* its actor was over a quota: its claim only peeks */
+	int64_t quota_retry_ms;     /* its actor is over a quota: when a retry may find room */
 	int64_t key_expires_ms;     /* the owner's record was written: its time left */
 	/* Clock readings (*_sent_us) apart from the durations they make: a
 	 * duration grows when what it times ends, at the latest with req. */
@@ -158,12 +162,17 @@ struct request {
 	char key[IDEMKEY_MAX + 1];
 	size_t key_len;
 	char *actor;
+	char *operation;            /* its scope's, when operation_from names it; NULL: the route's */
 	struct record_stored stored; /* the owner's record as the store writes it */
 	struct scope scope;
 	unsigned char fp[FINGERPRINT_LEN];
 	int64_t generation;
 	int64_t lease_deadline_us;  /* local monotonic end of our lease */
 	struct waiter wait;         /* in_progress wait: its scope's token, its deadline */
+	int admitted;               /* counted as an owner in flight (admit.h) until freed */
+	int admit_counted;          /* ... and its actor with it (actor_max_owners) */
+	int limited;                /* a limit refused its claim: 1 + enum stats_limit, 0: none */
+	char forward_key[SCOPE_FORWARD_KEY_SIZE]; /* forward_key scoped: what goes upstream */
 
 	const char *upgrade;        /* the protocol it may switch to (its msg's), or NULL */
 	struct relay *relay;        /* the exchange with the upstream, once forwarded */
@@ -321,6 +330,35 @@ static enum keysource_result request_key(struct request *req)
 	return res;
 }
 
+/*
+ * The scope's operation as the route's operation_from names it, into
+ * req->operation: 0. Or -1: req was forwarded (a GraphQL query or
+ * subscription) or refused.
+ */
+static int request_operation(struct request *req, const unsigned char *body, size_t len)
+{
+	char detail[256];
+
+	switch (opname_of_request(req->route, req->msg, body, len, &req->operation, detail,
+				  sizeof(detail))) {
+	case OPNAME_SCOPED:
+		if (req->operation) /* its log lines name the scope's operation */
+			req->tag.route = req->operation;
+		return 0;
+	case OPNAME_PASS:
+		req->role = ROLE_PASS;
+		request_forward(req, 0);
+		return -1;
+	case OPNAME_BAD:
+		request_reject(req, PROBLEM_BAD_REQUEST, detail);
+		return -1;
+	default:
+		log_error(&req->tag, "out of memory");
+		request_reject(req, PROBLEM_STORE_UNAVAILABLE, "the request could not be processed");
+		return -1;
+	}
+}
+
 /* A matched unsafe request: key, actor and fingerprint, then the record. */
 static void request_intercept(struct request *req)
 {
@@ -331,6 +369,7 @@ static void request_intercept(struct request *req)
 	const char *why = NULL;
 	char detail[128];
 	size_t len = evbuffer_get_length(m->body);
+	const unsigned char *body = len ? evbuffer_pullup(m->body, -1) : NULL;
 	long messages;
 
 	/* A call is recorded whole: one request message (unary or
@@ -348,6 +387,10 @@ static void request_intercept(struct request *req)
 						: "a call sends one request message; this one sent none");
 		return;
 	}
+	/* A GraphQL query or subscription passes, whatever its key; the
+	 * operation a JSON body names is looked for once the key is there. */
+	if (r->operation_from == OPFROM_GRAPHQL && request_operation(req, body, len) < 0)
+		return;
 	switch (request_key(req)) {
 	case KEYSOURCE_FOUND:
 		break;
@@ -358,6 +401,9 @@ static void request_intercept(struct request *req)
 	}
 	req->tag.key = req->key;
 	req->tag.key_len = req->key_len;
+	if ((r->operation_from == OPFROM_JSON || r->operation_from == OPFROM_JSONRPC) &&
+	    request_operation(req, body, len) < 0)
+		return;
 
 	res = actor_from_request(req->ctx->actor, req->gen, r, m, &req->actor, &why);
 	if (res == ACTOR_NOMEM)
@@ -369,11 +415,11 @@ static void request_intercept(struct request *req)
 		return;
 	}
 
-	if (fingerprint_of_request(r, m, len ? evbuffer_pullup(m->body, -1) : NULL, len,
-				   req->fp) < 0)
+	if (fingerprint_of_request(r, m, body, len, req->fp) < 0)
 		goto fail;
 
-	req->scope = (struct scope){req->actor, r->operation, req->key};
+	req->scope = (struct scope){req->actor, req->operation ? req->operation : r->operation,
+				    req->key};
 	/* Completed records never change until they expire: a cached one
 	 * answers a retry, or a conflicting one, with no round trip. */
 	cached = cache_get(req->ctx->cache, &req->scope, clock_now_us());
@@ -387,21 +433,99 @@ fail:
 	request_reject(req, PROBLEM_STORE_UNAVAILABLE, "the request could not be processed");
 }
 
+/*
+ * Count req as an owner in flight before its claim is sent (admit.h):
+ * 0, or -1 when max_owners or its actor's actor_max_owners is reached
+ * (req->limited says which): its claim then only looks (STORE_PEEK), so
+ * that a replay, a conflict or a duplicate in progress is answered as
+ * ever, and only a request that would become an owner is refused.
+ */
+static int request_admit(struct request *req)
+{
+	const struct conf *conf = req->conf;
+	int actor_max = req->route->actor_max_owners;
+	enum admit_result res;
+
+	req->limited = 0;
+	/* An actor over a quota makes no new record, but replays its own. */
+	switch (quota_check(req->actor, &req->quota_retry_ms)) {
+	case QUOTA_RECORDS:
+		req->limited = 1 + STATS_LIMIT_ACTOR_MAX_RECORDS;
+		return -1;
+	case QUOTA_BYTES:
+		req->limited = 1 + STATS_LIMIT_ACTOR_MAX_BYTES;
+		return -1;
+	case QUOTA_UNDER:
+		break;
+	}
+	if (req->admitted)
+		return 0;
+	res = admit_take(req->ctx->admit, conf->max_owners, req->actor, actor_max,
+			 conf->max_owners > 0 ? conf->max_owners : conf->max_connections,
+			 &req->admit_counted);
+	if (res == ADMIT_OK || res == ADMIT_NOMEM) { /* out of memory: not refused for it */
+		req->admitted = res == ADMIT_OK;
+		req->ctx->nadmitted += req->admitted;
+		return 0;
+	}
+	req->limited = 1 + (res == ADMIT_MAX_OWNERS ? STATS_LIMIT_MAX_OWNERS
+						      : STATS_LIMIT_ACTOR_MAX_OWNERS);
+	return -1;
+}
+
+/* req is no longer an owner in flight, if it was counted as one. */
+static void request_unadmit(struct request *req)
+{
+	if (!req->admitted)
+		return;
+	admit_give(req->ctx->admit, req->actor, req->admit_counted);
+	req->ctx->nadmitted--;
+	req->admitted = 0;
+	req->admit_counted = 0;
+}
+
+/* A limit refused req's claim, and the store found no record it would answer: 429. */
+static void request_limited(struct request *req)
+{
+	static const char *const detail[STATS_LIMITS] = {
+	    [STATS_LIMIT_MAX_OWNERS] = "too many requests with an idempotency key are in "
+				       "progress on this instance (max_owners); retry later",
+	    [STATS_LIMIT_ACTOR_MAX_OWNERS] = "too many requests of this actor with an idempotency "
+					     "key are in progress (actor_max_owners); retry later",
+	    [STATS_LIMIT_ACTOR_MAX_RECORDS] = "the actor holds actor_max_records records; new keys "
+					      "are refused until some expire",
+	    [STATS_LIMIT_ACTOR_MAX_BYTES] = "the actor's records hold actor_max_stored_bytes bytes; "
+					    "new keys are refused until some expire",
+	};
+	enum stats_limit why = (enum stats_limit)(req->limited - 1);
+	int quota = why == STATS_LIMIT_ACTOR_MAX_RECORDS || why == STATS_LIMIT_ACTOR_MAX_BYTES;
+
+	STATS_ADD(req->ctx->stats->limited[why], 1);
+	log_debug(&req->tag, "claim refused: %s reached", stats_limit_name(why));
+	/* An owner's place frees when one ends: about one owner's duration; a
+	 * quota's when the actor's oldest record expires (quota_check). */
+	req->retry_after_ms =
+	    quota ? req->quota_retry_ms
+		  : pace_retry_ms(req->ctx->pace, req->route->stats_id, 0, req->conf->lease_ms);
+	req->role = ROLE_REFUSED;
+	request_answer_problem(req, OUT_REJECTED,
+			       quota ? PROBLEM_ACTOR_QUOTA : PROBLEM_TOO_MANY_REQUESTS, detail[why]);
+}
+
 /* Claim the scope: own it, or learn who does. */
 static void request_claim(struct request *req)
 {
 	int flags = req->route->recovery == RECOVERY_FORWARD ? STORE_RECOVER : 0;
 
-	/* An actor over a quota makes no new record, but replays its own. */
-	req->quota = quota_check(req->actor, &req->retry_after_ms);
-	if (req->quota != QUOTA_UNDER)
+	if (request_admit(req) < 0)
 		flags |= STORE_PEEK;
 	request_set_state(req, REQ_CLAIMING);
 	waiters_claiming(req->ctx->waiters, &req->wait);
 	/* The lease runs from the moment the claim was sent, not answered. */
 	req->store_sent_us = clock_now_us();
 	req->lease_deadline_us = req->store_sent_us + req->conf->lease_ms * 1000;
-	STATS_ADD(req->ctx->stats->claims, 1);
+	if (!(flags & STORE_PEEK))
+		STATS_ADD(req->ctx->stats->claims, 1);
 	store_claim(req->ctx->store, &req->scope, req->fp, req->trace.request_id,
 		    req->trace.trace_id[0] ? req->trace.trace_id : NULL, req->conf->lease_ms, flags,
 		    claim_done_cb, req);
@@ -432,25 +556,20 @@ static void claim_done_cb(void *arg, enum store_result res, int64_t generation,
 			request_forward(req, 0);
 		return;
 	case STORE_EXISTS:
+		request_unadmit(req); /* not an owner */
 		request_existing(req, rec, 0);
 		return;
-	case STORE_ABSENT: /* STORE_PEEK: the actor is over a quota */
-		req->role = ROLE_REFUSED;
-		STATS_ADD(req->ctx->stats->claim_refusals[req->quota == QUOTA_RECORDS
-							       ? STATS_REFUSED_ACTOR_RECORDS
-							       : STATS_REFUSED_ACTOR_BYTES],
-			  1);
-		request_answer_problem(req, OUT_REJECTED, PROBLEM_ACTOR_QUOTA,
-				       req->quota == QUOTA_RECORDS
-					   ? "the actor holds actor_max_records records; new keys are "
-					     "refused until some expire"
-					   : "the actor's records hold actor_max_stored_bytes bytes; new "
-					     "keys are refused until some expire");
+	case STORE_VACANT: /* the claim a limit refused would have owned the slot */
+		request_limited(req);
 		break;
 	case STORE_FENCED:
 	case STORE_UNAVAILABLE:
 		/* Fail-open forwards, but nothing new goes upstream after the
-		 * shutdown deadline. */
+		 * shutdown deadline, nor beyond a limit. */
+		if (req->limited) {
+			request_limited(req);
+			break;
+		}
 		if (req->conf->store_unavailable == STORE_FAIL_OPEN && !req->ctx->past_deadline) {
 			req->role = ROLE_UNENFORCED;
 			request_forward(req, 0);
@@ -508,6 +627,31 @@ static enum record_read request_read_stored(struct request *req, const struct re
 	return r;
 }
 
+/* Send rec as req's replay: a JSON-RPC call's with req's own id (opname_replay_body). */
+static void request_replay(struct request *req, const struct record *rec)
+{
+	struct record with;
+	unsigned char *body;
+	size_t len;
+	int rc = opname_replay_body(req->route, req->msg, rec, &body, &len);
+
+	if (rc < 0) {
+		log_error(&req->tag, "out of memory");
+		request_answer_problem(req, OUT_STORE_DOWN, PROBLEM_STORE_UNAVAILABLE,
+				       "the replay could not be made; retry");
+		return;
+	}
+	if (rc > 0) {
+		with = *rec;
+		with.body = body;
+		with.body_len = len;
+		rec = &with;
+	}
+	req->status = replay_send(req->conn, rec, respond_flags(req->msg));
+	req->conn = NULL;
+	free(body);
+}
+
 /*
  * The key's record is a tombstone (expired_keys refuse): its outcome has
  * expired, and the key is refused, never run again, until the tombstone's
@@ -518,7 +662,7 @@ static void request_expired(struct request *req, const struct record *rec)
 	char detail[160];
 
 	req->role = ROLE_REFUSED; /* nothing ran, nothing is replayed */
-	STATS_ADD(req->ctx->stats->claim_refusals[STATS_REFUSED_EXPIRED_KEY], 1);
+	STATS_ADD(req->ctx->stats->limited[STATS_LIMIT_EXPIRED_KEY], 1);
 	snprintf(detail, sizeof(detail),
 		 "this Idempotency-Key completed at %s; its stored outcome has expired and "
 		 "the key is refused for a while",
@@ -566,8 +710,7 @@ static void request_existing(struct request *req, const struct record *rec, int 
 		snprintf(req->owner.trace_id, sizeof(req->owner.trace_id), "%s",
 			 rec->trace_id ? rec->trace_id : "");
 		STATS_ADD(req->ctx->stats->replays[cached], 1);
-		req->status = replay_send(req->conn, rec, respond_flags(req->msg));
-		req->conn = NULL;
+		request_replay(req, rec);
 	} else if (rec->state == RECORD_UNKNOWN || rec->lease_expired) {
 		request_answer_problem(req, OUT_UNKNOWN, PROBLEM_OUTCOME_UNKNOWN,
 				       "the outcome of the first request with this key is unknown");
@@ -628,6 +771,29 @@ void request_wake(struct request_ctx *ctx, const char *token)
 
 /* ---- the upstream ---- */
 
+/*
+ * forward_key: on its route the client's header of that name never goes
+ * upstream; an owner's request (and one forwarded unenforced, its store
+ * down) carries idemproxy's: the scope's digest, the same for every
+ * attempt at it, or the client's key as sent.
+ */
+static void request_forward_key(struct request *req, struct forward_view *v)
+{
+	const struct route *r = req->route;
+
+	if (!r || (r->forward_key != FORWARD_KEY_SCOPED && r->forward_key != FORWARD_KEY_RAW))
+		return;
+	v->key_header = r->forward_key_header;
+	if ((req->role != ROLE_OWNER && req->role != ROLE_UNENFORCED) || !req->key_len)
+		return;
+	if (r->forward_key == FORWARD_KEY_RAW) {
+		v->key_value = req->key;
+		return;
+	}
+	scope_forward_key(&req->scope, req->forward_key);
+	v->key_value = req->forward_key[0] ? req->forward_key : NULL;
+}
+
 /* Hand the request to a relay, with the parameters of what it is (relay_params_init). */
 static void request_forward(struct request *req, int streamed)
 {
@@ -637,6 +803,7 @@ static void request_forward(struct request *req, int streamed)
 
 	relay_params_init(&p, req->conf, req->conn, req->msg, owner, req->role == ROLE_UNENFORCED);
 	p.view.request_id = req->trace.request_id;
+	request_forward_key(req, &p.view);
 	dropped = forward_dropped_names(req->msg, &p.view);
 
 	/* Forwarded without a claim: the outcome says so, whatever the upstream does. */
@@ -856,9 +1023,9 @@ static void record_done_cb(void *arg, enum store_result res)
 		log_warn(&req->tag, "record write refused: the lease generation changed");
 		break;
 	case STORE_EXISTS:
+	case STORE_VACANT:
 	case STORE_UNAVAILABLE:
 	case STORE_LOST:
-	case STORE_ABSENT:
 		/* The answer goes out anyway; the write is retried while the
 		 * lease lasts, and retries meanwhile see operation-in-progress. */
 		if (req->state == REQ_RECORDING) {
@@ -916,6 +1083,7 @@ static void request_free(struct request *req)
 
 	LIST_REMOVE(req, link);
 	ctx->nrequests--;
+	request_unadmit(req);
 	if (req->conn)
 		conn_attach(req->conn, NULL);
 	request_forwarded(req);
@@ -925,6 +1093,7 @@ static void request_free(struct request *req)
 	evfree_event(&req->retry_timer);
 	http_msg_free(req->msg);
 	free(req->actor);
+	free(req->operation);
 	conf_gens_drop(ctx->gens, req->gen);
 	evalloc_free(req);
 }
@@ -1057,15 +1226,15 @@ void request_deadline_all(struct request_ctx *ctx)
 
 struct request_ctx *request_ctx_new(struct event_base *base, struct conf_gens *gens,
 				    struct store *st, struct upstream_pool *pool,
-				    struct cache *cache, struct pace *pace, struct stats *stats,
-				    uint64_t first_id)
+				    struct cache *cache, struct pace *pace, struct admit *admit,
+				    struct stats *stats, uint64_t first_id)
 {
 	struct request_ctx *ctx = calloc(1, sizeof(*ctx));
 
 	if (!ctx)
 		return NULL;
 	*ctx = (struct request_ctx){.base = base, .gens = gens, .store = st, .pool = pool,
-				    .cache = cache, .pace = pace, .stats = stats,
+				    .cache = cache, .pace = pace, .admit = admit, .stats = stats,
 				    .next_id = first_id};
 	LIST_INIT(&ctx->requests);
 	ctx->actor = actor_ctx_new();
@@ -1097,6 +1266,11 @@ void request_ctx_free(struct request_ctx *ctx)
 int request_count(const struct request_ctx *ctx)
 {
 	return ctx->nrequests;
+}
+
+int request_owners(const struct request_ctx *ctx)
+{
+	return ctx->nadmitted;
 }
 
 int request_forwarding(const struct request_ctx *ctx)

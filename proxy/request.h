@@ -18,6 +18,7 @@ struct conf;
 struct conf_gens;
 struct event_base;
 struct http_msg;
+struct admit;
 struct pace;
 struct request;
 struct request_ctx;
@@ -28,14 +29,15 @@ struct upstream_pool;
 /*
  * The requests of one worker and what they share: its loop, its
  * configuration generations, store, upstream pool, replay cache, the
- * owner durations every worker shares (pace.h) and counters (all borrowed:
+ * owner durations and owners in flight every worker shares (pace.h,
+ * admit.h) and counters (all borrowed:
  * they outlive the context). Request ids start at first_id. NULL when out
  * of memory.
  */
 struct request_ctx *request_ctx_new(struct event_base *base, struct conf_gens *gens,
 				    struct store *st, struct upstream_pool *pool,
-				    struct cache *cache, struct pace *pace, struct stats *stats,
-				    uint64_t first_id);
+				    struct cache *cache, struct pace *pace, struct admit *admit,
+				    struct stats *stats, uint64_t first_id);
 
 /* End of shutdown: drop every request left (records keep their leases). */
 void request_ctx_free(struct request_ctx *ctx);
@@ -96,8 +98,10 @@ void request_wake(struct request_ctx *ctx, const char *token);
  */
 void request_deadline_all(struct request_ctx *ctx);
 
-/* Requests in flight, and those of them waiting for the upstream. */
+/* Requests in flight, those of them waiting for the upstream, and those
+ * counted as owners in flight (admit.h). */
 int request_count(const struct request_ctx *ctx);
+int request_owners(const struct request_ctx *ctx);
 int request_forwarding(const struct request_ctx *ctx);
 
 #endif

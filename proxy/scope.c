@@ -40,9 +40,21 @@ int scope_cmp(const struct scope *a, const struct scope *b)
 	return c;
 }
 
-void scope_token(const struct scope *sc, char token[SCOPE_TOKEN_SIZE])
+/* The len bytes at md in lowercase hex into out (size bytes, NUL-terminated; "" for len 0). */
+static void scope_hex(const unsigned char *md, unsigned int len, char *out, size_t size)
 {
 	static const char hex[] = "0123456789abcdef";
+	unsigned int i;
+
+	for (i = 0; i < len && 2 * i + 2 < size; i++) {
+		out[2 * i] = hex[md[i] >> 4];
+		out[2 * i + 1] = hex[md[i] & 15];
+	}
+	out[2 * i] = '\0';
+}
+
+void scope_token(const struct scope *sc, char token[SCOPE_TOKEN_SIZE])
+{
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int len = 0;
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
@@ -55,9 +67,33 @@ void scope_token(const struct scope *sc, char token[SCOPE_TOKEN_SIZE])
 	    !EVP_DigestFinal_ex(ctx, md, &len))
 		len = 0;
 	EVP_MD_CTX_free(ctx);
-	for (unsigned int i = 0; i < len && 2 * i + 1 < SCOPE_TOKEN_SIZE; i++) {
-		token[2 * i] = hex[md[i] >> 4];
-		token[2 * i + 1] = hex[md[i] & 15];
-	}
-	token[len ? 2 * len : 0] = '\0';
+	scope_hex(md, len, token, SCOPE_TOKEN_SIZE);
+}
+
+/* The label that starts a forwarded key's digest: no other digest of a scope starts so. */
+#define SCOPE_FORWARD_LABEL "idemproxy forward_key v1"
+
+/* One part of a scope into the digest: its length (4 bytes, big endian), then its bytes. */
+static int scope_digest_part(EVP_MD_CTX *ctx, const char *s)
+{
+	size_t n = strlen(s);
+	unsigned char len[4] = {(unsigned char)(n >> 24), (unsigned char)(n >> 16),
+				(unsigned char)(n >> 8), (unsigned char)n};
+
+	return EVP_DigestUpdate(ctx, len, sizeof(len)) && EVP_DigestUpdate(ctx, s, n);
+}
+
+void scope_forward_key(const struct scope *sc, char out[SCOPE_FORWARD_KEY_SIZE])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int len = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+
+	if (!ctx || !EVP_DigestInit_ex(ctx, digest_sha256(), NULL) ||
+	    !scope_digest_part(ctx, SCOPE_FORWARD_LABEL) || !scope_digest_part(ctx, sc->actor) ||
+	    !scope_digest_part(ctx, sc->operation) || !scope_digest_part(ctx, sc->key) ||
+	    !EVP_DigestFinal_ex(ctx, md, &len))
+		len = 0;
+	EVP_MD_CTX_free(ctx);
+	scope_hex(md, len, out, SCOPE_FORWARD_KEY_SIZE);
 }

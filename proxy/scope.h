@@ -38,4 +38,16 @@ int scope_cmp(const struct scope *a, const struct scope *b);
  */
 void scope_token(const struct scope *sc, char token[SCOPE_TOKEN_SIZE]);
 
+/* A scope's forwarded key (forward_key scoped): hex SHA-256, plus NUL. */
+#define SCOPE_FORWARD_KEY_SIZE 65
+
+/*
+ * The key forward_key scoped sends upstream for sc: the SHA-256, in hex,
+ * of a label and each part of sc prefixed by its length (4 bytes, big
+ * endian), so no two scopes share one and no part can run into the next.
+ * The same for every attempt at one scope, on every instance. "" if
+ * OpenSSL fails.
+ */
+void scope_forward_key(const struct scope *sc, char out[SCOPE_FORWARD_KEY_SIZE]);
+
 #endif

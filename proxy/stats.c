@@ -39,6 +39,22 @@ static const int stats_refusal_status[STATS_REFUSALS] = {
 	[STATS_REFUSED_414] = 414, [STATS_REFUSED_431] = 431, [STATS_REFUSED_503] = 503,
 };
 
+static const char *const stats_limit_names[STATS_LIMITS] = {
+	[STATS_LIMIT_MAX_OWNERS] = "max_owners",
+	[STATS_LIMIT_ACTOR_MAX_OWNERS] = "actor_max_owners",
+	[STATS_LIMIT_ACTOR_MAX_RECORDS] = "actor_max_records",
+	[STATS_LIMIT_ACTOR_MAX_BYTES] = "actor_max_stored_bytes",
+	[STATS_LIMIT_EXPIRED_KEY] = "expired_key",
+};
+
+_Static_assert(sizeof(stats_limit_names) / sizeof(stats_limit_names[0]) == STATS_LIMITS,
+	       "stats_limit_names must name every limit");
+
+const char *stats_limit_name(enum stats_limit limit)
+{
+	return stats_limit_names[limit];
+}
+
 void stats_observe(struct stats_histogram *hist, int64_t us)
 {
 	int i = 0;
@@ -180,6 +196,17 @@ static void stats_refusals(struct evbuffer *out, struct stats *const *each, int 
 				    stats_refusal_status[i], (long long)STATS_SUM(each, n, refusals[i]));
 }
 
+static void stats_limited(struct evbuffer *out, struct stats *const *each, int n)
+{
+	stats_head(out, "idemproxy_refusals_total", "counter",
+		   "Requests refused by a limit before their claim was made, by the limit: 429 "
+		   "for the owner and quota limits, 422 for an expired key (expired_keys "
+		   "refuse).");
+	for (int i = 0; i < STATS_LIMITS; i++)
+		evbuffer_add_printf(out, "idemproxy_refusals_total{reason=\"%s\"} %lld\n",
+				    stats_limit_names[i], (long long)STATS_SUM(each, n, limited[i]));
+}
+
 /* The metrics that are one sum over the workers, with their labels if any. */
 #define STATS_SIMPLE(name, labels, type, help, field) \
 	{name, labels, type, help, offsetof(struct stats, field)}
@@ -196,15 +223,6 @@ static const struct stats_simple {
 	STATS_SIMPLE("idemproxy_replays_total", "source=\"cache\"", "counter", NULL, replays[1]),
 	STATS_SIMPLE("idemproxy_conflicts_total", NULL, "counter",
 		     "Requests that reused a key with another payload.", conflicts),
-	STATS_SIMPLE("idemproxy_claims_refused_total", "reason=\"actor_max_records\"", "counter",
-		     "Requests refused before a claim, by reason: the actor's record quota "
-		     "(actor_max_records), its stored-bytes quota (actor_max_stored_bytes), or "
-		     "a tombstone of its key (expired_keys refuse).",
-		     claim_refusals[STATS_REFUSED_ACTOR_RECORDS]),
-	STATS_SIMPLE("idemproxy_claims_refused_total", "reason=\"actor_max_stored_bytes\"",
-		     "counter", NULL, claim_refusals[STATS_REFUSED_ACTOR_BYTES]),
-	STATS_SIMPLE("idemproxy_claims_refused_total", "reason=\"expired_key\"", "counter", NULL,
-		     claim_refusals[STATS_REFUSED_EXPIRED_KEY]),
 	STATS_SIMPLE("idemproxy_replay_cache_hits_total", NULL, "counter",
 		     "Replay cache lookups that found a record.", cache_hits),
 	STATS_SIMPLE("idemproxy_replay_cache_misses_total", NULL, "counter",
@@ -225,6 +243,10 @@ static const struct stats_simple {
 		     client_conns),
 	STATS_SIMPLE("idemproxy_requests_active", NULL, "gauge", "Requests being handled.",
 		     requests_active),
+	STATS_SIMPLE("idemproxy_owners_active", NULL, "gauge",
+		     "Owners in flight, as max_owners counts them: from the decision to claim a key "
+		     "until its record is written.",
+		     owners_active),
 	STATS_SIMPLE("idemproxy_upstream_connections", "state=\"idle\"", "gauge",
 		     "Upstream connections: idle in the pools, or carrying a request.",
 		     upstream_idle),
@@ -261,6 +283,7 @@ void stats_render(struct evbuffer *out, struct stats *const *each, int n,
 	stats_requests(out, each, n);
 	stats_durations(out, each, n);
 	stats_refusals(out, each, n);
+	stats_limited(out, each, n);
 	for (int h = 0; h < STATS_HISTS; h++) {
 		stats_head(out, stats_hist_names[h], "histogram", stats_hist_help[h]);
 		stats_histogram_series(out, each, n, stats_hist_names[h], "",

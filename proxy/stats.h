@@ -34,13 +34,22 @@ enum stats_refusal {
 	STATS_REFUSALS,
 };
 
-/* Claims refused before they were made, by reason (idemproxy_claims_refused_total). */
-enum stats_claim_refusal {
-	STATS_REFUSED_ACTOR_RECORDS, /* actor_max_records */
-	STATS_REFUSED_ACTOR_BYTES,   /* actor_max_stored_bytes */
-	STATS_REFUSED_EXPIRED_KEY,   /* a tombstone of expired_keys refuse */
-	STATS_CLAIM_REFUSALS,
+/*
+ * Requests a limit refused before their claim was made, by the limit (the
+ * reason label of idemproxy_refusals_total): a new limit is a row here and
+ * its name in stats.c's stats_limit_names.
+ */
+enum stats_limit {
+	STATS_LIMIT_MAX_OWNERS,	      /* max_owners */
+	STATS_LIMIT_ACTOR_MAX_OWNERS, /* actor_max_owners */
+	STATS_LIMIT_ACTOR_MAX_RECORDS, /* actor_max_records (429) */
+	STATS_LIMIT_ACTOR_MAX_BYTES,   /* actor_max_stored_bytes (429) */
+	STATS_LIMIT_EXPIRED_KEY,       /* a tombstone of expired_keys refuse (422) */
+	STATS_LIMITS,
 };
+
+/* The limit's reason label ("max_owners"). */
+const char *stats_limit_name(enum stats_limit limit);
 
 struct stats_histogram {
 	_Atomic int64_t buckets[STATS_BUCKETS]; /* not cumulative */
@@ -53,16 +62,17 @@ struct stats {
 	struct stats_histogram duration[STATS_ROUTES_MAX + 1][OUT_COUNT];
 	struct stats_histogram hist[STATS_HISTS];
 	_Atomic int64_t refusals[STATS_REFUSALS];
+	_Atomic int64_t limited[STATS_LIMITS]; /* claims a limit refused (enum stats_limit) */
 	_Atomic int64_t claims;	       /* claims sent to the store */
 	_Atomic int64_t replays[2];    /* replays answered from the store [0] or the cache [1] */
 	_Atomic int64_t conflicts;     /* same key, another request */
-	_Atomic int64_t claim_refusals[STATS_CLAIM_REFUSALS];
 	_Atomic int64_t fenced;	       /* outcome writes refused by fencing */
 	_Atomic int64_t waits;	       /* duplicates that waited (in_progress wait) */
 	_Atomic int64_t dropped_underscore; /* request headers not forwarded: a name holding '_' */
 	/* Gauges, refreshed by the worker's timer. */
 	_Atomic int64_t client_conns;
 	_Atomic int64_t requests_active;
+	_Atomic int64_t owners_active; /* counted owners in flight (max_owners) */
 	_Atomic int64_t upstream_idle;
 	_Atomic int64_t upstream_active;
 	_Atomic int64_t store_connected;

@@ -104,6 +104,7 @@ struct store_op {
 		int waits;	       /* forget: times a transaction in its slot held it up */
 		int answered;	       /* a result row of the batch in flight named it */
 		int take;	       /* lookup: that row said the slot may be taken over */
+		int peek;	       /* claim: lookup only (STORE_PEEK) */
 		char nums[STORE_OP_NUMS][STORE_NUM_MAX]; /* its numbers as text, while in flight */
 	} run;
 
@@ -606,8 +607,8 @@ static void store_lookup_rows(struct store *st, PGresult *res)
 		if (take < 0) {
 			store_log(LOG_WARN, "store claim returned an unexpected row", NULL);
 			op->answer.res = STORE_UNAVAILABLE;
-		} else if (take && op->ask.peek) {
-			op->answer.res = STORE_ABSENT;
+		} else if (take && op->run.peek) {
+			op->answer.res = STORE_VACANT;
 		} else if (take) {
 			op->run.take = 1;
 		} else {
@@ -629,8 +630,8 @@ static void store_lookup_rows(struct store *st, PGresult *res)
 			store_queue_push(&again, op);
 		} else if (op->run.answered) {
 			store_complete(st, op, op->answer.res);
-		} else if (op->ask.peek) {
-			store_complete(st, op, STORE_ABSENT);
+		} else if (op->run.peek) {
+			store_complete(st, op, STORE_VACANT); /* no record holds the slot */
 		} else {
 			store_claim_again(st, op, &again);
 		}
@@ -1305,14 +1306,13 @@ void store_claim(struct store *st, const struct scope *sc, const unsigned char *
 		 const char *request_id, const char *trace_id, int64_t lease_ms, int flags,
 		 store_claim_cb cb, void *arg)
 {
-	struct store_op *op = store_op_new(STORE_OP_CLAIM, sc, 0, arg);
+	struct store_op *op =
+	    store_op_new(flags & STORE_PEEK ? STORE_OP_LOOKUP : STORE_OP_CLAIM, sc, 0, arg);
 
+	op->run.peek = (flags & STORE_PEEK) != 0;
 	snprintf(op->ask.token, sizeof(op->ask.token), "%s:%016" PRIx64 ":%" PRIu64, st->owner_id,
 		 st->nonce, ++st->nclaims);
 	op->ask.recover = (flags & STORE_RECOVER) != 0;
-	op->ask.peek = (flags & STORE_PEEK) != 0;
-	if (op->ask.peek)
-		op->kind = STORE_OP_LOOKUP;
 	op->notify = (flags & STORE_NOTIFY) != 0;
 	op->ask.fp = fp;
 	op->ask.request_id = request_id;

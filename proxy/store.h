@@ -32,8 +32,8 @@ enum store_result {
 	STORE_LOST,	   /* claim: sent, but its answer was lost (connection or
 			    * timeout); it may have committed, so the store deletes
 			    * it by its lease token once it can: never forward */
-	STORE_ABSENT,	   /* claim with STORE_PEEK: no record holds the slot, or
-			    * one that could be taken over; nothing was written */
+	STORE_VACANT,	   /* claim with STORE_PEEK: no record holds the slot, or
+			    * one the claim would take over: nothing was written */
 };
 
 /* claim: STORE_OK with generation, STORE_EXISTS with rec (owned by the
@@ -52,9 +52,9 @@ enum store_flags {
 	STORE_RECOVER = 1, /* claim: take over an unknown or lease-expired record
 			    * of the same fingerprint (recovery forward) */
 	STORE_NOTIFY = 2,  /* finish/unknown/release: notify STORE_CHANNEL */
-	STORE_PEEK = 4,	   /* claim: only read the record that holds the slot;
-			    * STORE_ABSENT where the claim would make one (an
-			    * actor over its quota may replay, not claim) */
+	STORE_PEEK = 4,	   /* claim: only read the record that holds the slot
+			    * (STORE_EXISTS), never insert or take over
+			    * (STORE_VACANT instead): a claim a limit refused */
 };
 
 /*
@@ -90,6 +90,9 @@ int store_ready(const struct store *st);
  * waited for, with backoff, as long as it takes): a record it inserted is
  * deleted, one it took over for recovery is marked unknown again. The
  * request was never forwarded, so no key stays in_progress.
+ * With STORE_PEEK the claim starts at its lookup and writes nothing: it
+ * ends with STORE_EXISTS where a claim would, and STORE_VACANT where a
+ * claim would have owned the slot.
  */
 void store_claim(struct store *st, const struct scope *sc, const unsigned char *fp,
 		 const char *request_id, const char *trace_id, int64_t lease_ms, int flags,

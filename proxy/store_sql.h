@@ -97,7 +97,6 @@ struct store_ask {
 	const unsigned char *fp;     /* claim, lookup, takeover: the request's fingerprint */
 	int64_t lease_ms;	     /* claim, lookup, takeover: the lease it asks for */
 	int recover;		     /* lookup, takeover: STORE_RECOVER */
-	int peek;		     /* lookup: STORE_PEEK, never goes on to claim */
 	const char *request_id;	     /* claim, lookup, takeover: the claimant's ids, NULL: none */
 	const char *trace_id;
 	int recovered;		     /* forget: the lost claim took over an abandoned record */

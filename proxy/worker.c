@@ -125,6 +125,7 @@ static void worker_tick_cb(evutil_socket_t fd, short what, void *arg)
 	log_flush();
 	STATS_SET(s->client_conns, listener_conns(w->listener));
 	STATS_SET(s->requests_active, request_count(w->reqs));
+	STATS_SET(s->owners_active, request_owners(w->reqs));
 	STATS_SET(s->upstream_idle, upstream_pool_idle(w->pool));
 	STATS_SET(s->upstream_active, request_forwarding(w->reqs));
 	STATS_SET(s->store_connected, store_ready(w->store));
@@ -173,7 +174,8 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-int worker_init(struct worker *w, int id, struct conf_gen *gen, struct pace *pace)
+int worker_init(struct worker *w, int id, struct conf_gen *gen, struct pace *pace,
+		struct admit *admit)
 {
 	const struct conf *conf = gen->conf;
 	char host[64] = "localhost";
@@ -215,7 +217,7 @@ int worker_init(struct worker *w, int id, struct conf_gen *gen, struct pace *pac
 							   : UPSTREAM_HTTP1);
 	w->cache = cache_new(conf->replay_cache, REPLAY_CACHE_MAX_AGE_US);
 	w->budget = budget_queue_new(w->base);
-	w->reqs = request_ctx_new(w->base, &w->gens, w->store, w->pool, w->cache, pace, &w->stats,
+	w->reqs = request_ctx_new(w->base, &w->gens, w->store, w->pool, w->cache, pace, admit, &w->stats,
 				  (uint64_t)id << REQUEST_ID_WORKER_SHIFT);
 	w->drain_timer = evtimer_new(w->base, drain_cb, w);
 	w->wake_ev = event_new(w->base, w->wake_fd, EV_READ | EV_PERSIST, wake_cb, w);

@@ -15,6 +15,7 @@
 #include "proxy/conf_gen.h"
 #include "proxy/stats.h"
 
+struct admit;
 struct budget_queue;
 struct cache;
 struct evdns_base;
@@ -56,10 +57,11 @@ struct worker {
 /*
  * Set up worker id on its own event loop with configuration gen (held
  * from now on), listening on the configured address, sharing pace (owner
- * durations) with the other workers. Returns 0, or -1 with
- * the reason logged; worker_free() cleans up either way.
+ * durations) and admit (owners in flight) with the other workers. Returns
+ * 0, or -1 with the reason logged; worker_free() cleans up either way.
  */
-int worker_init(struct worker *w, int id, struct conf_gen *gen, struct pace *pace)
+int worker_init(struct worker *w, int id, struct conf_gen *gen, struct pace *pace,
+		struct admit *admit)
 	__attribute__((warn_unused_result));
 /* Hand a new configuration to the worker (from the main thread). */
 void worker_reload(struct worker *w, struct conf_gen *gen);

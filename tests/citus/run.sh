@@ -10,12 +10,14 @@
 # idem_key (idemproxy migrate, then migrate --distribute), runs the store
 # integration tests against the coordinator (IDEMPROXY_TEST_DATABASE), then
 # the Citus chaos run (tests/citus/chaos.py: keyed traffic while a worker is
-# SIGKILLed and restarted and the coordinator restarted), and stops and
-# deletes the cluster, also on failure or interruption.
+# SIGKILLed and restarted and the coordinator restarted), then the
+# benchmark against one plain PostgreSQL beside it (tests/citus/bench.sh),
+# and stops and deletes the cluster, also on failure or interruption.
 #
 # CITUS_TESTS overrides the pytest arguments (files and -k), CITUS_SECONDS
-# the chaos run's budget (default 90), CITUS_KEEP=1 keeps the cluster.
-# The exit status is the tests' or, when they pass, the chaos run's.
+# the chaos run's budget (default 90), CITUS_BENCH=0 leaves the benchmark
+# out, CITUS_KEEP=1 keeps the cluster. The exit status is the tests', or
+# when they pass the chaos run's, or when it passes the benchmark's.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -33,12 +35,12 @@ src=$1
 
 # The store tests that make sense on a distributed table: a scope's owner,
 # replay, conflict, races between instances, leases and fencing, recovery,
-# the sweeper, the records commands and the cache. Left out: tests that
+# the sweeper, the records commands and the admin API's, and the cache. Left out: tests that
 # stop or restart the session's database (pg.stop/pg.start in test_cache.py;
 # private_pg is a plain PostgreSQL of the test's own anyway).
 DEFAULT_TESTS=(tests/integration/test_flow.py tests/integration/test_concurrency.py
 	tests/integration/test_recovery.py tests/integration/test_records.py
-	tests/integration/test_cache.py
+	tests/integration/test_admin.py tests/integration/test_cache.py
 	-k "not store_is_down and not disabled_cache_still_replays_from_store")
 
 port_busy() {
@@ -106,4 +108,13 @@ chaos=0
 "$PY" -m tests.citus.chaos --base "$base" --seconds "$SECONDS_BUDGET" || chaos=$?
 say "the Citus chaos run exited with $chaos"
 [ "$status" -ne 0 ] || status=$chaos
+
+bench=0
+if [ "${CITUS_BENCH:-1}" != 0 ]; then
+	bash tests/citus/bench.sh "$base" "$conninfo" || bench=$?
+	say "the Citus benchmark exited with $bench"
+else
+	say "CITUS_BENCH=0: the benchmark is left out"
+fi
+[ "$status" -ne 0 ] || status=$bench
 exit "$status"

@@ -77,7 +77,7 @@ def test_expired_key_is_refused_then_runs_again(binary, proxy, pg, upstream, ids
             "idempotency-key-expired", 422)
     assert upstream.count(actor=ids.actor) == 1
     m = metrics(p)
-    assert m.get("idemproxy_claims_refused_total", reason="expired_key") == 2, m.text
+    assert m.get("idemproxy_refusals_total", reason="expired_key") == 2, m.text
     assert m.get("idemproxy_sweeper_tombstoned_total") >= 1, m.text
 
     shown = records(binary, p.conf, "show", "h:" + ids.actor, "refuse.op", key)

@@ -334,3 +334,30 @@ def test_describe_lists_grpc_methods(binary, proxy, grpc_up):
     assert "`UNIMPLEMENTED`" in row[0] and "`ABORTED`" in row[0]
     # Routes with no gRPC method path have no such row.
     assert out.stdout.count("| gRPC methods |") == 1
+
+
+def test_call_beyond_actor_max_owners_is_resource_exhausted(proxy, grpc_up, ids):
+    """With actor_max_owners 1 and the actor's one call held upstream, its
+    call with a new key gets RESOURCE_EXHAUSTED (too-many-requests) with
+    grpc-retry-pushback-ms, trailers-only, and never reaches the upstream;
+    after the held call ends the same call runs once."""
+    p = proxy(settings={"upstream": "h2c://127.0.0.1:%d" % grpc_up.port},
+              routes=ROUTES.replace("store_headers x-t", "store_headers x-t\n\tactor_max_owners 1"))
+    held, other = ident(), ident()
+    with channel(p) as ch:
+        future = ch.unary_unary("/demo.Pay/Charge").future(
+            json.dumps({"id": held, "hold": True}).encode(), metadata=meta(ids.key(), ids.actor),
+            timeout=CALL_TIMEOUT)
+        assert procs.poll(lambda: held in grpc_up.counts()["entered"], limit=CALL_TIMEOUT)
+        key = ids.key()
+        refused = charge(ch, {"id": other}, key, ids.actor)
+        assert refused[0] == grpc.StatusCode.RESOURCE_EXHAUSTED, refused
+        assert refused[1].startswith("too-many-requests: "), refused
+        pushback = dict(refused[3]).get("grpc-retry-pushback-ms")
+        assert pushback is not None and int(pushback) >= 1000, refused[3]
+        assert grpc_up.effects("Charge", other) == 0
+        grpc_up.release(held)
+        future.result(timeout=CALL_TIMEOUT)
+        ok = charge(ch, {"id": other}, key, ids.actor)
+    assert ok[0] == "OK", ok
+    assert grpc_up.effects("Charge", other) == 1 and grpc_up.effects("Charge", held) == 1

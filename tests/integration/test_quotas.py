@@ -95,7 +95,7 @@ def counted(proxies, reason):
         m = metrics(p)
         for why in ("actor_max_records", "actor_max_stored_bytes", "expired_key"):
             want = p.refused if why == reason else 0
-            assert m.get("idemproxy_claims_refused_total", reason=why) == want, (why, m.text)
+            assert m.get("idemproxy_refusals_total", reason=why) == want, (why, m.text)
         assert m.get("idemproxy_quota_refreshes_total") >= 1
 
 

@@ -12,7 +12,7 @@ from tests.lib.http1 import (IO_TIMEOUT, MAX_HEAD, Client, ConnectionClosed, Hea
 from tests.lib.procs import (POLL_LIMIT, ROOT, SANITIZER_MARKERS, env_bin, free_port,
                              idemproxy_bin, non_json_lines, poll, port_open, sanitizer_report,
                              terminate, wait_port)
-from tests.lib.proxy import check_config
+from tests.lib.proxy import check_config, show_config
 from tests.lib.records import Records, record_state, record_status, record_text, sql
 from tests.lib.upstream import LogEntry, Upstream
 
@@ -26,8 +26,8 @@ __all__ = [
     # procs: the root and the binary, bounded waits, ports, stderr checks
     "POLL_LIMIT", "ROOT", "SANITIZER_MARKERS", "env_bin", "free_port", "idemproxy_bin",
     "non_json_lines", "poll", "port_open", "sanitizer_report", "terminate", "wait_port",
-    # proxy: `idemproxy -t` on a configuration text
-    "check_config",
+    # proxy: `idemproxy -t` on a configuration text, `idemproxy -T` on a file
+    "check_config", "show_config",
     # records: the record table
     "Records", "record_state", "record_status", "record_text", "sql",
     # upstream: the test upstream's client side

@@ -1,6 +1,7 @@
 """One idemproxy process under test (Proxy) and the configuration it runs
 with: the base settings and routes every test starts from, rendered to the
-text of a configuration file (render_conf), checked (check_config) and
+text of a configuration file (render_conf), checked (check_config), shown as
+in force (show_config) and
 rewritten (rewrite), the migration of a cluster (migrate), and waiting
 for a line in a Proxy's log (wait_for_log). A Proxy owns its configuration file and its stderr file in the
 work directory it is given; whoever makes one stops it."""
@@ -189,6 +190,15 @@ def check_config(binary, path, text):
         f.write(text)
     return subprocess.run([binary, "-t", "-c", str(path)], capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=30)
+
+
+def show_config(binary, path):
+    """`idemproxy -T` on the file path: the effective configuration's text;
+    fails when the command does not succeed."""
+    r = subprocess.run([binary, "-T", "-c", str(path)], capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
 
 
 def migrate(binary, conninfo, conf):

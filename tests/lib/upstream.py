@@ -70,6 +70,10 @@ class Upstream:
         r = http1.request(self.port, "POST", "/__step/%s/%d" % (sid, i), body=b"", tls=self.tls)
         assert r.status == 204
 
+    def release(self, hold):
+        """Let the requests held with X-Test-Hold: hold answer."""
+        self.step(hold, 1)
+
     def log(self):
         r = http1.request(self.port, "GET", "/__log", tls=self.tls)
         assert r.status == 200

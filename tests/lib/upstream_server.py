@@ -15,12 +15,16 @@ never recorded.
 Each request chooses its own response with headers:
   X-Test-Status: N          status (default 201 for POST, 200 otherwise)
   X-Test-Delay: SECONDS     sleep this long before answering
+  X-Test-Hold: ID           answer only once POST /__step/ID/1 came (60 s
+                            at most): a request held as long as a test says
   X-Test-Body: TEXT         response body instead of the default JSON
   X-Test-Header: Name: v    add a response header (repeatable)
   X-Test-Action: reset      read the request, then close with RST
                  truncate   Content-Length 100 with 10 bytes, then close
                  silent     read the request, answer nothing (30 s at most)
                  big:N      a body of N bytes
+                 jsonrpc    a JSON-RPC 2.0 answer to the body's call: its id,
+                            and a result naming the effect's n and method
                  chunked    answer with Transfer-Encoding: chunked
                  trailers   the same, with the trailer fields
                             "X-Trailer-A: one" and "X-Trailer-B: two"
@@ -310,6 +314,8 @@ class Handler(BaseHTTPRequestHandler):
         delay = float(h.get("X-Test-Delay", "0") or "0")
         if delay > 0:
             time.sleep(delay)
+        if h.get("X-Test-Hold"):
+            STEPS.wait(h["X-Test-Hold"], 1, STEP_MAX)
         action = h.get("X-Test-Action", "")
 
         if action == "reset":
@@ -339,6 +345,14 @@ class Handler(BaseHTTPRequestHandler):
             size = int(action[4:])
             payload = (BIG_PATTERN * (size // len(BIG_PATTERN) + 1))[:size]
             ctype = "application/octet-stream"
+        elif action == "jsonrpc":
+            # A JSON-RPC answer: the call's own id, the effect's number.
+            try:
+                call = json.loads(body)
+            except ValueError:
+                call = {}
+            payload = json.dumps({"jsonrpc": "2.0", "id": call.get("id"),
+                                  "result": {"n": n, "method": call.get("method")}}).encode()
         elif "X-Test-Body" in h:
             payload = h["X-Test-Body"].encode("utf-8", "surrogateescape")
             ctype = "text/plain"

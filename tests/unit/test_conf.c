@@ -329,6 +329,62 @@ static void test_route_defaults(void)
 	conf_free(c);
 }
 
+/* max_owners, actor_max_owners and forward_key: defaults, inheritance, a route's own off. */
+static void test_admission(void)
+{
+	const struct route *r;
+	struct conf *c = parse(UPSTREAM "actor anonymous\nroute a {\nmatch POST /a\n}\n");
+
+	CHECK(c && c->max_owners == 0 && c->routes[0].actor_max_owners == -1);
+	CHECK(c && c->routes[0].forward_key == FORWARD_KEY_OFF &&
+	      c->routes[0].forward_key_header == NULL);
+	conf_free(c);
+	c = parse(UPSTREAM "actor anonymous\nmax_owners 50\nactor_max_owners 4\n"
+			   "forward_key X-Upstream-Key\n"
+			   "route a {\nmatch POST /a\n}\n"
+			   "route b {\nmatch POST /b\nactor_max_owners off\nforward_key off\n}\n"
+			   "route c {\nmatch POST /c\nactor_max_owners 9\n"
+			   "forward_key Idempotency-Key raw\n}\n"
+			   "route d {\nmatch POST /d\nactor_max_owners 0\n}\n");
+	CHECK(c && c->nroutes == 4);
+	if (!c) {
+		fprintf(stderr, "%s\n", err);
+		return;
+	}
+	CHECK(c->max_owners == 50);
+	r = c->routes;
+	CHECK(r[0].actor_max_owners == 4 && r[0].forward_key == FORWARD_KEY_SCOPED &&
+	      strcmp(r[0].forward_key_header, "X-Upstream-Key") == 0);
+	CHECK(r[1].actor_max_owners == -1 && r[1].forward_key == FORWARD_KEY_OFF);
+	CHECK(r[2].actor_max_owners == 9 && r[2].forward_key == FORWARD_KEY_RAW &&
+	      strcmp(r[2].forward_key_header, "Idempotency-Key") == 0);
+	CHECK(r[3].actor_max_owners == -1 && r[3].forward_key == FORWARD_KEY_SCOPED);
+	conf_free(c);
+	c = parse(UPSTREAM "actor anonymous\nmax_owners 0\nroute a {\nmatch POST /a\n}\n");
+	CHECK(c && c->max_owners == 0);
+	conf_free(c);
+
+	BAD(UPSTREAM "max_owners -1\n",
+	    "t.conf:2: invalid max_owners \"-1\" (off, or 0-1000000; 0 is off)");
+	BAD(UPSTREAM "max_owners 1 2\n", "t.conf:2: \"max_owners\" needs 1 argument");
+	BAD(UPSTREAM "route x {\nmatch POST /x\nactor_max_owners lots\n}\n",
+	    "t.conf:4: invalid actor_max_owners \"lots\" (off, or 0-1000000; 0 is off)");
+	BAD(UPSTREAM "route x {\nmatch POST /x\nmax_owners 3\n}\n",
+	    "t.conf:4: \"max_owners\" is not allowed inside a route block");
+	BAD(UPSTREAM "forward_key Bad:Name\n", "t.conf:2: invalid header name \"Bad:Name\"");
+	BAD(UPSTREAM "forward_key Host\n",
+	    "t.conf:2: forward_key cannot set \"Host\": idemproxy writes that header itself");
+	BAD(UPSTREAM "forward_key X-Request-Id\n",
+	    "t.conf:2: forward_key cannot set \"X-Request-Id\": idemproxy writes that header "
+	    "itself");
+	BAD(UPSTREAM "forward_key Connection\n",
+	    "t.conf:2: forward_key cannot set \"Connection\": idemproxy writes that header itself");
+	BAD(UPSTREAM "forward_key X-Key digest\n",
+	    "t.conf:2: invalid forward_key mode \"digest\" (scoped or raw)");
+	BAD(UPSTREAM "forward_key off scoped\n", "t.conf:2: \"forward_key off\" takes no arguments");
+	BAD(UPSTREAM "forward_key a b c\n", "t.conf:2: \"forward_key\" needs 1 to 2 arguments");
+}
+
 /* Quotas (top level) and expired_keys (top level, inherited by routes). */
 static void test_quotas(void)
 {
@@ -1035,6 +1091,49 @@ static void test_unreachable_routes(void)
 	conf_free(c);
 }
 
+/* operation_from json PATH | jsonrpc [PATH] | graphql, in a route only, each error at its line. */
+static void test_operation_from(void)
+{
+	struct conf *c = parse(UPSTREAM "actor anonymous\n"
+				       "route g {\n    match POST /g\n    operation_from graphql\n}\n"
+				       "route r {\n    match POST /r\n    operation_from jsonrpc\n}\n"
+				       "route m {\n    match POST /m\n"
+				       "    operation_from jsonrpc params.name\n}\n"
+				       "route j {\n    match POST /j\n    operation_from json a.b\n}\n"
+				       "route p {\n    match POST /p\n}\n");
+
+	CHECK(c != NULL);
+	if (c) {
+		CHECK(c->nroutes == 5);
+		CHECK(c->routes[0].operation_from == OPFROM_GRAPHQL && !c->routes[0].operation_path);
+		CHECK(c->routes[1].operation_from == OPFROM_JSONRPC);
+		CHECK_STR(c->routes[1].operation_path, "method");
+		CHECK(c->routes[2].operation_from == OPFROM_JSONRPC);
+		CHECK_STR(c->routes[2].operation_path, "params.name");
+		CHECK(c->routes[3].operation_from == OPFROM_JSON);
+		CHECK_STR(c->routes[3].operation_path, "a.b");
+		CHECK(c->routes[4].operation_from == OPFROM_UNSET && !c->routes[4].operation_path);
+		conf_free(c);
+	}
+	BAD(UPSTREAM "operation_from graphql\n",
+	    "t.conf:2: \"operation_from\" is only allowed inside a route block");
+	BAD(UPSTREAM "route x {\nmatch POST /x\noperation_from\n}\n",
+	    "t.conf:4: \"operation_from\" needs 1 to 2 arguments");
+	BAD(UPSTREAM "route x {\nmatch POST /x\noperation_from xml a\n}\n",
+	    "t.conf:4: \"operation_from\" takes json PATH, jsonrpc [PATH] or graphql");
+	BAD(UPSTREAM "route x {\nmatch POST /x\noperation_from json\n}\n",
+	    "t.conf:4: \"operation_from json\" needs a JSON path (e.g. action or params.name)");
+	BAD(UPSTREAM "route x {\nmatch POST /x\noperation_from graphql query\n}\n",
+	    "t.conf:4: \"operation_from graphql\" takes no path");
+	BAD(UPSTREAM "route x {\nmatch POST /x\noperation_from jsonrpc .method\n}\n",
+	    "t.conf:4: invalid JSON path \".method\" (names separated by \".\")");
+	BAD(UPSTREAM "route x {\nmatch POST /x\noperation_from json a..b\n}\n",
+	    "t.conf:4: invalid JSON path \"a..b\" (names separated by \".\")");
+	BAD(UPSTREAM "route x {\nmatch POST /x\noperation_from graphql\n"
+		     "operation_from json a\n}\n",
+	    "t.conf:5: duplicate directive \"operation_from\" (first set at line 4)");
+}
+
 int main(void)
 {
 	test_durations();
@@ -1042,6 +1141,7 @@ int main(void)
 	test_top_level();
 	test_routes();
 	test_route_defaults();
+	test_admission();
 	test_lexer();
 	test_quotas();
 	test_errors();
@@ -1054,5 +1154,6 @@ int main(void)
 	test_load();
 	test_restart_only();
 	test_unreachable_routes();
+	test_operation_from();
 	UNIT_DONE("conf");
 }

@@ -473,6 +473,47 @@ static void test_edges(void)
 	free(oa);
 }
 
+/* max_owners, actor_max_owners and forward_key: a route states its limits and forwarded key. */
+static void test_admission(void)
+{
+	char *md, *oa;
+	yajl_val doc;
+
+	render(TOP "max_owners 100\n"
+		   "route order.pay {\n match POST /api/pay\n actor_max_owners 3\n"
+		   " forward_key Upstream-Key\n}\n"
+		   "route order.raw {\n match POST /api/raw\n forward_key Idempotency-Key raw\n"
+		   " errors stripe\n}\n",
+		   &md, &oa);
+	HAS(md, "| Requests in flight | at most 3 requests with a new key of one actor, and 100 "
+		"of all actors together run at once on each proxy instance; one more gets 429 "
+		"`too-many-requests`");
+	HAS(md, "| 429 | `too-many-requests` | a new key while too many requests run on this "
+		"instance (3 of this actor, or 100 of all actors): nothing was recorded or sent "
+		"to the API | `X-Should-Retry: true`, `Retry-After`, `Retry-After-Ms` |");
+	HAS(md, "| Key sent to the API | the API receives `Upstream-Key` holding a key derived "
+		"from the actor, the operation and the client's key");
+	HAS(md, "the API receives `Idempotency-Key` holding the client's key as sent");
+	HAS(md, "| 429 | `too_many_requests` (`rate_limit_error`) |");
+	HAS(md, "at most 100 requests with a new key of all actors together");
+	doc = openapi(oa);
+	CHECK(AT(doc, "paths", "/api/pay", "post", "responses", "429") != NULL);
+	yajl_tree_free(doc);
+	free(md);
+	free(oa);
+
+	/* Without limits or forward_key neither is stated. */
+	render(TOP "route order.pay {\n match POST /api/pay\n}\n", &md, &oa);
+	LACKS(md, "Requests in flight");
+	LACKS(md, "Key sent to the API");
+	LACKS(md, "| 429 |");
+	doc = openapi(oa);
+	CHECK(AT(doc, "paths", "/api/pay", "post", "responses", "429") == NULL);
+	yajl_tree_free(doc);
+	free(md);
+	free(oa);
+}
+
 /* Quotas and expired_keys: the rows each adds, only where it applies. */
 static void test_quotas(void)
 {
@@ -531,6 +572,7 @@ int main(void)
 	test_key_sources();
 	test_edges();
 	test_quotas();
+	test_admission();
 	test_formats();
 	UNIT_DONE("contract");
 }

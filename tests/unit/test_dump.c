@@ -62,10 +62,12 @@ static const char full[] =
     "    key_from json meta.key\n"
     "    fingerprint_headers X-Tenant\n"
     "    errors stripe\n"
+    "    operation_from jsonrpc params.name\n"
     "}\n"
     "route c {\n    match DELETE /c\n    actor anonymous\n    fingerprint body\n"
-    "    key_from query idem\n}\n"
-    "route d {\n    match PATCH /d\n    actor header \"X-A\"\n    fingerprint none\n}\n";
+    "    key_from query idem\n    operation_from graphql\n}\n"
+    "route d {\n    match PATCH /d\n    actor header \"X-A\"\n    fingerprint none\n"
+    "    operation_from json action\n}\n";
 
 static struct conf *parse(const char *text)
 {
@@ -125,6 +127,9 @@ static void test_round_trip(void)
 	HAS(text, "    release_on 4xx 500\n");
 	HAS(text, "    in_progress wait 3s\n");
 	HAS(text, "    key_from query idem\n");
+	HAS(text, "    operation_from jsonrpc params.name\n");
+	HAS(text, "    operation_from graphql\n");
+	HAS(text, "    operation_from json action\n");
 	HAS(text, "route c {\n");
 	again = parse(text);
 	CHECK(again != NULL);

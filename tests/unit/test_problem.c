@@ -7,6 +7,8 @@
 
 #include <yajl/yajl_tree.h>
 
+#include "http/grpc.h"
+
 #define ERR_MAX 256
 
 /* Parses a rendered body; the caller frees the tree with yajl_tree_free. */
@@ -49,11 +51,11 @@ static void test_table(void)
 	    "upstream-unavailable",  "upstream-error",		"upstream-timeout",
 	    "request-timeout",	     "headers-too-large",	"uri-too-long",
 	    "shutting-down",	     "key-unavailable",		"grpc-streaming-refused",
-	    "actor-quota-exceeded",  "idempotency-key-expired",
+	    "too-many-requests",     "actor-quota-exceeded",	"idempotency-key-expired",
 	};
 	const int statuses[PROBLEM_KIND_COUNT] = {400, 400, 400, 401, 401, 413, 422, 409,
 						  409, 503, 502, 502, 504, 408, 431,
-						  414, 503, 503, 501, 429, 422};
+						  414, 503, 503, 501, 429, 429, 422};
 	int k;
 
 	for (k = 0; k < PROBLEM_KIND_COUNT; k++) {
@@ -62,6 +64,10 @@ static void test_table(void)
 		CHECK(problem_title(k) && strlen(problem_title(k)) > 0);
 	}
 	CHECK_STR(problem_title(PROBLEM_KEY_MISSING), "Idempotency-Key header is missing");
+	/* A limit's refusal: retryable, the SDKs' rate limit error, gRPC's own word for it. */
+	CHECK(problem_should_retry(PROBLEM_TOO_MANY_REQUESTS));
+	CHECK_STR(problem_stripe_type(PROBLEM_TOO_MANY_REQUESTS), "rate_limit_error");
+	CHECK(problem_grpc_code(PROBLEM_TOO_MANY_REQUESTS) == GRPC_RESOURCE_EXHAUSTED);
 }
 
 static void test_render_all(void)

@@ -13,6 +13,7 @@
 #include <libpq-fe.h>
 #include <yajl/yajl_tree.h>
 
+#include "conf/conf.h"
 #include "proxy/digest.h"
 #include "proxy/migrate.h"
 #include "proxy/records.h"
@@ -642,12 +643,32 @@ static void cleanup(void)
 	CHECK(sql("DELETE FROM idempotency_records WHERE actor = $1", 1, values));
 }
 
+/* A resolve's default retention: the route's, for its own scopes and for operation_from's. */
+static void test_retention(void)
+{
+	struct route routes[] = {
+	    {.operation = "a", .retention_ms = 1000},
+	    {.operation = "rpc", .retention_ms = 2000, .operation_from = OPFROM_JSONRPC},
+	    {.operation = "rpc:x", .retention_ms = 3000},
+	};
+	struct conf c = {.routes = routes, .nroutes = 3};
+
+	CHECK(records_retention(&c, "a") == 1000);
+	CHECK(records_retention(&c, "rpc") == 2000);
+	CHECK(records_retention(&c, "rpc:transfer") == 2000);
+	CHECK(records_retention(&c, "rpc:x") == 3000); /* a route's own name first */
+	CHECK(records_retention(&c, "a:b") == 0);      /* a has no operation_from */
+	CHECK(records_retention(&c, "rp") == 0);
+	CHECK(records_retention(&c, NULL) == 0);
+}
+
 int main(void)
 {
 	const char *dsn = getenv("IDEMPROXY_TEST_DSN");
 	char err[TEST_ERR_MAX] = "";
 
 	test_build();
+	test_retention();
 	/* tests/run.sh always sets it: running without a database is a failure. */
 	CHECK(dsn != NULL);
 	if (!dsn) {

@@ -342,6 +342,71 @@ static void test_expiry(struct store *st, const unsigned char *fp, const unsigne
 	CHECK(r.rec.lease_expired && r.rec.lease_remaining_ms == 0);
 }
 
+/* A claim with flags (STORE_PEEK, STORE_RECOVER). */
+static struct result claim_flags(struct store *st, const struct scope *sc,
+				 const unsigned char *fp, int flags)
+{
+	struct result r = {0};
+
+	in_call = 1;
+	store_claim(st, sc, fp, NULL, NULL, TEST_LEASE_MS, flags, claim_cb, &r);
+	await_result(&r);
+	return r;
+}
+
+/*
+ * STORE_PEEK (a claim a limit refused) writes nothing: a free slot, an
+ * expired completed record and one recovery would take over are vacant
+ * and stay as they were; a record that holds the slot is reported as a
+ * claim reports it.
+ */
+static void test_peek(struct store *st, const unsigned char *fp, const unsigned char *fp2)
+{
+	struct scope free_sc = {actor, "order.peek", "key-free"};
+	struct scope held = {actor, "order.peek", "key-held"};
+	struct scope old = {actor, "order.peek", "key-old"};
+	struct scope unk = {actor, "order.peek", "key-unknown"};
+	struct result r;
+	int64_t g;
+
+	r = claim_flags(st, &free_sc, fp, STORE_PEEK);
+	CHECK(r.res == STORE_VACANT && r.generation == 0);
+	r = claim_flags(st, &free_sc, fp, STORE_PEEK | STORE_RECOVER);
+	CHECK(r.res == STORE_VACANT);
+	r = claim(st, &free_sc, fp, TEST_LEASE_MS); /* the peeks left nothing behind */
+	CHECK(r.res == STORE_OK);
+	CHECK(release(st, &free_sc, r.generation) == STORE_OK);
+
+	r = claim(st, &held, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_OK);
+	g = r.generation;
+	r = claim_flags(st, &held, fp2, STORE_PEEK);
+	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_IN_PROGRESS && r.rec.generation == g);
+	CHECK(finish(st, &held, g, 201, "", "done", 0, TEST_RETENTION_MS) == STORE_OK);
+	r = claim_flags(st, &held, fp, STORE_PEEK);
+	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_COMPLETED && r.rec.body_len == 4 &&
+	      memcmp(r.body, "done", 4) == 0);
+
+	r = claim(st, &old, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_OK);
+	g = r.generation;
+	CHECK(finish(st, &old, g, 200, "", "old", 0, 1) == STORE_OK);
+	run_for(20);
+	r = claim_flags(st, &old, fp2, STORE_PEEK);
+	CHECK(r.res == STORE_VACANT);
+	r = claim(st, &old, fp2, TEST_LEASE_MS); /* still the expired record: taken over now */
+	CHECK(r.res == STORE_OK && r.generation > g);
+
+	r = claim(st, &unk, fp, TEST_LEASE_MS);
+	CHECK(r.res == STORE_OK);
+	g = r.generation;
+	CHECK(mark_unknown(st, &unk, g) == STORE_OK);
+	r = claim_flags(st, &unk, fp, STORE_PEEK | STORE_RECOVER);
+	CHECK(r.res == STORE_VACANT);
+	r = claim_flags(st, &unk, fp, STORE_PEEK);
+	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_UNKNOWN && r.rec.generation == g);
+}
+
 static enum store_result finish_keeping(struct store *st, const struct scope *sc, int64_t gen,
 					int64_t retention_ms, int64_t tombstone_ms)
 {
@@ -352,16 +417,6 @@ static enum store_result finish_keeping(struct store *st, const struct scope *sc
 		     NULL, retention_ms, tombstone_ms, 0, done_cb, &r);
 	await_result(&r);
 	return r.res;
-}
-
-static struct result peek(struct store *st, const struct scope *sc, const unsigned char *fp)
-{
-	struct result r = {0};
-
-	in_call = 1;
-	store_claim(st, sc, fp, NULL, NULL, TEST_LEASE_MS, STORE_PEEK, claim_cb, &r);
-	await_result(&r);
-	return r;
 }
 
 /* A text query's row count and first value. */
@@ -394,15 +449,15 @@ static void test_tombstones(struct store *st, const unsigned char *fp, const uns
 	struct result r;
 	int64_t g;
 
-	r = peek(st, &none, fp);
-	CHECK(r.res == STORE_ABSENT);
-	r = peek(st, &none, fp);
-	CHECK(r.res == STORE_ABSENT); /* nothing was inserted */
+	r = claim_flags(st, &none, fp, STORE_PEEK);
+	CHECK(r.res == STORE_VACANT);
+	r = claim_flags(st, &none, fp, STORE_PEEK);
+	CHECK(r.res == STORE_VACANT); /* nothing was inserted */
 
 	r = claim(st, &kept, fp, TEST_LEASE_MS);
 	CHECK(r.res == STORE_OK);
 	g = r.generation;
-	r = peek(st, &kept, fp);
+	r = claim_flags(st, &kept, fp, STORE_PEEK);
 	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_IN_PROGRESS);
 	CHECK(finish_keeping(st, &kept, g, 1, TEST_RETENTION_MS) == STORE_OK);
 	run_for(20);
@@ -411,18 +466,18 @@ static void test_tombstones(struct store *st, const unsigned char *fp, const uns
 	CHECK(strlen(r.completed_at) == 24 && r.completed_at[10] == 'T' && r.completed_at[23] == 'Z');
 	r = claim(st, &kept, fp2, TEST_LEASE_MS); /* another request: refused alike */
 	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_EXPIRED);
-	r = peek(st, &kept, fp);
+	r = claim_flags(st, &kept, fp, STORE_PEEK);
 	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_EXPIRED);
 
 	r = claim(st, &brief, fp, TEST_LEASE_MS);
 	CHECK(r.res == STORE_OK);
 	g = r.generation;
 	CHECK(finish_keeping(st, &brief, g, 1, 1) == STORE_OK);
-	r = peek(st, &brief, fp);
+	r = claim_flags(st, &brief, fp, STORE_PEEK);
 	CHECK(r.res == STORE_EXISTS && r.rec.state == RECORD_COMPLETED);
 	run_for(20);
-	r = peek(st, &brief, fp); /* could be taken over: a peek does not */
-	CHECK(r.res == STORE_ABSENT);
+	r = claim_flags(st, &brief, fp, STORE_PEEK); /* could be taken over: a peek does not */
+	CHECK(r.res == STORE_VACANT);
 	r = claim(st, &brief, fp, TEST_LEASE_MS);
 	CHECK(r.res == STORE_OK && r.generation > g);
 }
@@ -1007,7 +1062,12 @@ static void test_notify(const char *dsn, struct store *st, const unsigned char *
 	CHECK(wait_ready(ear));
 	run_until(&h.reconnects, TEST_WAIT_MS);
 	CHECK(h.reconnects == 1);
-	run_for(TEST_TICK_MS); /* the LISTEN goes first */
+	/* The LISTEN was queued before the reconnect mark: a query answered
+	 * after it proves the server runs it before the notifying write. */
+	store_query(ear, &one, query_cb, &n);
+	run_until(&n.called, TEST_WAIT_MS);
+	CHECK(n.called == 1 && n.res == STORE_OK);
+	n = (struct result){0};
 
 	c = claim(st, &quiet, fp, TEST_LEASE_MS);
 	CHECK(c.res == STORE_OK);
@@ -1016,7 +1076,9 @@ static void test_notify(const char *dsn, struct store *st, const unsigned char *
 	CHECK(c.res == STORE_OK);
 	store_finish(st, &sc, c.generation, 201, "", 0, NULL, 0, 0, NULL, TEST_RETENTION_MS, 0, STORE_NOTIFY,
 		     done_cb, &q);
+	/* The notification can reach ear before st's own answer reaches it. */
 	run_until(&h.tokens, TEST_WAIT_MS);
+	run_until(&q.called, TEST_WAIT_MS);
 	CHECK(q.called == 1 && q.res == STORE_OK);
 	scope_token(&sc, token);
 	CHECK(strlen(token) == SCOPE_TOKEN_SIZE - 1);
@@ -1468,6 +1530,7 @@ int main(void)
 	test_claim_finish(st, fp, fp2);
 	test_release_unknown(st, fp);
 	test_expiry(st, fp, fp2);
+	test_peek(st, fp, fp2);
 	test_claimant_ids(st, fp);
 	test_tombstones(st, fp, fp2);
 	test_quota_sql(st);

@@ -1083,6 +1083,7 @@ int contract_build(struct contract *c, const struct conf *conf)
 		return -1;
 	c->fail_open = conf->store_unavailable == STORE_FAIL_OPEN;
 	c->store_unavailable = c->fail_open ? "fail-open" : "fail-closed";
+	c->server = conf->contract_server;
 	if (conf->contract_url && asprintf(&c->link, RESPOND_LINK_FORMAT, conf->contract_url) < 0) {
 		c->link = NULL;
 		return -1;

@@ -13,13 +13,14 @@ import subprocess
 
 import pytest
 
-from tests.lib import helpers, jwtkit
+from tests.lib import helpers, jwtkit, npmkit
 from tests.lib.admin import admin, admin_proxy
 from tests.lib.proxy import rewrite, wait_for_log
 
 PASSWORD = "pw-Never-Shown-4711"
 ISSUER = "https://id.example"
 CONTRACT_URL = "https://api.example.com/idempotency-contract"
+SERVER_URL = "https://api.example.com/v1"
 MARKDOWN_TYPE = "text/markdown; charset=utf-8"
 OPENAPI_TYPE = "application/json"
 # A key the OpenAPI pattern must take and ones it must refuse (idemkey.c).
@@ -381,8 +382,23 @@ def test_describe_openapi(binary, tmp_path):
         assert pattern.search(k) and len(k) <= key["schema"]["maxLength"], k
     for k in BAD_KEYS:
         assert not pattern.search(k), k
-    actor = [p for p in c["parameters"] if p["name"] == "X-Actor-Id"][0]
-    assert actor["in"] == "header" and actor["required"] is True
+    # the actor header is a credential of its own, not a parameter
+    assert not [p for p in c["parameters"] if p["name"] == "X-Actor-Id"]
+    assert c["security"] == [{"actorHeader.x-actor-id": []}]
+    assert doc["components"]["securitySchemes"]["actorHeader.x-actor-id"] == {
+        "type": "apiKey", "in": "header", "name": "X-Actor-Id",
+        "description": doc["components"]["securitySchemes"]["actorHeader.x-actor-id"][
+            "description"]}
+    # the fingerprinted fields are properties of an open JSON object
+    cbody = c["requestBody"]["content"]
+    assert list(cbody) == ["application/json"]
+    cschema = cbody["application/json"]["schema"]
+    assert cschema["type"] == "object" and cschema["additionalProperties"] is True
+    assert list(cschema["properties"]) == ["title", "topic", "lessons"]
+    assert "`trim`" in cschema["properties"]["title"]["description"]
+    assert "required" not in cschema and c["requestBody"]["required"] is False
+    # no contract_server: the document's own origin
+    assert [s["url"] for s in doc["servers"]] == ["/"]
     assert set(c["responses"]) == {"default", "400", "401", "409", "413", "502", "503", "504"}
     assert c["responses"]["409"]["$ref"] == "#/components/responses/Problem409"
     assert "idempotency-conflict" in c["responses"]["409"]["description"]  # mismatch_status 409
@@ -425,6 +441,7 @@ def test_describe_openapi(binary, tmp_path):
     assert rest["name"] == "rest" and "zero or more" in rest["description"]
     h = hooks["post"]
     assert not any(p["in"] in ("header", "query") for p in h["parameters"])
+    assert h["security"] == []  # anonymous: no credential
     assert "`event.id`" in h["requestBody"]["description"]
     assert "401" not in h["responses"]
     idp = h["requestBody"]["content"]["application/json"]["schema"]["properties"]["event"]
@@ -434,6 +451,10 @@ def test_describe_openapi(binary, tmp_path):
     qkey = [p for p in q["parameters"] if p["in"] == "query"][0]
     assert qkey["name"] == "idem" and qkey["required"] is True and "pattern" in qkey["schema"]
     assert q["security"] == [{"authorizationHeader": []}]
+    # fingerprint none, key in the query: any body
+    assert q["requestBody"]["content"] == {"*/*": {"schema": {}}}
+    assert o["requestBody"]["content"]["application/json"]["schema"] == {
+        "type": "object", "additionalProperties": True}
     assert q["x-idempotency"]["release_on"] == ["4xx"]
     assert q["x-idempotency"]["unknown_on"] == ["500", "502", "504"]
 
@@ -458,6 +479,139 @@ def test_describe_errors(binary, tmp_path):
     assert r.returncode == 1 and b"contract-jwks.json" in r.stderr, r.stderr
     r = describe(binary, str(tmp_path / "missing.conf"))
     assert r.returncode == 1 and r.stderr.decode().startswith(str(tmp_path / "missing.conf") + ":")
+
+
+def test_contract_server_names_the_documents_server(binary, tmp_path):
+    settings, routes = contract_settings(tmp_path)
+    settings["contract_server"] = SERVER_URL
+    conf = write_conf(tmp_path, settings, routes)
+    r = describe(binary, conf, "--format", "openapi")
+    assert r.returncode == 0, r.stderr
+    assert [s["url"] for s in json.loads(r.stdout)["servers"]] == [SERVER_URL]
+    dump = subprocess.run([binary, "-T", "-c", conf], capture_output=True, text=True, timeout=30)
+    assert dump.returncode == 0, dump
+    assert "contract_server %s" % SERVER_URL in dump.stdout.splitlines(), dump.stdout
+    for bad, why in (("ftp://api.example.com", "http:// or https://"),
+                     ("https://", "no host"), ("https:///v1", "no host"),
+                     ("https://api.example.com/v1?x=1", "invalid contract_server"),
+                     ("https://api.example.com/{tenant}", "invalid contract_server")):
+        settings["contract_server"] = bad
+        conf = write_conf(tmp_path, settings, routes, "bad-server.conf")
+        line = next(i for i, l in enumerate(open(conf).read().splitlines(), 1)
+                    if l.startswith("contract_server"))
+        t = subprocess.run([binary, "-t", "-c", conf], capture_output=True, text=True, timeout=30)
+        assert t.returncode != 0 and t.stderr.startswith("%s:%d: " % (conf, line)), (bad, t)
+        assert why in t.stderr, (bad, t.stderr)
+
+
+# ---- what typed clients read: Redocly's linter, openapi-typescript and tsc ----
+
+LINT_TIMEOUT = 180       # one npx run on a loaded machine
+# A client that sends a course (fingerprint json title:trim topic lessons:int)
+# and a hook (key_from json event.id) with bodies typed from the document.
+CLIENT_TS = """import type { paths } from "./api";
+
+type Body<P extends keyof paths, M extends keyof paths[P]> =
+    NonNullable<paths[P][M] extends { requestBody?: infer B } ? B : never> extends
+        { content: { "application/json": infer J } } ? J : never;
+type CourseBody = Body<"/api/c/courses", "post">;
+type HookBody = Body<"/api/c/hooks/{rest}", "post">;
+type IsNever<T> = [T] extends [never] ? true : false;
+const courseTyped: IsNever<CourseBody> = false;
+const hookTyped: IsNever<HookBody> = false;
+
+export async function send(base: string, key: string): Promise<number> {
+    const course: CourseBody = %(course)s;
+    const hook: HookBody = %(hook)s;
+    let status = 0;
+    for (const [path, body] of [["/api/c/courses", course], ["/api/c/hooks/x", hook]] as const) {
+        const r = await fetch(base + path, {
+            method: "POST",
+            headers: { "Content-Type": "application/json", "Idempotency-Key": key },
+            body: JSON.stringify(body),
+        });
+        status = r.status;
+    }
+    return courseTyped || hookTyped ? -1 : status;
+}
+"""
+GOOD_BODIES = {"course": '{ title: " Rust ", topic: "systems", lessons: 12, extra: [1] }',
+               "hook": '{ event: { id: "evt_1", kind: "paid" }, at: 1 }'}
+# The key at event.id is a string or an integer, never a boolean; a body is an object.
+BAD_BODIES = [dict(GOOD_BODIES, hook='{ event: { id: true } }'),
+              dict(GOOD_BODIES, course='"a course"')]
+
+
+@pytest.fixture(scope="module")
+def node_tools():
+    """tests/sdk's packages (@redocly/cli, openapi-typescript, typescript), installed."""
+    return npmkit.install()
+
+
+def openapi_file(binary, tmp_path, settings=None):
+    base, routes = contract_settings(tmp_path)
+    base.update(settings or {})
+    conf = write_conf(tmp_path, base, routes)
+    r = describe(binary, conf, "--format", "openapi")
+    assert r.returncode == 0, r.stderr
+    path = tmp_path / "openapi.json"
+    path.write_bytes(r.stdout)
+    return path
+
+
+def redocly_lint(path):
+    """Redocly's recommended ruleset on path: (totals, problems)."""
+    code, out, err = npmkit.npx("redocly", "lint", "--extends", "recommended", "--format",
+                                "json", str(path), timeout=LINT_TIMEOUT)
+    assert code is not None, err
+    try:
+        report = json.loads(out)
+    except ValueError:
+        pytest.fail("redocly lint printed no report (exit %s):\n%s%s" % (code, out, err))
+    assert (code == 0) == (report["totals"]["errors"] == 0), (code, report["totals"])
+    return report["totals"], report["problems"]
+
+
+def test_redocly_recommended_reports_no_error(binary, tmp_path, node_tools):
+    for settings in ({}, {"contract_server": SERVER_URL}):
+        totals, problems = redocly_lint(openapi_file(binary, tmp_path, settings))
+        errors = [(p["ruleId"], p["message"], p["location"]) for p in problems
+                  if p["severity"] == "error"]
+        assert totals["errors"] == 0 and not errors, errors
+    # The linter can fail: without servers and with an operation that says
+    # no security, the same ruleset reports errors.
+    path = openapi_file(binary, tmp_path)
+    doc = json.loads(path.read_text())
+    del doc["servers"]
+    del doc["paths"]["/api/c/courses"]["post"]["security"]
+    path.write_text(json.dumps(doc))
+    totals, problems = redocly_lint(path)
+    assert totals["errors"] >= 2, totals
+    assert {"no-empty-servers", "security-defined"} <= {p["ruleId"] for p in problems}
+
+
+def tsc(tmp_path, bodies):
+    """tsc --noEmit --strict of CLIENT_TS with bodies, next to the generated api.d.ts."""
+    client = tmp_path / "client.ts"
+    client.write_text(CLIENT_TS % bodies)
+    return npmkit.npx("tsc", "--noEmit", "--strict", "--target", "es2022", "--module",
+                      "esnext", "--moduleResolution", "bundler", "--lib", "es2022,dom",
+                      str(client), timeout=LINT_TIMEOUT, cwd=str(tmp_path))
+
+
+def test_generated_types_type_the_request_bodies(binary, tmp_path, node_tools):
+    path = openapi_file(binary, tmp_path, {"contract_server": SERVER_URL})
+    code, out, err = npmkit.npx("openapi-typescript", str(path), "-o",
+                                str(tmp_path / "api.d.ts"), timeout=LINT_TIMEOUT)
+    assert code == 0, out + err
+    api = (tmp_path / "api.d.ts").read_text()
+    assert '"/api/c/courses"' in api and "lessons?: unknown" in api, api[:2000]
+    code, out, err = tsc(tmp_path, GOOD_BODIES)
+    assert code == 0, out + err
+    for bodies in BAD_BODIES:
+        code, out, err = tsc(tmp_path, bodies)
+        assert code not in (0, None), (bodies, out, err)
+        assert "client.ts(" in out and "TS2322" in out, (bodies, out, err)
 
 
 # ---- the admin listener ----

@@ -276,6 +276,46 @@ def section(md, operation):
     return rest.split("\n## ", 1)[0]
 
 
+SHARED_HEAD = "\n## Every route\n"
+STRIPE_TABLE = "\nThe statuses a route with `errors stripe` answers:\n"
+NEVER = "\nNever answered here (of the shared statuses): "
+
+
+def shared_parts(md):
+    """The Markdown's shared part: (facts, problem status table, Stripe status table)."""
+    assert SHARED_HEAD in md, "no shared section"
+    rest = md.split(SHARED_HEAD, 1)[1].split("\n## ", 1)[0]
+    rest, _, stripe = rest.partition(STRIPE_TABLE)
+    facts, _, problem = rest.partition("\nThe statuses a route answers")
+    return facts, problem, stripe
+
+
+def route_view(md, operation):
+    """What the Markdown tells of operation: its own section, and the shared
+    facts and status rows it does not restate or say it never answers."""
+    sec = section(md, operation)
+    facts, problem, stripe = shared_parts(md)
+    own = {r[0] for r in table_rows(sec)}
+    lines = [sec]
+    lines += [l for l in facts.splitlines()
+              if l.startswith("| ") and table_rows(l) and table_rows(l)[0][0] not in own]
+    errors = [r[1] for r in table_rows("\n".join(lines)) if r[0] == "Errors"]
+    assert len(errors) == 1, (operation, errors)
+    # the route's own rows stand in place of the shared ones of their error,
+    # and it names the shared ones it never answers
+    left_out = {r[1].split(" ")[0].strip("`") for r in table_rows(sec) if r[0].isdigit()}
+    if NEVER in sec:
+        for item in sec.split(NEVER, 1)[1].split("\n", 1)[0].rstrip(".").split(", "):
+            left_out.add(item.split(" ")[1].strip("`"))
+    table = stripe if "Stripe's shape" in errors[0] else problem
+    for line in table.splitlines():
+        rows = table_rows(line)
+        if rows and rows[0][0].isdigit() and rows[0][1].split(" ")[0].strip("`") in left_out:
+            continue
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def table_rows(text):
     """The cells of every table row of text, the separator rows left out."""
     rows = []
@@ -303,7 +343,7 @@ def test_describe_markdown(binary, tmp_path):
     assert "`Link: <%s>; rel=\"describedby\"`" % CONTRACT_URL in md
     assert "`Idempotent-Replayed: true`" in md and "`Idempotency-Key-Expires`" in md
 
-    c = section(md, "shop.course")
+    c = route_view(md, "shop.course")
     assert "`POST /api/c/courses`" in c
     assert "the `Idempotency-Key` header" in c and "1 to 255 visible ASCII characters" in c
     assert "| Key required | yes" in c
@@ -330,7 +370,7 @@ def test_describe_markdown(binary, tmp_path):
     assert "`X-Should-Retry: true`" in rows["upstream-unavailable"][3]
     assert "`X-Should-Retry: false`" in rows["idempotency-conflict"][3]
 
-    o = section(md, "shop.pay")
+    o = route_view(md, "shop.pay")
     assert "`POST /api/c/orders/{id}/payments`, `PATCH /api/c/orders/{id}/payments`" in o
     assert "a bearer token (JWT) from issuer `%s`, claim `sub`" % ISSUER in o
     assert "the headers `Stripe-Version`, `X-Api-Version`" in o
@@ -341,19 +381,77 @@ def test_describe_markdown(binary, tmp_path):
     assert not any(name == "outcome_unknown" for _, name in statuses(o))
     assert "(`idempotency_error`)" in o and "`Stripe-Should-Retry: true`" in o
 
-    h = section(md, "shop.hook")
+    h = route_view(md, "shop.hook")
     assert "`POST /api/c/hooks/*` (a final `*` matches zero or more segments)" in h
     assert "the string or integer at `event.id` in the JSON body" in h
     assert "anonymous: every client shares one scope" in h
     assert not any(s in ("401",) or n == "idempotency-key-missing" for s, n in statuses(h))
 
-    q = section(md, "shop.lookup")
+    q = route_view(md, "shop.lookup")
     assert "the `idem` query parameter" in q
     assert "the `Authorization` header's value (hashed" in q
     assert "the body does not count" in q
     assert "the API's `4xx` release the key" in q and "`500`, `502`, `504` make the outcome" in q
     # in file order
     assert md.index("## `shop.course`") < md.index("## `shop.pay`") < md.index("## `shop.hook`")
+
+
+MANY_ROUTES = 20
+
+
+def many_routes():
+    """MANY_ROUTES routes that differ in a few facts each: {operation: (route text, the
+    words of its own facts)}."""
+    routes = {}
+    for i in range(MANY_ROUTES):
+        op = "fleet.r%02d" % i
+        lines = ["    match        POST /api/fleet/r%02d/{id}" % i,
+                 "    fingerprint  json f%02d:trim shared" % i]
+        words = ["`POST /api/fleet/r%02d/{id}`" % i, "`f%02d` (trimmed)" % i]
+        if i % 4 == 3:
+            lines.append("    retention    %dh" % (i + 1))
+            words.append("%dh from completion" % (i + 1))
+        if i % 5 == 4:
+            lines.append("    in_progress  wait 3s")
+            words.append("held up to 3s")
+        if i % 7 == 6:
+            lines.append("    errors       stripe")
+            words.append("Stripe's shape")
+        routes[op] = ("route %s {\n%s\n}\n" % (op, "\n".join(lines)), words)
+    return routes
+
+
+def test_markdown_states_the_shared_rules_once(binary, tmp_path):
+    """20 routes fit in a few hundred lines: the facts and statuses they
+    share are told once, each route's section tells what differs."""
+    settings, _ = contract_settings(tmp_path)
+    routes = many_routes()
+    conf = write_conf(tmp_path, settings, "".join(text for text, _ in routes.values()))
+    r = describe(binary, conf)
+    assert r.returncode == 0, r.stderr
+    md = r.stdout.decode("utf-8")
+    assert len(md.splitlines()) < 400, len(md.splitlines())
+    facts, problem, stripe = shared_parts(md)
+    assert "24h from completion" in facts and "409 `operation-in-progress` at once" in facts
+    assert statuses(problem) >= {("409", "idempotency-conflict"), ("401", "actor-missing"),
+                                 ("400", "idempotency-key-missing")}
+    assert ("400", "idempotency_conflict") in statuses(stripe)
+    for op, (_, words) in routes.items():
+        sec = section(md, op)
+        for w in words:
+            assert w in sec, (op, w, sec)
+        # told once: the shared facts are not repeated
+        assert "24h from completion" not in sec and "| Key required |" not in sec, (op, sec)
+        # its own rows: the only status it tells otherwise
+        own = {("409", "operation-in-progress")} if "held up to 3s" in words else set()
+        assert statuses(sec) == own, (op, sec)
+        view = route_view(md, op)
+        assert len(statuses(view)) == 13, (op, view)
+    assert md.count("| 409 | `idempotency-conflict` |") == 1
+    # in file order
+    ops = list(routes)
+    assert [md.index("## `%s`" % op) for op in ops] == sorted(md.index("## `%s`" % op)
+                                                                for op in ops)
 
 
 def test_describe_openapi(binary, tmp_path):
@@ -695,7 +793,7 @@ def test_a_missing_key_is_told_in_the_contracts_words(proxy, upstream, binary, i
     md = r.stdout.decode("utf-8")
     for operation, path in (("source.header", "/api/s/header"), ("source.other", "/api/s/other"),
                             ("source.json", "/api/s/json"), ("source.query", "/api/s/query?x=1")):
-        facts = {row[0]: row[1] for row in table_rows(section(md, operation))}
+        facts = {row[0]: row[1] for row in table_rows(route_view(md, operation))}
         doc = helpers.problem(p.post(path, actor=ids.actor, body=b'{"event": {}}'),
                               "idempotency-key-missing", 400)
         assert doc["detail"] == "this operation requires an idempotency key (%s)" % (
@@ -718,7 +816,7 @@ route headers.stripe {
 
 def headers_cell(md, operation, error):
     """{name: value or None} of the Headers cell of error's row in operation's status table."""
-    for row in table_rows(section(md, operation)):
+    for row in table_rows(route_view(md, operation)):
         if row[0].isdigit() and row[1].split(" ")[0].strip("`") == error:
             return {name: value or None for name, _, value in
                     (item.partition(": ") for item in re.findall(r"`([^`]*)`", row[3]))}
@@ -772,8 +870,8 @@ def test_reload_changes_the_contract(proxy, pg, binary, tmp_path):
     after = admin(p, "GET", "/contract").body.decode()
     assert after != before
     assert "## `reload.added`" in after and "`POST /api/c/added`" in after
-    assert "3h from completion" in section(after, "shop.pay")
-    assert "1h from completion" in section(before, "shop.pay")
+    assert "3h from completion" in route_view(after, "shop.pay")
+    assert "1h from completion" in route_view(before, "shop.pay")
     after_oa = json.loads(admin(p, "GET", "/contract/openapi.json").body)
     validate_openapi(after_oa)
     assert after_oa["paths"]["/api/c/added"]["post"]["x-idempotency"]["in_progress"] == \

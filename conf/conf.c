@@ -678,8 +678,7 @@ static int conf_set_contract_url(struct conf_parser *p, struct route *r, int arg
 
 /* contract_server: the base URL clients reach the API at, the OpenAPI
  * document's servers; an absolute http(s) URL without a query or fragment. */
-static int conf_set_contract_server(struct conf_parser *p, struct route *r, int argc,
-				    char **argv)
+static int conf_set_contract_server(struct conf_parser *p, struct route *r, int argc, char **argv)
 {
 	const char *u = argv[0];
 	size_t scheme = strncmp(u, "https://", 8) == 0 ? 8 : strncmp(u, "http://", 7) == 0 ? 7 : 0;
@@ -689,8 +688,8 @@ static int conf_set_contract_server(struct conf_parser *p, struct route *r, int 
 	if (u[scheme] == '\0' || u[scheme] == '/')
 		return conf_error(p, "contract_server \"%s\" has no host", u);
 	for (const unsigned char *c = (const unsigned char *)u; *c; c++) {
-		if (*c <= 0x20 || *c >= 0x7f || *c == '"' || *c == '<' || *c == '>' ||
-		    *c == '\\' || *c == '?' || *c == '#' || *c == '{' || *c == '}')
+		if (*c <= 0x20 || *c >= 0x7f || *c == '"' || *c == '<' || *c == '>' || *c == '\\' ||
+		    *c == '?' || *c == '#' || *c == '{' || *c == '}')
 			return conf_error(p, "invalid contract_server \"%s\"", u);
 	}
 	return conf_set_str(p, &p->conf->contract_server, u);

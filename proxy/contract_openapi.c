@@ -226,8 +226,8 @@ static void oa_request_body(struct oa *o, const struct contract_route *cr)
 	if (json)
 		m[n++] = (struct oa_member){.at = cr->key.name};
 	for (int i = 0; i < cr->fp.nfields; i++)
-		m[n++] = (struct oa_member){.at = cr->fp.fields[i].path,
-					    .field = &cr->fp.fields[i]};
+		m[n++] =
+		    (struct oa_member){.at = cr->fp.fields[i].path, .field = &cr->fp.fields[i]};
 	json_key_map(&o->w, "requestBody");
 	json_key_str(&o->w, "description", cr->fact[json ? FACT_KEY : FACT_FINGERPRINT]);
 	json_key_bool(&o->w, "required", json && cr->key.required);

@@ -961,6 +961,15 @@ static void contract_retry_kinds(FILE *f, const struct conf *conf)
 	}
 }
 
+/* 1 when a route of conf answers in Stripe's shape (`errors stripe`). */
+static int contract_any_stripe(const struct conf *conf)
+{
+	for (int i = 0; i < conf->nroutes; i++)
+		if (conf->routes[i].errors == ERRORS_STRIPE)
+			return 1;
+	return 0;
+}
+
 /* What every route shares: how to use keys and what answers carry. 0 or -1. */
 static int contract_intro(FILE *f, const struct contract *c, const struct conf *conf)
 {
@@ -999,6 +1008,12 @@ static int contract_intro(FILE *f, const struct contract *c, const struct conf *
 	      f);
 	contract_retry_kinds(f, conf);
 	fputs("), `false` otherwise.\n", f);
+	fputs("- `X-Should-Retry: false` on a replay of a stored 5xx", f);
+	if (contract_any_stripe(conf))
+		fputs(" (and `Stripe-Should-Retry: false` on a route with Stripe's errors)", f);
+	fputs(", in place of any the stored response had: the stored outcome never changes, "
+	      "so a retry gets the same answer.\n",
+	      f);
 	if (c->link) {
 		if (asprintf(&link, "%s: %s", respond_problem_header(RESPOND_PH_LINK)->name,
 			     c->link) < 0)

@@ -734,7 +734,8 @@ static void oa_component_responses(struct oa *o)
 	json_key_map(&o->w, "Response");
 	json_key_str(&o->w, "description",
 		     "The API's own response. A retry of a completed request gets "
-		     "it again, from the record, with `Idempotent-Replayed: true`.");
+		     "it again, from the record, with `Idempotent-Replayed: true`; a "
+		     "replay of a stored 5xx says `X-Should-Retry: false`.");
 	json_key_map(&o->w, "headers");
 	oa_header_ref(o, OA_REQUEST_ID);
 	for (size_t i = 0; i < header_npolicies; i++)

@@ -14,7 +14,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 
 PY=/usr/bin/python3
 JOBS=$(nproc 2>/dev/null || echo 2)
-SUITE_TIMEOUT=600      # seconds for one integration run
+SUITE_TIMEOUT=1200     # seconds for one integration run (it takes about 7 minutes)
 LOG_DIR=$(mktemp -d /tmp/idemproxy-test.XXXXXX)
 chmod 755 "$LOG_DIR"   # the store test's cluster runs as postgres inside it
 UNIT_PG_PORT=${UNIT_PG_PORT:-55431}

@@ -243,6 +243,8 @@ static void test_header_actor(void)
 	HAS(md, "| 401 | `actor-invalid` |");
 	HAS(md, "| 409 | `operation-in-progress` | a request with this key still runs | "
 		"`X-Should-Retry: true`, `Retry-After`, `Retry-After-Ms` |");
+	HAS(md, "- `X-Should-Retry: false` on a replay of a stored 5xx, in place of any the "
+		"stored response had");
 	HAS(md, "| 413 | `request-too-large` | the body is larger than 65536 bytes |");
 	HAS(md, "| 422 | `idempotency-conflict` |");
 	HAS(md, "| 503 | `store-unavailable` |");
@@ -335,6 +337,8 @@ static void test_stripe_jwt(void)
 	HAS(md, "| 400 | `idempotency_key_missing` (`invalid_request_error`) |");
 	HAS(md, "| 503 | `store_unavailable` (`api_error`) |");
 	HAS(md, "`Stripe-Should-Retry: true`");
+	HAS(md, "`X-Should-Retry: false` on a replay of a stored 5xx (and "
+		"`Stripe-Should-Retry: false` on a route with Stripe's errors)");
 	HAS(md, "| 401 | `actor_missing` (`invalid_request_error`) | no bearer token in the "
 		"`Authorization` header |");
 	/* mismatch_status where the dialect is problem+json */

@@ -677,6 +677,25 @@ static int conf_set_contract_url(struct conf_parser *p, struct route *r, int arg
 	return conf_set_str(p, &p->conf->contract_url, argv[0]);
 }
 
+/* contract_server: the base URL clients reach the API at, the OpenAPI
+ * document's servers; an absolute http(s) URL without a query or fragment. */
+static int conf_set_contract_server(struct conf_parser *p, struct route *r, int argc, char **argv)
+{
+	const char *u = argv[0];
+	size_t scheme = strncmp(u, "https://", 8) == 0 ? 8 : strncmp(u, "http://", 7) == 0 ? 7 : 0;
+
+	if (!scheme)
+		return conf_error(p, "\"contract_server\" must be an http:// or https:// URL");
+	if (u[scheme] == '\0' || u[scheme] == '/')
+		return conf_error(p, "contract_server \"%s\" has no host", u);
+	for (const unsigned char *c = (const unsigned char *)u; *c; c++) {
+		if (*c <= 0x20 || *c >= 0x7f || *c == '"' || *c == '<' || *c == '>' || *c == '\\' ||
+		    *c == '?' || *c == '#' || *c == '{' || *c == '}')
+			return conf_error(p, "invalid contract_server \"%s\"", u);
+	}
+	return conf_set_str(p, &p->conf->contract_server, u);
+}
+
 /* ---- routes ---- */
 
 static void conf_free_names(char **names, int n)
@@ -1360,6 +1379,7 @@ const struct conf_directive conf_directives[] = {
     CONF_ROW("fingerprint_headers", CONF_BOTH, 1, CONF_ARGS_ANY, CT_CUSTOM, 0, conf_set_fp_headers, NULL, 0),
     CONF_ENUM_ROW("errors", CONF_BOTH, ROUTE(errors), "problem", conf_errors_modes, NULL, 0),
     CONF_ROW("contract_url", CONF_TOP, 1, 1, CT_STRING, TOP(contract_url), conf_set_contract_url, NULL, 0),
+    CONF_ROW("contract_server", CONF_TOP, 1, 1, CT_STRING, TOP(contract_server), conf_set_contract_server, NULL, 0),
 };
 /* clang-format on */
 
@@ -1968,6 +1988,7 @@ void conf_free(struct conf *conf)
 	free(conf->key_header);
 	free(conf->problem_base);
 	free(conf->contract_url);
+	free(conf->contract_server);
 	for (i = 0; i < conf->nroutes; i++)
 		conf_route_clear(&conf->routes[i]);
 	free(conf->routes);

@@ -283,6 +283,7 @@ struct conf {
 	enum conf_log_level log_level; /* the least level logged */
 	char *problem_base;
 	char *contract_url;            /* NULL: no Link header on problems */
+	char *contract_server;         /* NULL: the OpenAPI document names no server */
 
 	int max_connections;           /* client connections, all workers together */
 	int max_owners;                /* owners in flight, all workers together; 0: off */

@@ -71,6 +71,10 @@ const struct header_policy header_policies[] = {
      WHY_MARKER, "false",
      "the store was unreachable: the request was forwarded without idempotency"},
 
+    /* whether to retry: the upstream's, unless a replay says it (HEADER_RETRY_ADVICE) */
+    {NAME("X-Should-Retry"), HTTP_N_OTHER, HEADER_RETRY_ADVICE, NULL, NULL, NULL},
+    {NAME("Stripe-Should-Retry"), HTTP_N_OTHER, HEADER_RETRY_ADVICE, NULL, NULL, NULL},
+
     /* what every record keeps of a response (and the route's store_headers) */
     {NAME("Content-Type"), HTTP_N_CONTENT_TYPE, HEADER_STORED, NULL, NULL, NULL},
     {NAME("Content-Location"), HTTP_N_OTHER, HEADER_STORED, NULL, NULL, NULL},

@@ -69,6 +69,10 @@ enum header_flag {
 	/* every response carries idemproxy's own of the moment it is sent
 	 * (Date, X-Request-Id): one a record holds is dropped from a replay */
 	HEADER_FRESH = 1 << 6,
+	/* whether to retry (X-Should-Retry, Stripe-Should-Retry): stored
+	 * when store_headers names it, but a replay of a stored 5xx drops the
+	 * stored one and says false itself (replay_says_final) */
+	HEADER_RETRY_ADVICE = 1 << 7,
 };
 
 struct header_policy {

@@ -996,6 +996,15 @@ static void contract_retry_kinds(FILE *f, const struct conf *conf)
 	}
 }
 
+/* 1 when a route of conf answers in Stripe's shape (`errors stripe`). */
+static int contract_any_stripe(const struct conf *conf)
+{
+	for (int i = 0; i < conf->nroutes; i++)
+		if (conf->routes[i].errors == ERRORS_STRIPE)
+			return 1;
+	return 0;
+}
+
 /* What every route shares: how to use keys and what answers carry. 0 or -1. */
 static int contract_intro(FILE *f, const struct contract *c, const struct conf *conf)
 {
@@ -1034,6 +1043,12 @@ static int contract_intro(FILE *f, const struct contract *c, const struct conf *
 	      f);
 	contract_retry_kinds(f, conf);
 	fputs("), `false` otherwise.\n", f);
+	fputs("- `X-Should-Retry: false` on a replay of a stored 5xx", f);
+	if (contract_any_stripe(conf))
+		fputs(" (and `Stripe-Should-Retry: false` on a route with Stripe's errors)", f);
+	fputs(", in place of any the stored response had: the stored outcome never changes, "
+	      "so a retry gets the same answer.\n",
+	      f);
 	if (c->link) {
 		if (asprintf(&link, "%s: %s", respond_problem_header(RESPOND_PH_LINK)->name,
 			     c->link) < 0)
@@ -1118,6 +1133,7 @@ int contract_build(struct contract *c, const struct conf *conf)
 		return -1;
 	c->fail_open = conf->store_unavailable == STORE_FAIL_OPEN;
 	c->store_unavailable = c->fail_open ? "fail-open" : "fail-closed";
+	c->server = conf->contract_server;
 	if (conf->contract_url && asprintf(&c->link, RESPOND_LINK_FORMAT, conf->contract_url) < 0) {
 		c->link = NULL;
 		return -1;

@@ -153,6 +153,7 @@ struct contract {
 	const char *store_unavailable;			/* "fail-open" or "fail-closed" */
 	int fail_open;
 	char *link;  /* Link's value on every error; NULL without contract_url */
+	const char *server; /* contract_server: the API's base URL; NULL when not said */
 	char *intro; /* what every route shares, CommonMark */
 	/* Stripe's error type and code of each kind, as problem.c renders them. */
 	char stripe_type[PROBLEM_KIND_COUNT][CONTRACT_NAME_MAX];

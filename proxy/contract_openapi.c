@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "http/header.h"
 #include "proxy/contract_facts.h"
@@ -95,67 +96,154 @@ static void oa_key_param(struct oa *o, const struct contract_route *cr)
 	json_map_close(&o->w);
 }
 
-/* The actor's header, when the actor is one a parameter can say (not Authorization). */
-static void oa_actor_param(struct oa *o, const struct contract_route *cr)
-{
-	json_map_open(&o->w);
-	json_key_str(&o->w, "name", cr->actor.param);
-	json_key_str(&o->w, "in", "header");
-	json_key_bool(&o->w, "required", 1);
-	json_key_str(&o->w, "description", cr->fact[FACT_ACTOR]);
-	json_key_map(&o->w, "schema");
-	json_key_str(&o->w, "type", "string");
-	json_key_int(&o->w, "minLength", 1);
-	if (cr->actor.max_len)
-		json_key_int(&o->w, "maxLength", (long long)cr->actor.max_len);
-	json_map_close(&o->w);
-	json_map_close(&o->w);
-}
-
 static void oa_parameters(struct oa *o, const struct contract_route *cr)
 {
 	json_str(&o->w, "parameters");
 	json_array_open(&o->w);
 	if (strcmp(cr->key.in, "json") != 0)
 		oa_key_param(o, cr);
-	if (cr->actor.param)
-		oa_actor_param(o, cr);
 	json_array_close(&o->w);
 }
 
-/* The JSON body holding the key at its dot path, as nested object schemas. */
-static void oa_json_key_body(struct oa *o, const struct contract_route *cr)
-{
-	int required = cr->key.required, depth = 0;
-	const char *seg = cr->key.name, *dot;
+/* A dot path of the JSON body the contract names: the key's or a fingerprinted field's. */
+struct oa_member {
+	const char *at;			    /* the segment being written */
+	const struct contract_field *field; /* NULL: the key */
+};
 
-	json_key_map(&o->w, "requestBody");
-	json_key_str(&o->w, "description", cr->fact[FACT_KEY]);
-	json_key_bool(&o->w, "required", required);
-	json_key_map(&o->w, "content");
-	json_key_map(&o->w, "application/json");
-	json_str(&o->w, "schema");
-	for (;; seg = dot + 1, depth++) {
-		dot = strchr(seg, '.');
-		json_map_open(&o->w);
-		json_key_str(&o->w, "type", "object");
-		if (required) {
+/* The length of the segment at s, up to a '.' or the end. */
+static size_t oa_segment_len(const char *s)
+{
+	return strcspn(s, ".");
+}
+
+/* 1 when a and b are at the same segment. */
+static int oa_same_segment(const char *a, const char *b)
+{
+	size_t n = oa_segment_len(a);
+
+	return n == oa_segment_len(b) && memcmp(a, b, n) == 0;
+}
+
+static void oa_body_object(struct oa *o, const struct contract_route *cr, struct oa_member *m,
+			   int n);
+
+/* The schema of the members m[0..n) (all at one segment): the key's, an
+ * object of the deeper ones, or a fingerprinted field of any type. */
+static void oa_body_member(struct oa *o, const struct contract_route *cr, struct oa_member *m,
+			   int n)
+{
+	int deeper = 0;
+	const struct contract_field *field = NULL;
+
+	for (int i = 0; i < n; i++) {
+		if (!m[i].field && !m[i].at[oa_segment_len(m[i].at)]) {
+			oa_key_schema(o, 1);
+			return;
+		}
+		if (m[i].at[oa_segment_len(m[i].at)])
+			deeper = 1;
+		else
+			field = m[i].field;
+	}
+	if (deeper) {
+		struct oa_member sub[n];
+		int k = 0;
+
+		for (int i = 0; i < n; i++) {
+			if (!m[i].at[oa_segment_len(m[i].at)])
+				continue;
+			sub[k] = m[i];
+			sub[k++].at += oa_segment_len(m[i].at) + 1;
+		}
+		oa_body_object(o, cr, sub, k);
+		return;
+	}
+	char text[CONTRACT_NAME_MAX];
+
+	snprintf(text, sizeof(text), "part of the fingerprint%s%s%s",
+		 field->transform ? " (transform `" : "", field->transform ? field->transform : "",
+		 field->transform ? "`)" : "");
+	json_map_open(&o->w);
+	json_key_str(&o->w, "description", text);
+	json_map_close(&o->w);
+}
+
+/* An open object (other members allowed) of the members m[0..n), each at
+ * the segment that names its property. */
+static void oa_body_object(struct oa *o, const struct contract_route *cr, struct oa_member *m,
+			   int n)
+{
+	int done[n > 0 ? n : 1];
+
+	json_map_open(&o->w);
+	json_key_str(&o->w, "type", "object");
+	json_key_bool(&o->w, "additionalProperties", 1);
+	for (int i = 0; i < n; i++) {
+		if (!m[i].field && cr->key.required) {
 			json_str(&o->w, "required");
 			json_array_open(&o->w);
-			json_strn(&o->w, seg, dot ? (size_t)(dot - seg) : strlen(seg));
+			json_strn(&o->w, m[i].at, oa_segment_len(m[i].at));
 			json_array_close(&o->w);
 		}
+	}
+	if (n)
 		json_key_map(&o->w, "properties");
-		json_strn(&o->w, seg, dot ? (size_t)(dot - seg) : strlen(seg));
-		if (!dot)
-			break;
+	memset(done, 0, sizeof(done));
+	for (int i = 0; i < n; i++) {
+		struct oa_member same[n];
+		int k = 0;
+
+		if (done[i])
+			continue;
+		for (int j = i; j < n; j++) {
+			if (!done[j] && oa_same_segment(m[i].at, m[j].at)) {
+				done[j] = 1;
+				same[k++] = m[j];
+			}
+		}
+		json_strn(&o->w, m[i].at, oa_segment_len(m[i].at));
+		oa_body_member(o, cr, same, k);
 	}
-	oa_key_schema(o, 1);
-	for (depth++; depth > 0; depth--) {
-		json_map_close(&o->w); /* properties */
-		json_map_close(&o->w); /* the object */
+	if (n)
+		json_map_close(&o->w);
+	json_map_close(&o->w);
+}
+
+/* The media type a route reads the body as: JSON when the key or the fingerprint is in it. */
+static int oa_body_is_json(const struct contract_route *cr)
+{
+	return strcmp(cr->key.in, "json") == 0 || strcmp(cr->fp.mode, "json") == 0;
+}
+
+/* The request body: the JSON one with the key at its dot path and the
+ * fingerprinted fields, as nested open objects; else any content. */
+static void oa_request_body(struct oa *o, const struct contract_route *cr)
+{
+	int json = strcmp(cr->key.in, "json") == 0, n = 0;
+	struct oa_member m[cr->fp.nfields + 1];
+
+	if (json)
+		m[n++] = (struct oa_member){.at = cr->key.name};
+	for (int i = 0; i < cr->fp.nfields; i++)
+		m[n++] =
+		    (struct oa_member){.at = cr->fp.fields[i].path, .field = &cr->fp.fields[i]};
+	json_key_map(&o->w, "requestBody");
+	json_key_str(&o->w, "description", cr->fact[json ? FACT_KEY : FACT_FINGERPRINT]);
+	json_key_bool(&o->w, "required", json && cr->key.required);
+	json_key_map(&o->w, "content");
+	if (oa_body_is_json(cr)) {
+		json_str(&o->w, "application/json");
+		json_map_open(&o->w);
+		json_str(&o->w, "schema");
+		oa_body_object(o, cr, m, n);
+		json_map_close(&o->w);
+	} else {
+		json_key_map(&o->w, "*/*");
+		json_key_map(&o->w, "schema");
+		json_map_close(&o->w);
+		json_map_close(&o->w);
 	}
-	json_map_close(&o->w); /* application/json */
 	json_map_close(&o->w); /* content */
 	json_map_close(&o->w); /* requestBody */
 }
@@ -304,17 +392,55 @@ static char *oa_facts_list(const struct contract_route *cr)
 	return contract_text_end(&t, NULL);
 }
 
-/* "security": [{SCHEME: []}], the credential the actor is taken from. */
-static void oa_security(struct oa *o, enum contract_credential credential)
+/* The header an actor is read from when it is a key of its own (apiKey), else NULL. */
+static const char *oa_actor_api_key(const struct contract_route *cr)
 {
+	return cr->actor.credential == CONTRACT_NO_CREDENTIAL ? cr->actor.header : NULL;
+}
+
+/* The security scheme name of the actor header h: "actorHeader." and h in
+ * lower case, a character outside [a-z0-9.-] as "_XX" (hex). */
+static void oa_header_scheme_name(char *out, size_t n, const char *h)
+{
+	size_t k = (size_t)snprintf(out, n, "actorHeader.");
+
+	for (; *h && k + 4 < n; h++) {
+		unsigned char ch = (unsigned char)(*h >= 'A' && *h <= 'Z' ? *h - 'A' + 'a' : *h);
+
+		if ((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '.' || ch == '-')
+			out[k++] = (char)ch;
+		else
+			k += (size_t)snprintf(out + k, n - k, "_%02X", ch);
+	}
+	out[k] = '\0';
+}
+
+/* "security": [{SCHEME: []}], the credential or header the actor is taken
+ * from; [] for an anonymous actor (no credential asked for). */
+static void oa_security(struct oa *o, const struct contract_route *cr)
+{
+	char name[CONTRACT_NAME_MAX * 2];
+	const char *h = oa_actor_api_key(cr);
+
 	json_str(&o->w, "security");
 	json_array_open(&o->w);
-	json_map_open(&o->w);
-	json_str(&o->w, oa_scheme_names[credential]);
-	json_array_open(&o->w);
+	if (cr->actor.credential != CONTRACT_NO_CREDENTIAL || h) {
+		if (h)
+			oa_header_scheme_name(name, sizeof(name), h);
+		json_map_open(&o->w);
+		json_str(&o->w, h ? name : oa_scheme_names[cr->actor.credential]);
+		json_array_open(&o->w);
+		json_array_close(&o->w);
+		json_map_close(&o->w);
+	}
 	json_array_close(&o->w);
-	json_map_close(&o->w);
-	json_array_close(&o->w);
+}
+
+/* 1 for a method whose request has a body a client sends. */
+static int oa_method_has_body(const char *method)
+{
+	return strcmp(method, "DELETE") != 0 && strcmp(method, "OPTIONS") != 0 &&
+	       strcmp(method, "TRACE") != 0;
 }
 
 static void oa_operation(struct oa *o, const struct contract_op *op)
@@ -330,10 +456,9 @@ static void oa_operation(struct oa *o, const struct contract_op *op)
 	json_key_str(&o->w, "description", facts);
 	free(facts);
 	oa_parameters(o, cr);
-	if (strcmp(cr->key.in, "json") == 0)
-		oa_json_key_body(o, cr);
-	if (cr->actor.credential != CONTRACT_NO_CREDENTIAL)
-		oa_security(o, cr->actor.credential);
+	if (strcmp(cr->key.in, "json") == 0 || oa_method_has_body(op->method))
+		oa_request_body(o, cr);
+	oa_security(o, cr);
 	oa_x_idempotency(o, cr);
 	oa_responses(o, cr);
 	json_map_close(&o->w);
@@ -609,7 +734,8 @@ static void oa_component_responses(struct oa *o)
 	json_key_map(&o->w, "Response");
 	json_key_str(&o->w, "description",
 		     "The API's own response. A retry of a completed request gets "
-		     "it again, from the record, with `Idempotent-Replayed: true`.");
+		     "it again, from the record, with `Idempotent-Replayed: true`; a "
+		     "replay of a stored 5xx says `X-Should-Retry: false`.");
 	json_key_map(&o->w, "headers");
 	oa_header_ref(o, OA_REQUEST_ID);
 	for (size_t i = 0; i < header_npolicies; i++)
@@ -700,6 +826,48 @@ static void oa_stripe_schema(struct oa *o)
 	json_map_close(&o->w);
 }
 
+/* The first live route before k (or k) whose actor is the header of route k's. */
+static int oa_first_header_route(const struct contract *c, int k)
+{
+	const char *h = oa_actor_api_key(&c->routes[k]);
+
+	for (int i = 0; i < k; i++)
+		if (c->routes[i].live && oa_actor_api_key(&c->routes[i]) &&
+		    strcasecmp(oa_actor_api_key(&c->routes[i]), h) == 0)
+			return i;
+	return k;
+}
+
+/* An apiKey scheme per header an actor is read from. */
+static void oa_header_schemes(struct oa *o)
+{
+	const struct contract *c = o->c;
+	char name[CONTRACT_NAME_MAX * 2];
+
+	for (int k = 0; k < c->nroutes; k++) {
+		const struct contract_route *cr = &c->routes[k];
+
+		if (!cr->live || !oa_actor_api_key(cr) || oa_first_header_route(c, k) != k)
+			continue;
+		oa_header_scheme_name(name, sizeof(name), cr->actor.header);
+		json_key_map(&o->w, name);
+		json_key_str(&o->w, "type", "apiKey");
+		json_key_str(&o->w, "in", "header");
+		json_key_str(&o->w, "name", cr->actor.header);
+		json_key_str(&o->w, "description", cr->fact[FACT_ACTOR]);
+		json_map_close(&o->w);
+	}
+}
+
+/* 1 when some live route reads its actor from a header of its own. */
+static int oa_any_header_actor(const struct contract *c)
+{
+	for (int k = 0; k < c->nroutes; k++)
+		if (c->routes[k].live && oa_actor_api_key(&c->routes[k]))
+			return 1;
+	return 0;
+}
+
 /* The credentials a jwt or authorization actor comes from. */
 static void oa_security_schemes(struct oa *o)
 {
@@ -722,6 +890,7 @@ static void oa_security_schemes(struct oa *o)
 			     "a hash of the whole value is the actor a key belongs to");
 		json_map_close(&o->w);
 	}
+	oa_header_schemes(o);
 	json_map_close(&o->w);
 }
 
@@ -736,9 +905,23 @@ static void oa_components(struct oa *o)
 	json_map_close(&o->w);
 	oa_component_responses(o);
 	oa_component_headers(o);
-	if (o->c->any_jwt || o->c->any_auth)
+	if (o->c->any_jwt || o->c->any_auth || oa_any_header_actor(o->c))
 		oa_security_schemes(o);
 	json_map_close(&o->w);
+}
+
+/* servers: contract_server, else "/" (the document's own origin, OpenAPI's default). */
+static void oa_servers(struct oa *o)
+{
+	json_str(&o->w, "servers");
+	json_array_open(&o->w);
+	json_map_open(&o->w);
+	json_key_str(&o->w, "url", o->c->server ? o->c->server : "/");
+	json_key_str(&o->w, "description",
+		     o->c->server ? "the API behind idemproxy"
+				  : "the origin this document is served from (no contract_server)");
+	json_map_close(&o->w);
+	json_array_close(&o->w);
 }
 
 static void oa_doc(struct oa *o)
@@ -750,6 +933,7 @@ static void oa_doc(struct oa *o)
 	json_key_str(&o->w, "version", IDEMPROXY_VERSION);
 	json_key_str(&o->w, "description", o->c->intro);
 	json_map_close(&o->w);
+	oa_servers(o);
 	oa_paths(o);
 	oa_components(o);
 	json_map_close(&o->w);

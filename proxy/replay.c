@@ -9,8 +9,14 @@
 #include "proxy/record.h"
 #include "proxy/respond.h"
 
-int replay_send(struct client_conn *c, const struct record *rec, int flags)
+int replay_says_final(int status)
 {
+	return status >= 500 && status <= 599;
+}
+
+int replay_send(struct client_conn *c, const struct record *rec, int flags, int stripe)
+{
+	int final = replay_says_final(rec->status);
 	int no_body = http_status_bodiless(rec->status);
 	size_t body_len = rec->body_omitted || no_body ? 0 : rec->body_len, head_len;
 	const char *trailers;
@@ -28,8 +34,16 @@ int replay_send(struct client_conn *c, const struct record *rec, int flags)
 	http_add_status_line(out, rec->status, NULL);
 	/* A record stored before Date and X-Request-Id were never stored may
 	 * hold them: the replay sends its own (conn_respond_frame). */
-	http_add_lines_except(out, rec->headers, head_len, HEADER_FRESH);
+	http_add_lines_except(out, rec->headers, head_len,
+			      HEADER_FRESH | (final ? HEADER_RETRY_ADVICE : 0));
 	http_add_lit(out, MARKER_REPLAYED ": true\r\n");
+	/* The stored outcome never changes: a retry would get it again.
+	 * gRPC trailers (and a trailers-only head's grpc-status) stay. */
+	if (final) {
+		http_add_lit(out, "X-Should-Retry: false\r\n");
+		if (stripe)
+			http_add_lit(out, "Stripe-Should-Retry: false\r\n");
+	}
 	http_add_date_after(out, MARKER_KEY_EXPIRES, rec->expires_in_ms);
 	if (rec->body_omitted)
 		http_add_lit(out, MARKER_BODY_OMITTED ": true\r\n");

@@ -647,7 +647,8 @@ static void request_replay(struct request *req, const struct record *rec)
 		with.body_len = len;
 		rec = &with;
 	}
-	req->status = replay_send(req->conn, rec, respond_flags(req->msg));
+	req->status = replay_send(req->conn, rec, respond_flags(req->msg),
+				  req->route && req->route->errors == ERRORS_STRIPE);
 	req->conn = NULL;
 	free(body);
 }

@@ -13,7 +13,8 @@
 #          the operator page's files into the binary)
 #   test   `make test` and `make chaos`: the pytest suite and its tools
 #          (openssl, curl, pgbouncer, clang for the sanitizer build, node
-#          and npm for the SDK tests in tests/sdk, nghttp for the upgrade
+#          and npm for the SDK tests in tests/sdk and python3-stripe for
+#          the Python one, nghttp for the upgrade
 #          tests, hypercorn and node as upstreams of the upgrade and
 #          spelling tests, python3-dnslib for the DNS server of the
 #          store host name tests, chromium and its WebDriver for the
@@ -51,6 +52,9 @@ TEST="$TEST chromium chromium-driver python3-selenium"
 TEST="$TEST python3-h2 nghttp2-server"
 # The gRPC tests (test_grpc.py): a real gRPC server and client, grpcio.
 TEST="$TEST python3-grpcio"
+# Stripe's Python SDK (stripe-python), driven by test_sdk.py beside the
+# npm SDKs: Debian's package, for /usr/bin/python3.
+TEST="$TEST python3-stripe"
 BENCH="wrk nginx-light gnuplot-nox curl openssl python3-cryptography nghttp2-client"
 FUZZ="clang libclang-rt-14-dev"
 IMAGE="mmdebstrap umoci podman runc"

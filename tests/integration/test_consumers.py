@@ -1,6 +1,7 @@
 """What API consumers are told (docs/http.md, "For API consumers"): X-Should-Retry on every
 problem, Link to the published contract, an adaptive Retry-After on
-operation-in-progress, Stripe-shaped errors, Idempotency-Key-Expires on
+operation-in-progress, X-Should-Retry: false on replays of a stored 5xx,
+Stripe-shaped errors, Idempotency-Key-Expires on
 completed records, keys from the body, a query parameter or another
 header, and headers in the fingerprint. Every idempotency test counts the
 upstream's effects exactly."""
@@ -40,6 +41,22 @@ route versioned.create {
     fingerprint_headers  Api-Version
 }
 """
+# Routes that store the upstream's own retry advice, to show that a replay
+# of a stored 5xx says its own instead.
+FINAL_ROUTES = """
+route final.plain {
+    match          POST /api/final
+    store_headers  X-Should-Retry Stripe-Should-Retry
+}
+route final.stripe {
+    match          POST /v1/final
+    fingerprint    body
+    errors         stripe
+    store_headers  X-Should-Retry Stripe-Should-Retry
+}
+"""
+ADVICE_TRUE = [("X-Test-Header", "X-Should-Retry: true"),
+               ("X-Test-Header", "Stripe-Should-Retry: true")]
 
 
 def should_retry(resp, value):
@@ -192,6 +209,44 @@ def test_completed_records_say_when_their_key_expires(proxy, upstream, ids):
                headers=[("X-Test-Status", "400")])
     assert r.status == 400 and r.headers.get("Idempotency-Key-Expires") is None, r
     assert upstream.count(actor=ids.actor) == 2
+
+
+def test_a_stored_5xx_is_replayed_as_final(proxy, upstream, ids):
+    """The owner's 500 is the upstream's, its advice as sent; every replay
+    of it says X-Should-Retry: false (and Stripe-Should-Retry: false under
+    `errors stripe`) once, in place of the stored advice: retrying gets the
+    same stored 500. A stored non-5xx keeps the upstream's advice."""
+    p = proxy(SETTINGS, routes=FINAL_ROUTES)
+    for path, stripe in (("/api/final", False), ("/v1/final", True)):
+        key = ids.key()
+        head = ADVICE_TRUE + [("X-Test-Status", "500")]
+        owner = p.post(path, key=key, actor=ids.actor, body=course(), headers=head)
+        assert owner.status == 500 and owner.headers.get("Idempotent-Replayed") is None, owner
+        assert owner.headers.get_all("X-Should-Retry") == ["true"], owner
+        assert owner.headers.get_all("Stripe-Should-Retry") == ["true"], owner
+        for _ in range(2):      # from the store and from the cache alike
+            r = p.post(path, key=key, actor=ids.actor, body=course(), headers=head)
+            assert_replay_of(r, owner)
+            should_retry(r, "false")
+            assert r.headers.get_all("Stripe-Should-Retry") == (["false"] if stripe else []), r
+        # Without stored advice: the replay's own alone.
+        key = ids.key()
+        owner = p.post(path, key=key, actor=ids.actor, body=course(),
+                       headers=[("X-Test-Status", "599")])
+        assert owner.status == 599 and owner.headers.get("X-Should-Retry") is None, owner
+        r = p.post(path, key=key, actor=ids.actor, body=course())
+        assert_replay_of(r, owner)
+        should_retry(r, "false")
+        assert r.headers.get_all("Stripe-Should-Retry") == (["false"] if stripe else []), r
+    # A stored 201 is the outcome as the upstream advised it.
+    key = ids.key()
+    owner = p.post("/api/final", key=key, actor=ids.actor, body=course(), headers=ADVICE_TRUE)
+    assert owner.status == 201, owner
+    r = p.post("/api/final", key=key, actor=ids.actor, body=course())
+    assert_replay_of(r, owner)
+    should_retry(r, "true")
+    assert r.headers.get_all("Stripe-Should-Retry") == ["true"], r
+    assert upstream.count(actor=ids.actor) == 5
 
 
 # ---- key_from and fingerprint_headers ----

@@ -13,13 +13,14 @@ import subprocess
 
 import pytest
 
-from tests.lib import helpers, jwtkit
+from tests.lib import helpers, jwtkit, npmkit
 from tests.lib.admin import admin, admin_proxy
 from tests.lib.proxy import rewrite, wait_for_log
 
 PASSWORD = "pw-Never-Shown-4711"
 ISSUER = "https://id.example"
 CONTRACT_URL = "https://api.example.com/idempotency-contract"
+SERVER_URL = "https://api.example.com/v1"
 MARKDOWN_TYPE = "text/markdown; charset=utf-8"
 OPENAPI_TYPE = "application/json"
 # A key the OpenAPI pattern must take and ones it must refuse (idemkey.c).
@@ -275,6 +276,46 @@ def section(md, operation):
     return rest.split("\n## ", 1)[0]
 
 
+SHARED_HEAD = "\n## Every route\n"
+STRIPE_TABLE = "\nThe statuses a route with `errors stripe` answers:\n"
+NEVER = "\nNever answered here (of the shared statuses): "
+
+
+def shared_parts(md):
+    """The Markdown's shared part: (facts, problem status table, Stripe status table)."""
+    assert SHARED_HEAD in md, "no shared section"
+    rest = md.split(SHARED_HEAD, 1)[1].split("\n## ", 1)[0]
+    rest, _, stripe = rest.partition(STRIPE_TABLE)
+    facts, _, problem = rest.partition("\nThe statuses a route answers")
+    return facts, problem, stripe
+
+
+def route_view(md, operation):
+    """What the Markdown tells of operation: its own section, and the shared
+    facts and status rows it does not restate or say it never answers."""
+    sec = section(md, operation)
+    facts, problem, stripe = shared_parts(md)
+    own = {r[0] for r in table_rows(sec)}
+    lines = [sec]
+    lines += [l for l in facts.splitlines()
+              if l.startswith("| ") and table_rows(l) and table_rows(l)[0][0] not in own]
+    errors = [r[1] for r in table_rows("\n".join(lines)) if r[0] == "Errors"]
+    assert len(errors) == 1, (operation, errors)
+    # the route's own rows stand in place of the shared ones of their error,
+    # and it names the shared ones it never answers
+    left_out = {r[1].split(" ")[0].strip("`") for r in table_rows(sec) if r[0].isdigit()}
+    if NEVER in sec:
+        for item in sec.split(NEVER, 1)[1].split("\n", 1)[0].rstrip(".").split(", "):
+            left_out.add(item.split(" ")[1].strip("`"))
+    table = stripe if "Stripe's shape" in errors[0] else problem
+    for line in table.splitlines():
+        rows = table_rows(line)
+        if rows and rows[0][0].isdigit() and rows[0][1].split(" ")[0].strip("`") in left_out:
+            continue
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def table_rows(text):
     """The cells of every table row of text, the separator rows left out."""
     rows = []
@@ -302,7 +343,7 @@ def test_describe_markdown(binary, tmp_path):
     assert "`Link: <%s>; rel=\"describedby\"`" % CONTRACT_URL in md
     assert "`Idempotent-Replayed: true`" in md and "`Idempotency-Key-Expires`" in md
 
-    c = section(md, "shop.course")
+    c = route_view(md, "shop.course")
     assert "`POST /api/c/courses`" in c
     assert "the `Idempotency-Key` header" in c and "1 to 255 visible ASCII characters" in c
     assert "| Key required | yes" in c
@@ -329,7 +370,7 @@ def test_describe_markdown(binary, tmp_path):
     assert "`X-Should-Retry: true`" in rows["upstream-unavailable"][3]
     assert "`X-Should-Retry: false`" in rows["idempotency-conflict"][3]
 
-    o = section(md, "shop.pay")
+    o = route_view(md, "shop.pay")
     assert "`POST /api/c/orders/{id}/payments`, `PATCH /api/c/orders/{id}/payments`" in o
     assert "a bearer token (JWT) from issuer `%s`, claim `sub`" % ISSUER in o
     assert "the headers `Stripe-Version`, `X-Api-Version`" in o
@@ -340,19 +381,77 @@ def test_describe_markdown(binary, tmp_path):
     assert not any(name == "outcome_unknown" for _, name in statuses(o))
     assert "(`idempotency_error`)" in o and "`Stripe-Should-Retry: true`" in o
 
-    h = section(md, "shop.hook")
+    h = route_view(md, "shop.hook")
     assert "`POST /api/c/hooks/*` (a final `*` matches zero or more segments)" in h
     assert "the string or integer at `event.id` in the JSON body" in h
     assert "anonymous: every client shares one scope" in h
     assert not any(s in ("401",) or n == "idempotency-key-missing" for s, n in statuses(h))
 
-    q = section(md, "shop.lookup")
+    q = route_view(md, "shop.lookup")
     assert "the `idem` query parameter" in q
     assert "the `Authorization` header's value (hashed" in q
     assert "the body does not count" in q
     assert "the API's `4xx` release the key" in q and "`500`, `502`, `504` make the outcome" in q
     # in file order
     assert md.index("## `shop.course`") < md.index("## `shop.pay`") < md.index("## `shop.hook`")
+
+
+MANY_ROUTES = 20
+
+
+def many_routes():
+    """MANY_ROUTES routes that differ in a few facts each: {operation: (route text, the
+    words of its own facts)}."""
+    routes = {}
+    for i in range(MANY_ROUTES):
+        op = "fleet.r%02d" % i
+        lines = ["    match        POST /api/fleet/r%02d/{id}" % i,
+                 "    fingerprint  json f%02d:trim shared" % i]
+        words = ["`POST /api/fleet/r%02d/{id}`" % i, "`f%02d` (trimmed)" % i]
+        if i % 4 == 3:
+            lines.append("    retention    %dh" % (i + 1))
+            words.append("%dh from completion" % (i + 1))
+        if i % 5 == 4:
+            lines.append("    in_progress  wait 3s")
+            words.append("held up to 3s")
+        if i % 7 == 6:
+            lines.append("    errors       stripe")
+            words.append("Stripe's shape")
+        routes[op] = ("route %s {\n%s\n}\n" % (op, "\n".join(lines)), words)
+    return routes
+
+
+def test_markdown_states_the_shared_rules_once(binary, tmp_path):
+    """20 routes fit in a few hundred lines: the facts and statuses they
+    share are told once, each route's section tells what differs."""
+    settings, _ = contract_settings(tmp_path)
+    routes = many_routes()
+    conf = write_conf(tmp_path, settings, "".join(text for text, _ in routes.values()))
+    r = describe(binary, conf)
+    assert r.returncode == 0, r.stderr
+    md = r.stdout.decode("utf-8")
+    assert len(md.splitlines()) < 400, len(md.splitlines())
+    facts, problem, stripe = shared_parts(md)
+    assert "24h from completion" in facts and "409 `operation-in-progress` at once" in facts
+    assert statuses(problem) >= {("409", "idempotency-conflict"), ("401", "actor-missing"),
+                                 ("400", "idempotency-key-missing")}
+    assert ("400", "idempotency_conflict") in statuses(stripe)
+    for op, (_, words) in routes.items():
+        sec = section(md, op)
+        for w in words:
+            assert w in sec, (op, w, sec)
+        # told once: the shared facts are not repeated
+        assert "24h from completion" not in sec and "| Key required |" not in sec, (op, sec)
+        # its own rows: the only status it tells otherwise
+        own = {("409", "operation-in-progress")} if "held up to 3s" in words else set()
+        assert statuses(sec) == own, (op, sec)
+        view = route_view(md, op)
+        assert len(statuses(view)) == 13, (op, view)
+    assert md.count("| 409 | `idempotency-conflict` |") == 1
+    # in file order
+    ops = list(routes)
+    assert [md.index("## `%s`" % op) for op in ops] == sorted(md.index("## `%s`" % op)
+                                                                for op in ops)
 
 
 def test_describe_openapi(binary, tmp_path):
@@ -381,8 +480,23 @@ def test_describe_openapi(binary, tmp_path):
         assert pattern.search(k) and len(k) <= key["schema"]["maxLength"], k
     for k in BAD_KEYS:
         assert not pattern.search(k), k
-    actor = [p for p in c["parameters"] if p["name"] == "X-Actor-Id"][0]
-    assert actor["in"] == "header" and actor["required"] is True
+    # the actor header is a credential of its own, not a parameter
+    assert not [p for p in c["parameters"] if p["name"] == "X-Actor-Id"]
+    assert c["security"] == [{"actorHeader.x-actor-id": []}]
+    assert doc["components"]["securitySchemes"]["actorHeader.x-actor-id"] == {
+        "type": "apiKey", "in": "header", "name": "X-Actor-Id",
+        "description": doc["components"]["securitySchemes"]["actorHeader.x-actor-id"][
+            "description"]}
+    # the fingerprinted fields are properties of an open JSON object
+    cbody = c["requestBody"]["content"]
+    assert list(cbody) == ["application/json"]
+    cschema = cbody["application/json"]["schema"]
+    assert cschema["type"] == "object" and cschema["additionalProperties"] is True
+    assert list(cschema["properties"]) == ["title", "topic", "lessons"]
+    assert "`trim`" in cschema["properties"]["title"]["description"]
+    assert "required" not in cschema and c["requestBody"]["required"] is False
+    # no contract_server: the document's own origin
+    assert [s["url"] for s in doc["servers"]] == ["/"]
     assert set(c["responses"]) == {"default", "400", "401", "409", "413", "502", "503", "504"}
     assert c["responses"]["409"]["$ref"] == "#/components/responses/Problem409"
     assert "idempotency-conflict" in c["responses"]["409"]["description"]  # mismatch_status 409
@@ -425,6 +539,7 @@ def test_describe_openapi(binary, tmp_path):
     assert rest["name"] == "rest" and "zero or more" in rest["description"]
     h = hooks["post"]
     assert not any(p["in"] in ("header", "query") for p in h["parameters"])
+    assert h["security"] == []  # anonymous: no credential
     assert "`event.id`" in h["requestBody"]["description"]
     assert "401" not in h["responses"]
     idp = h["requestBody"]["content"]["application/json"]["schema"]["properties"]["event"]
@@ -434,6 +549,10 @@ def test_describe_openapi(binary, tmp_path):
     qkey = [p for p in q["parameters"] if p["in"] == "query"][0]
     assert qkey["name"] == "idem" and qkey["required"] is True and "pattern" in qkey["schema"]
     assert q["security"] == [{"authorizationHeader": []}]
+    # fingerprint none, key in the query: any body
+    assert q["requestBody"]["content"] == {"*/*": {"schema": {}}}
+    assert o["requestBody"]["content"]["application/json"]["schema"] == {
+        "type": "object", "additionalProperties": True}
     assert q["x-idempotency"]["release_on"] == ["4xx"]
     assert q["x-idempotency"]["unknown_on"] == ["500", "502", "504"]
 
@@ -458,6 +577,139 @@ def test_describe_errors(binary, tmp_path):
     assert r.returncode == 1 and b"contract-jwks.json" in r.stderr, r.stderr
     r = describe(binary, str(tmp_path / "missing.conf"))
     assert r.returncode == 1 and r.stderr.decode().startswith(str(tmp_path / "missing.conf") + ":")
+
+
+def test_contract_server_names_the_documents_server(binary, tmp_path):
+    settings, routes = contract_settings(tmp_path)
+    settings["contract_server"] = SERVER_URL
+    conf = write_conf(tmp_path, settings, routes)
+    r = describe(binary, conf, "--format", "openapi")
+    assert r.returncode == 0, r.stderr
+    assert [s["url"] for s in json.loads(r.stdout)["servers"]] == [SERVER_URL]
+    dump = subprocess.run([binary, "-T", "-c", conf], capture_output=True, text=True, timeout=30)
+    assert dump.returncode == 0, dump
+    assert "contract_server %s" % SERVER_URL in dump.stdout.splitlines(), dump.stdout
+    for bad, why in (("ftp://api.example.com", "http:// or https://"),
+                     ("https://", "no host"), ("https:///v1", "no host"),
+                     ("https://api.example.com/v1?x=1", "invalid contract_server"),
+                     ("https://api.example.com/{tenant}", "invalid contract_server")):
+        settings["contract_server"] = bad
+        conf = write_conf(tmp_path, settings, routes, "bad-server.conf")
+        line = next(i for i, l in enumerate(open(conf).read().splitlines(), 1)
+                    if l.startswith("contract_server"))
+        t = subprocess.run([binary, "-t", "-c", conf], capture_output=True, text=True, timeout=30)
+        assert t.returncode != 0 and t.stderr.startswith("%s:%d: " % (conf, line)), (bad, t)
+        assert why in t.stderr, (bad, t.stderr)
+
+
+# ---- what typed clients read: Redocly's linter, openapi-typescript and tsc ----
+
+LINT_TIMEOUT = 180       # one npx run on a loaded machine
+# A client that sends a course (fingerprint json title:trim topic lessons:int)
+# and a hook (key_from json event.id) with bodies typed from the document.
+CLIENT_TS = """import type { paths } from "./api";
+
+type Body<P extends keyof paths, M extends keyof paths[P]> =
+    NonNullable<paths[P][M] extends { requestBody?: infer B } ? B : never> extends
+        { content: { "application/json": infer J } } ? J : never;
+type CourseBody = Body<"/api/c/courses", "post">;
+type HookBody = Body<"/api/c/hooks/{rest}", "post">;
+type IsNever<T> = [T] extends [never] ? true : false;
+const courseTyped: IsNever<CourseBody> = false;
+const hookTyped: IsNever<HookBody> = false;
+
+export async function send(base: string, key: string): Promise<number> {
+    const course: CourseBody = %(course)s;
+    const hook: HookBody = %(hook)s;
+    let status = 0;
+    for (const [path, body] of [["/api/c/courses", course], ["/api/c/hooks/x", hook]] as const) {
+        const r = await fetch(base + path, {
+            method: "POST",
+            headers: { "Content-Type": "application/json", "Idempotency-Key": key },
+            body: JSON.stringify(body),
+        });
+        status = r.status;
+    }
+    return courseTyped || hookTyped ? -1 : status;
+}
+"""
+GOOD_BODIES = {"course": '{ title: " Rust ", topic: "systems", lessons: 12, extra: [1] }',
+               "hook": '{ event: { id: "evt_1", kind: "paid" }, at: 1 }'}
+# The key at event.id is a string or an integer, never a boolean; a body is an object.
+BAD_BODIES = [dict(GOOD_BODIES, hook='{ event: { id: true } }'),
+              dict(GOOD_BODIES, course='"a course"')]
+
+
+@pytest.fixture(scope="module")
+def node_tools():
+    """tests/sdk's packages (@redocly/cli, openapi-typescript, typescript), installed."""
+    return npmkit.install()
+
+
+def openapi_file(binary, tmp_path, settings=None):
+    base, routes = contract_settings(tmp_path)
+    base.update(settings or {})
+    conf = write_conf(tmp_path, base, routes)
+    r = describe(binary, conf, "--format", "openapi")
+    assert r.returncode == 0, r.stderr
+    path = tmp_path / "openapi.json"
+    path.write_bytes(r.stdout)
+    return path
+
+
+def redocly_lint(path):
+    """Redocly's recommended ruleset on path: (totals, problems)."""
+    code, out, err = npmkit.npx("redocly", "lint", "--extends", "recommended", "--format",
+                                "json", str(path), timeout=LINT_TIMEOUT)
+    assert code is not None, err
+    try:
+        report = json.loads(out)
+    except ValueError:
+        pytest.fail("redocly lint printed no report (exit %s):\n%s%s" % (code, out, err))
+    assert (code == 0) == (report["totals"]["errors"] == 0), (code, report["totals"])
+    return report["totals"], report["problems"]
+
+
+def test_redocly_recommended_reports_no_error(binary, tmp_path, node_tools):
+    for settings in ({}, {"contract_server": SERVER_URL}):
+        totals, problems = redocly_lint(openapi_file(binary, tmp_path, settings))
+        errors = [(p["ruleId"], p["message"], p["location"]) for p in problems
+                  if p["severity"] == "error"]
+        assert totals["errors"] == 0 and not errors, errors
+    # The linter can fail: without servers and with an operation that says
+    # no security, the same ruleset reports errors.
+    path = openapi_file(binary, tmp_path)
+    doc = json.loads(path.read_text())
+    del doc["servers"]
+    del doc["paths"]["/api/c/courses"]["post"]["security"]
+    path.write_text(json.dumps(doc))
+    totals, problems = redocly_lint(path)
+    assert totals["errors"] >= 2, totals
+    assert {"no-empty-servers", "security-defined"} <= {p["ruleId"] for p in problems}
+
+
+def tsc(tmp_path, bodies):
+    """tsc --noEmit --strict of CLIENT_TS with bodies, next to the generated api.d.ts."""
+    client = tmp_path / "client.ts"
+    client.write_text(CLIENT_TS % bodies)
+    return npmkit.npx("tsc", "--noEmit", "--strict", "--target", "es2022", "--module",
+                      "esnext", "--moduleResolution", "bundler", "--lib", "es2022,dom",
+                      str(client), timeout=LINT_TIMEOUT, cwd=str(tmp_path))
+
+
+def test_generated_types_type_the_request_bodies(binary, tmp_path, node_tools):
+    path = openapi_file(binary, tmp_path, {"contract_server": SERVER_URL})
+    code, out, err = npmkit.npx("openapi-typescript", str(path), "-o",
+                                str(tmp_path / "api.d.ts"), timeout=LINT_TIMEOUT)
+    assert code == 0, out + err
+    api = (tmp_path / "api.d.ts").read_text()
+    assert '"/api/c/courses"' in api and "lessons?: unknown" in api, api[:2000]
+    code, out, err = tsc(tmp_path, GOOD_BODIES)
+    assert code == 0, out + err
+    for bodies in BAD_BODIES:
+        code, out, err = tsc(tmp_path, bodies)
+        assert code not in (0, None), (bodies, out, err)
+        assert "client.ts(" in out and "TS2322" in out, (bodies, out, err)
 
 
 # ---- the admin listener ----
@@ -541,7 +793,7 @@ def test_a_missing_key_is_told_in_the_contracts_words(proxy, upstream, binary, i
     md = r.stdout.decode("utf-8")
     for operation, path in (("source.header", "/api/s/header"), ("source.other", "/api/s/other"),
                             ("source.json", "/api/s/json"), ("source.query", "/api/s/query?x=1")):
-        facts = {row[0]: row[1] for row in table_rows(section(md, operation))}
+        facts = {row[0]: row[1] for row in table_rows(route_view(md, operation))}
         doc = helpers.problem(p.post(path, actor=ids.actor, body=b'{"event": {}}'),
                               "idempotency-key-missing", 400)
         assert doc["detail"] == "this operation requires an idempotency key (%s)" % (
@@ -564,7 +816,7 @@ route headers.stripe {
 
 def headers_cell(md, operation, error):
     """{name: value or None} of the Headers cell of error's row in operation's status table."""
-    for row in table_rows(section(md, operation)):
+    for row in table_rows(route_view(md, operation)):
         if row[0].isdigit() and row[1].split(" ")[0].strip("`") == error:
             return {name: value or None for name, _, value in
                     (item.partition(": ") for item in re.findall(r"`([^`]*)`", row[3]))}
@@ -618,8 +870,8 @@ def test_reload_changes_the_contract(proxy, pg, binary, tmp_path):
     after = admin(p, "GET", "/contract").body.decode()
     assert after != before
     assert "## `reload.added`" in after and "`POST /api/c/added`" in after
-    assert "3h from completion" in section(after, "shop.pay")
-    assert "1h from completion" in section(before, "shop.pay")
+    assert "3h from completion" in route_view(after, "shop.pay")
+    assert "1h from completion" in route_view(before, "shop.pay")
     after_oa = json.loads(admin(p, "GET", "/contract/openapi.json").body)
     validate_openapi(after_oa)
     assert after_oa["paths"]["/api/c/added"]["post"]["x-idempotency"]["in_progress"] == \

@@ -167,6 +167,22 @@ def test_nghttp_replay_and_pass_through(proxy, upstream, ids):
     assert json.loads(get.stdout)["n"] == e.n
 
 
+def test_a_replayed_5xx_says_not_to_retry_over_h2(proxy, upstream, ids):
+    """An HTTP/2 replay of a stored 500 carries x-should-retry: false,
+    once; the owner's 500, the upstream's, carries none."""
+    p = proxy()
+    key = ids.key()
+    head = h2_keyed(key, ids.actor, [("x-test-status", "500")])
+    with h2.Client(p.port) as c:
+        owner = c.response(c.request("POST", "/api/courses", head, body=course().encode()))
+        replay = c.response(c.request("POST", "/api/courses", head, body=course().encode()))
+    assert owner.status == 500 and owner.headers.get_all("x-should-retry") == [], owner
+    assert_replay_of(replay, owner)
+    assert replay.headers.get_all("x-should-retry") == ["false"], replay
+    assert replay.headers.get("stripe-should-retry") is None, replay
+    assert upstream.count(key=key) == 1
+
+
 def test_http2_off(proxy, upstream, pki, ids):
     """http2 off: no h2 by ALPN, curl --http2 falls back to HTTP/1.1,
     nghttp cannot speak, and a preface on a plain listener is not HTTP/2."""

@@ -10,8 +10,12 @@ type idempotency_error) and stripe-node retries through an owner in
 progress (Stripe-Should-Retry: true) to the replay; a Stainless SDK with
 its default two retries gets through an owner slower than 2 s thanks to
 the adaptive Retry-After-Ms, and stops at once on 409 outcome-unknown
-(X-Should-Retry: false). Upstream effects are counted at the upstream:
-exactly one POST per key.
+(X-Should-Retry: false). A stored 500 (the upstream's own failure) stops
+every SDK's retries at its first replay, which says X-Should-Retry: false
+and Stripe-Should-Retry: false: stripe-node, orb-billing and Debian's
+stripe-python (python3-stripe, run with /usr/bin/python3 by
+tests/sdk/stripe_python_client.py). Upstream effects are counted at the
+upstream: exactly one POST per key.
 
 The SDKs cannot send the suite upstream's X-Test-* headers, so these tests
 put tests/sdk/upstream.py behind idemproxy instead: it is slowed down (or
@@ -22,28 +26,19 @@ import email.utils
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import time
 
 import pytest
 
-from tests.lib import helpers
-from tests.lib.helpers import ROOT
+from tests.lib import helpers, npmkit
 
-SDK_DIR = os.path.join(ROOT, "tests", "sdk")
-NPM_TIMEOUT = 240        # npm ci, whole
-NPM_PING_TIMEOUT = 30
+SDK_DIR = npmkit.SDK_DIR
 SCRIPT_TIMEOUT = 90      # one SDK script (each bounds its own waits at 60 s)
-NPM_ENV = {
-    "npm_config_update_notifier": "false",
-    "npm_config_fund": "false",
-    "npm_config_audit": "false",
-    "npm_config_fetch_retries": "1",
-    "npm_config_fetch_retry_mintimeout": "2000",
-    "npm_config_fetch_retry_maxtimeout": "5000",
-    "npm_config_fetch_timeout": "20000",
-}
+SYSTEM_PYTHON = "/usr/bin/python3"   # Debian's python3-stripe is installed for it
+# Retries every SDK is given for a stored 500: more than the one it takes,
+# so that only the replay's advice can stop it at one.
+FAILED_RETRIES = 3
 
 API_KEY = "Bearer sk_test_x"   # what stripe-node sends for new Stripe('sk_test_x')
 ORB_API_KEY = "Bearer orb_test_x"
@@ -79,62 +74,14 @@ SLOW_SETTINGS = {"upstream_timeout": "10s", "lease": "20s",
                  "workers": "2"}
 
 
-def text(out):
-    """A TimeoutExpired's output, which may be bytes whatever text= said."""
-    if isinstance(out, bytes):
-        return out.decode("utf-8", "replace")
-    return out or ""
-
-
-def pinned():
-    with open(os.path.join(SDK_DIR, "package.json")) as f:
-        return json.load(f)["dependencies"]
-
-
-def npm(npm_bin, *args, timeout):
-    """(exit code, output) of `npm ARGS...` in tests/sdk; code None when it
-    did not finish in time."""
-    env = dict(os.environ, **NPM_ENV)
-    try:
-        r = subprocess.run([npm_bin] + list(args), cwd=SDK_DIR, env=env,
-                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                           timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-        return None, "npm %s did not finish in %d s %s" % (" ".join(args), timeout,
-                                                           text(e.stderr))
-    return r.returncode, r.stdout + r.stderr
-
-
-def npm_reason(output):
-    """The line of npm's output that says why it failed."""
-    lines = [l.replace("npm error", "").replace("npm ERR!", "").strip()
-             for l in output.splitlines()]
-    for mark in ("request to ", "reason:", "did not finish", "code E"):
-        for line in lines:
-            if mark in line:
-                return line
-    return next((l for l in reversed(lines) if l), "no answer")
-
-
-def skip_unless_registry(npm_bin):
-    code, out = npm(npm_bin, "ping", timeout=NPM_PING_TIMEOUT)
-    if code != 0:
-        pytest.skip("npm registry unreachable: %s" % npm_reason(out))
+text = npmkit.text
+pinned = npmkit.pinned
 
 
 @pytest.fixture(scope="session")
 def node():
     """node, with the SDKs installed by `npm ci` from the lock file."""
-    node_bin, npm_bin = shutil.which("node"), shutil.which("npm")
-    assert node_bin and npm_bin, ("node and npm are not installed: scripts/deps.sh test "
-                                  "installs Debian's nodejs and npm")
-    skip_unless_registry(npm_bin)
-    code, out = npm(npm_bin, "ci", "--ignore-scripts", "--no-audit", "--no-fund",
-                    timeout=NPM_TIMEOUT)
-    if code != 0:
-        skip_unless_registry(npm_bin)  # lost on the way
-        pytest.fail("npm ci failed in %s although the registry answers:\n%s" % (SDK_DIR, out))
-    return node_bin
+    return npmkit.install()
 
 
 class SdkUpstream:
@@ -190,6 +137,49 @@ def run_sdk(node, script, *args):
     name = out["sdk"]["name"]
     assert out["sdk"]["version"] == pinned()[name], (out["sdk"], pinned())
     return out
+
+
+def run_stripe_python(*args):
+    """Run tests/sdk/stripe_python_client.py ARGS... with Debian's
+    python3-stripe; its JSON line."""
+    r = subprocess.run([SYSTEM_PYTHON, "-c", "import stripe"], capture_output=True, text=True)
+    assert r.returncode == 0, ("python3-stripe is not installed for %s: scripts/deps.sh test "
+                               "installs it\n%s" % (SYSTEM_PYTHON, r.stderr))
+    script = os.path.join(SDK_DIR, "stripe_python_client.py")
+    try:
+        r = subprocess.run([SYSTEM_PYTHON, script] + [str(a) for a in args], cwd=SDK_DIR,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=SCRIPT_TIMEOUT)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail("%s %s did not finish in %d s:\n%s" % (script, args, SCRIPT_TIMEOUT,
+                                                          text(e.stderr)))
+    lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
+    assert r.returncode == 0 and lines, "%s failed (exit %d):\n%s%s" % (
+        script, r.returncode, r.stdout, r.stderr)
+    out = json.loads(lines[-1])
+    assert out["sdk"] == {"name": "stripe-python", "version": "5.0.0"}, out["sdk"]
+    return out
+
+
+def assert_stops_at_the_stored_500(call, p, sdk_upstream, key, raised, stripe):
+    """call, one SDK call with FAILED_RETRIES retries whose upstream
+    answered 500, made two requests: the upstream's own 500 (no advice:
+    every SDK retries a 5xx) and one replay of it, whose X-Should-Retry:
+    false (Stripe-Should-Retry: false under `errors stripe`) ended the
+    retries. One upstream effect; idemproxy saw the same two requests."""
+    assert call.get("raised") == raised, call
+    assert statuses(call) == [500, 500], call
+    first, replay = call["attempts"]
+    assert "x-should-retry" not in first["headers"], first
+    assert "stripe-should-retry" not in first["headers"], first
+    assert "idempotent-replayed" not in first["headers"], first
+    assert replay["headers"].get("idempotent-replayed") == "true", replay
+    assert replay["headers"].get("x-should-retry") == "false", replay
+    assert replay["headers"].get("stripe-should-retry") == ("false" if stripe else None), replay
+    assert all(a["idempotency_key"] == key for a in call["attempts"]), call
+    lines = access_lines(p, key, 2)
+    assert [d["status"] for d in lines] == [500, 500], lines
+    assert len(sdk_upstream.posts(key)) == 1
 
 
 def statuses(call):
@@ -326,6 +316,36 @@ def test_stripe_sees_when_the_key_expires(node, proxy, sdk_upstream, ids):
     assert before + 86400 - 2 <= expires[0] <= after + 86400 + 1, (before, expires, after)
 
 
+def test_stripe_stops_at_the_replay_of_a_stored_500(node, proxy, sdk_upstream, ids):
+    """stripe-node (maxNetworkRetries 3) retries the upstream's own 500,
+    which carries no Stripe-Should-Retry, and stops at the replay, which
+    says false: two requests, StripeAPIError, one upstream effect."""
+    p = stripe_proxy(proxy, sdk_upstream)
+    key = ids.key()
+    out = run_sdk(node, "stripe_client.js", p.port, sdk_upstream.port, "failed", key,
+                  FAILED_RETRIES)
+    call = out["call"]
+    assert call["statusCode"] == 500, call
+    assert_stops_at_the_stored_500(call, p, sdk_upstream, key, "StripeAPIError", True)
+
+
+# ---- stripe-python (Debian's python3-stripe) ----
+
+def test_stripe_python_stops_at_the_replay_of_a_stored_500(proxy, sdk_upstream, ids):
+    """stripe-python 5.0.0 (stripe.max_network_retries = 3) likewise: it
+    retries the upstream's own 500 and stops at the replay's
+    Stripe-Should-Retry: false, raising APIError after two requests."""
+    p = stripe_proxy(proxy, sdk_upstream)
+    key = ids.key()
+    call = run_stripe_python(p.port, "failed", key, FAILED_RETRIES)["call"]
+    assert call["http_status"] == 500, call
+    assert_stops_at_the_stored_500(call, p, sdk_upstream, key, "APIError", True)
+    # What it sent: the key, a form body, the secret key.
+    h = helpers.Headers(sdk_upstream.posts(key)[0]["headers"])
+    assert h.get("Idempotency-Key") == key and h.get("Authorization") == API_KEY
+    assert h.get("Content-Type") == "application/x-www-form-urlencoded"
+
+
 # ---- orb-billing (Stainless) ----
 
 def test_orb_completes_every_call_through_a_slow_owner(node, proxy, sdk_upstream, ids):
@@ -380,3 +400,16 @@ def test_orb_stops_at_once_on_outcome_unknown(node, proxy, sdk_upstream, ids):
     assert posts[0]["path"] == "/v1/customers"
     assert h.get("Idempotency-Key") == key and h.get("Authorization") == ORB_API_KEY
     assert h.get("Content-Type") == "application/json"
+
+
+def test_orb_stops_at_the_replay_of_a_stored_500(node, proxy, sdk_upstream, ids):
+    """orb-billing (maxRetries 3) retries the upstream's own 500 and stops
+    at the replay's X-Should-Retry: false: two requests,
+    InternalServerError, one upstream effect."""
+    p = orb_proxy(proxy, sdk_upstream)
+    key = ids.key()
+    out = run_sdk(node, "orb_client.js", p.port, sdk_upstream.port, "failed", key,
+                  FAILED_RETRIES)
+    call = out["call"]
+    assert call["max_retries"] == FAILED_RETRIES and call["status"] == 500, call
+    assert_stops_at_the_stored_500(call, p, sdk_upstream, key, "InternalServerError", False)

@@ -12,6 +12,9 @@
 //       a call whose upstream resets the connection after reading it (its
 //       outcome is unknown), then the same call again: 409 outcome-unknown,
 //       which the SDK must not retry
+//   node orb_client.js PORT UPSTREAM_PORT failed KEY RETRIES
+//       one call with KEY that the upstream answers 500, with maxRetries
+//       RETRIES: its attempts show where the SDK stopped
 //
 // Prints one JSON line: each call's outcome (returned: id, status, headers;
 // or raised: class, status, headers, body) and its attempts as the SDK's
@@ -24,7 +27,7 @@ const [port, upstreamPort, scenario, ...args] = process.argv.slice(2);
 
 // A client of its own per call, so that its attempts are its own. Retries
 // and back-off are the SDK's defaults.
-function client() {
+function client(maxRetries) {
   const attempts = [];
   const counted = async (url, init) => {
     const h = new Headers(init.headers);
@@ -42,12 +45,12 @@ function client() {
     }
   };
   const orb = new Orb({ apiKey: 'orb_test_x', baseURL: `http://127.0.0.1:${port}/v1`,
-    fetch: counted, logLevel: 'off' });
+    fetch: counted, logLevel: 'off', ...(maxRetries === undefined ? {} : { maxRetries }) });
   return { orb, attempts };
 }
 
-async function outcome(call) {
-  const { orb, attempts } = client();
+async function outcome(call, maxRetries) {
+  const { orb, attempts } = client(maxRetries);
   const t0 = Date.now();
   try {
     const { data, response } = await call(orb).withResponse();
@@ -84,6 +87,14 @@ const scenarios = {
     const first = await outcome((o) => o.customers.create(params, { idempotencyKey: key }));
     const again = await outcome((o) => o.customers.create(params, { idempotencyKey: key }));
     return { first, again };
+  },
+
+  async failed() {
+    const [key, retries] = args;
+    const params = { name: 'Fail', email: 'fail@example.com', metadata: { action: 'fail500' } };
+    const call = await outcome((o) => o.customers.create(params, { idempotencyKey: key }),
+      Number(retries));
+    return { call };
   },
 };
 

@@ -10,6 +10,9 @@
 //       an owner the upstream holds DELAY_MS, and once the upstream has it,
 //       a second client with the same key and parameters, which must
 //       retry through "in progress" to the owner's replayed response
+//   node stripe_client.js PORT UPSTREAM_PORT failed KEY RETRIES
+//       one call with KEY that the upstream answers 500, with
+//       maxNetworkRetries RETRIES: its attempts show where the SDK stopped
 //
 // Prints one JSON line: each call's outcome (returned: id, status, headers;
 // or raised: class, type, code, statusCode, headers) and its attempts as
@@ -20,7 +23,7 @@ const { pick, waitForPosts, run } = require('./lib');
 const [port, upstreamPort, scenario, key, delayMs] = process.argv.slice(2);
 
 // A client of its own per call, so that its attempts are its own.
-function client() {
+function client(retries = 2) {
   const attempts = [];
   const http = Stripe.createNodeHttpClient();
   const send = http.makeRequest.bind(http);
@@ -38,14 +41,14 @@ function client() {
     });
   };
   const stripe = new Stripe('sk_test_x', {
-    host: '127.0.0.1', port: Number(port), protocol: 'http', maxNetworkRetries: 2,
+    host: '127.0.0.1', port: Number(port), protocol: 'http', maxNetworkRetries: retries,
     httpClient: http,
   });
   return { stripe, attempts };
 }
 
-async function outcome(call) {
-  const { stripe, attempts } = client();
+async function outcome(call, retries) {
+  const { stripe, attempts } = client(retries);
   const t0 = Date.now();
   try {
     const r = await call(stripe);
@@ -75,6 +78,13 @@ const scenarios = {
     await waitForPosts(upstreamPort, key, 1);
     const duplicate = outcome((s) => s.customers.create(params, { idempotencyKey: key }));
     return { owner: await owner, duplicate: await duplicate };
+  },
+
+  async failed() {
+    const params = { name: 'Fail', email: 'fail@example.com', metadata: { action: 'fail500' } };
+    const call = await outcome((s) => s.customers.create(params, { idempotencyKey: key }),
+      Number(delayMs));
+    return { call };
   },
 };
 

@@ -11,7 +11,9 @@ its own parameters, which the SDKs send as they send any others:
 {"metadata": {"delay_ms": "N"}} in a JSON body (Orb) holds the answer N
 milliseconds; `metadata[action]=reset` / {"metadata": {"action": "reset"}}
 reads the request, then closes the connection with RST (an outcome
-nobody can know).
+nobody can know); `metadata[action]=fail500` answers 500 with a Stripe-
+shaped error body {"error": {"type": "api_error", ...}} and no retry
+advice (a failure idemproxy stores and replays).
 
 Every other request is answered 200 with a JSON object shaped like the
 APIs' own: {"id": "cus_N", "object": "customer", "n": N, ...} with N the
@@ -142,6 +144,10 @@ class Handler(BaseHTTPRequestHandler):
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
                                        struct.pack("ii", 1, 0))
             self.connection.close()
+            return
+        if p.get("metadata[action]") == "fail500":
+            self.send_json(500, {"error": {"type": "api_error", "message": "upstream failed",
+                                           "n": n}})
             return
         if self.command == "GET":
             self.send_json(200, {"object": "list", "data": [], "n": n})

@@ -243,6 +243,8 @@ static void test_header_actor(void)
 	HAS(md, "| 401 | `actor-invalid` |");
 	HAS(md, "| 409 | `operation-in-progress` | a request with this key still runs | "
 		"`X-Should-Retry: true`, `Retry-After`, `Retry-After-Ms` |");
+	HAS(md, "- `X-Should-Retry: false` on a replay of a stored 5xx, in place of any the "
+		"stored response had");
 	HAS(md, "| 413 | `request-too-large` | the body is larger than 65536 bytes |");
 	HAS(md, "| 422 | `idempotency-conflict` |");
 	HAS(md, "| 503 | `store-unavailable` |");
@@ -268,8 +270,18 @@ static void test_header_actor(void)
 	CHECK(p && YAJL_IS_INTEGER(AT(p, "schema", "minLength")));
 	CHECK(p && str(AT(p, "schema", "pattern")) &&
 	      strstr(str(AT(p, "schema", "pattern")), "{1,255}"));
-	p = param(op, "X-Actor-Id", "header");
-	CHECK(p && YAJL_IS_TRUE(AT(p, "required")));
+	/* the actor header is an apiKey security scheme, not a parameter */
+	CHECK(param(op, "X-Actor-Id", "header") == NULL);
+	CHECK(YAJL_IS_ARRAY(AT(op, "security")) && AT(op, "security")->u.array.len == 1);
+	CHECK_STR(str(AT(doc, "components", "securitySchemes", "actorHeader.x-actor-id", "type")),
+		  "apiKey");
+	CHECK_STR(str(AT(doc, "components", "securitySchemes", "actorHeader.x-actor-id", "name")),
+		  "X-Actor-Id");
+	/* the fingerprinted fields are properties of an open JSON object */
+	p = AT(op, "requestBody", "content", "application/json", "schema");
+	CHECK(p && YAJL_IS_TRUE(AT(p, "additionalProperties")));
+	CHECK(p && AT(p, "properties", "title") && AT(p, "properties", "lessons"));
+	CHECK(YAJL_IS_ARRAY(AT(doc, "servers")) && AT(doc, "servers")->u.array.len == 1);
 	CHECK_STR(str(AT(op, "responses", "422", "$ref")), "#/components/responses/Problem422");
 	CHECK_STR(str(AT(op, "responses", "default", "$ref")), "#/components/responses/Response");
 	CHECK(AT(op, "responses", "400") && AT(op, "responses", "401") &&
@@ -325,6 +337,8 @@ static void test_stripe_jwt(void)
 	HAS(md, "| 400 | `idempotency_key_missing` (`invalid_request_error`) |");
 	HAS(md, "| 503 | `store_unavailable` (`api_error`) |");
 	HAS(md, "`Stripe-Should-Retry: true`");
+	HAS(md, "`X-Should-Retry: false` on a replay of a stored 5xx (and "
+		"`Stripe-Should-Retry: false` on a route with Stripe's errors)");
 	HAS(md, "| 401 | `actor_missing` (`invalid_request_error`) | no bearer token in the "
 		"`Authorization` header |");
 	/* mismatch_status where the dialect is problem+json */
@@ -385,7 +399,7 @@ static void test_key_sources(void)
 	HAS(md, "`500`, `502` make the outcome unknown");
 	/* anonymous: no actor to miss; optional key: none to miss */
 	hook = section(md, "hook.in");
-	HAS(hook, "`idempotency-key-invalid`");
+	HAS(md, "`idempotency-key-invalid`");
 	LACKS(hook, "actor-missing");
 	LACKS(hook, "actor-invalid");
 	LACKS(hook, "idempotency-key-missing");
@@ -453,9 +467,12 @@ static void test_edges(void)
 	HAS(md, "for audience `api`, claim `sub`, as the whole value of the `X-Token` header");
 	HAS(md, "no `X-Token` header");
 	doc = openapi(oa);
-	CHECK(param(AT(doc, "paths", "/tok", "post"), "X-Token", "header") != NULL);
-	CHECK(AT(doc, "paths", "/tok", "post", "security") == NULL);
-	CHECK(AT(doc, "components", "securitySchemes") == NULL);
+	/* a JWT in a header of its own: an apiKey in that header */
+	CHECK(param(AT(doc, "paths", "/tok", "post"), "X-Token", "header") == NULL);
+	CHECK(YAJL_IS_ARRAY(AT(doc, "paths", "/tok", "post", "security")));
+	CHECK_STR(str(AT(doc, "components", "securitySchemes", "actorHeader.x-token", "in")),
+		  "header");
+	CHECK(AT(doc, "components", "securitySchemes", "bearerJWT") == NULL);
 	CHECK(AT(doc, "components", "headers", "Idempotency-Enforced") != NULL);
 	CHECK(AT(doc, "components", "responses", "Response", "headers", "Idempotency-Enforced"));
 	CHECK_STR(str(AT(doc, "paths", "/tok", "post", "x-idempotency", "store_unavailable")),

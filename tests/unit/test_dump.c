@@ -45,6 +45,7 @@ static const char full[] =
     "store_unavailable fail-open\n"
     "problem_base https://p.example/\n"
     "contract_url https://c.example/contract\n"
+    "contract_server https://api.example/v1\n"
     "actor jwt /etc/jwks.json \"issuer=the iss\" audience=api claim=uid leeway=5s header=X-T "
     "require=exp\n"
     "route a.b {\n"
@@ -115,6 +116,7 @@ static void test_round_trip(void)
 	HAS(text, "listen [::1]:8443\n");
 	HAS(text, "upstream_client_certificate /etc/c.pem \"/etc/my key.pem\"\n");
 	HAS(text, "upstream_timeout 1500ms\n");
+	HAS(text, "contract_server https://api.example/v1\n");
 	HAS(text, "sweep_interval off\n");
 	HAS(text, "max_stored_body 2g\n");
 	HAS(text, "max_request_body 65537\n");

@@ -4,7 +4,12 @@
 #include "tests/unit/unit.h"
 
 #include <ctype.h>
+#include <string.h>
 #include <strings.h>
+
+#include <event2/buffer.h>
+
+#include "proxy/replay.h"
 
 /* The rows hold together: what one flag implies, the texts each needs. */
 static void test_rows(void)
@@ -72,6 +77,37 @@ static void test_decisions(void)
 	CHECK(header_flags("ETag", 4) == HEADER_STORED);
 	CHECK(header_flags("Host", 4) == 0);
 	CHECK(header_policy("Host", 4) != NULL);
+	/* the retry advice is stored when asked, never marked as idemproxy's */
+	CHECK(header_flags("x-should-retry", 14) == HEADER_RETRY_ADVICE);
+	CHECK(header_flags("Stripe-Should-Retry", 19) == HEADER_RETRY_ADVICE);
+}
+
+/*
+ * A replay of a stored 5xx says X-Should-Retry: false, and only a 5xx; the
+ * stored advice lines go and every other stored line stays, in order.
+ */
+static void test_replay_advice(void)
+{
+	static const char lines[] = "Content-Type: text/plain\r\n"
+				    "X-Should-Retry: true\r\n"
+				    "stripe-should-retry: true\r\n"
+				    "X-Should-Retry-Later: 1\r\n"
+				    "Date: Fri, 04 Dec 2026 10:00:00 GMT\r\n";
+	static const char want[] = "Content-Type: text/plain\r\n"
+				   "X-Should-Retry-Later: 1\r\n";
+	struct evbuffer *out = evbuffer_new();
+
+	CHECK(replay_says_final(500) && replay_says_final(503) && replay_says_final(599));
+	CHECK(!replay_says_final(499) && !replay_says_final(600) && !replay_says_final(200) &&
+	      !replay_says_final(409) && !replay_says_final(429));
+	http_add_lines_except(out, lines, sizeof(lines) - 1, HEADER_FRESH | HEADER_RETRY_ADVICE);
+	CHECK(evbuffer_get_length(out) == sizeof(want) - 1 &&
+	      memcmp(evbuffer_pullup(out, -1), want, sizeof(want) - 1) == 0);
+	evbuffer_drain(out, evbuffer_get_length(out));
+	/* not a 5xx: the upstream's advice is replayed as stored */
+	http_add_lines_except(out, lines, sizeof(lines) - 1, HEADER_FRESH);
+	CHECK(evbuffer_get_length(out) == sizeof(lines) - 1 - 37);
+	evbuffer_free(out);
 }
 
 int main(void)
@@ -79,5 +115,6 @@ int main(void)
 	test_rows();
 	test_lookup();
 	test_decisions();
+	test_replay_advice();
 	UNIT_DONE("header");
 }

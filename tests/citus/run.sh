@@ -35,12 +35,17 @@ src=$1
 
 # The store tests that make sense on a distributed table: a scope's owner,
 # replay, conflict, races between instances, leases and fencing, recovery,
-# the sweeper, the records commands and the admin API's, and the cache. Left out: tests that
+# the sweeper and its tombstones, the records commands and the admin API's,
+# the per-actor limits and quotas, forwarded keys, operations named by the
+# body, and the cache. Left out: tests that
 # stop or restart the session's database (pg.stop/pg.start in test_cache.py;
 # private_pg is a plain PostgreSQL of the test's own anyway).
 DEFAULT_TESTS=(tests/integration/test_flow.py tests/integration/test_concurrency.py
 	tests/integration/test_recovery.py tests/integration/test_records.py
 	tests/integration/test_admin.py tests/integration/test_cache.py
+	tests/integration/test_quotas.py tests/integration/test_expired_keys.py
+	tests/integration/test_admission.py tests/integration/test_forward_key.py
+	tests/integration/test_operation_from.py
 	-k "not store_is_down and not disabled_cache_still_replays_from_store")
 
 port_busy() {

@@ -377,7 +377,8 @@ def test_every_series_is_there_from_the_start(binary, proxy):
     assert {l["source"] for _, l, _ in fams["idemproxy_replays_total"].samples} \
         == {"store", "cache"}
     assert sorted((l["reason"], v) for _, l, v in fams["idemproxy_refusals_total"].samples) \
-        == [("actor_max_owners", 0), ("max_owners", 0)]
+        == [("actor_max_owners", 0), ("actor_max_records", 0), ("actor_max_stored_bytes", 0),
+            ("expired_key", 0), ("max_owners", 0)]
     assert fams["idemproxy_owners_active"].samples == [("idemproxy_owners_active", {}, 0)]
     for name in ("idemproxy_claims_total", "idemproxy_conflicts_total",
                  "idemproxy_replay_cache_hits_total", "idemproxy_replay_cache_misses_total",

@@ -27,7 +27,8 @@ OPERATION = "course.create"
 FILLER_ROWS = 4000          # generate_series rows besides the hand-made ones
 SEALED_KEY_ID = "k2026"
 INDEXES = ["idempotency_records_expires_idx", "idempotency_records_lease_idx",
-           "idempotency_records_pkey", "idempotency_records_unknown_idx"]
+           "idempotency_records_pkey", "idempotency_records_tombstone_idx",
+           "idempotency_records_unknown_idx"]
 SHORT_ROUTE = """
 route short.keep {
     match        POST /api/short

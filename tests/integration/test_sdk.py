@@ -119,21 +119,26 @@ def sdk_upstream(sdk_upstream_server):
     return sdk_upstream_server
 
 
-def run_sdk(node, script, *args):
-    """Run tests/sdk/SCRIPT ARGS...; its JSON line."""
+def run_client(argv, label):
+    """Run a client in tests/sdk (argv), which prints its result as its last
+    JSON line; that result, after checking it ran without error."""
     try:
-        r = subprocess.run([node, script] + [str(a) for a in args], cwd=SDK_DIR,
-                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                           timeout=SCRIPT_TIMEOUT)
+        r = subprocess.run([str(a) for a in argv], cwd=SDK_DIR, stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=SCRIPT_TIMEOUT)
     except subprocess.TimeoutExpired as e:
-        pytest.fail("%s %s did not finish in %d s:\n%s" % (script, args, SCRIPT_TIMEOUT,
-                                                          text(e.stderr)))
+        pytest.fail("%s did not finish in %d s:\n%s" % (label, SCRIPT_TIMEOUT, text(e.stderr)))
     lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
-    assert lines, "%s printed no result (exit %d):\n%s%s" % (script, r.returncode,
+    assert lines, "%s printed no result (exit %d):\n%s%s" % (label, r.returncode,
                                                              r.stdout, r.stderr)
     out = json.loads(lines[-1])
     assert r.returncode == 0 and "error" not in out, (
-        "%s failed (exit %d): %s\n%s" % (script, r.returncode, out.get("error"), r.stderr))
+        "%s failed (exit %d): %s\n%s" % (label, r.returncode, out.get("error"), r.stderr))
+    return out
+
+
+def run_sdk(node, script, *args):
+    """Run tests/sdk/SCRIPT ARGS... with node; its JSON line."""
+    out = run_client([node, script] + list(args), "%s %s" % (script, args))
     name = out["sdk"]["name"]
     assert out["sdk"]["version"] == pinned()[name], (out["sdk"], pinned())
     return out
@@ -146,17 +151,7 @@ def run_stripe_python(*args):
     assert r.returncode == 0, ("python3-stripe is not installed for %s: scripts/deps.sh test "
                                "installs it\n%s" % (SYSTEM_PYTHON, r.stderr))
     script = os.path.join(SDK_DIR, "stripe_python_client.py")
-    try:
-        r = subprocess.run([SYSTEM_PYTHON, script] + [str(a) for a in args], cwd=SDK_DIR,
-                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                           timeout=SCRIPT_TIMEOUT)
-    except subprocess.TimeoutExpired as e:
-        pytest.fail("%s %s did not finish in %d s:\n%s" % (script, args, SCRIPT_TIMEOUT,
-                                                          text(e.stderr)))
-    lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
-    assert r.returncode == 0 and lines, "%s failed (exit %d):\n%s%s" % (
-        script, r.returncode, r.stdout, r.stderr)
-    out = json.loads(lines[-1])
+    out = run_client([SYSTEM_PYTHON, script] + list(args), "%s %s" % (script, args))
     assert out["sdk"] == {"name": "stripe-python", "version": "5.0.0"}, out["sdk"]
     return out
 

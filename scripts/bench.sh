@@ -1510,7 +1510,7 @@ ELAPSED=$(($(date +%s) - T0))
 	echo "idemproxy benchmark: $(date -u +'%Y-%m-%d %H:%M UTC'), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)), workers $WORKERS"
 	echo "wrk -t$WRK_THREADS (-t1 at 1 connection), ${SECONDS_PER}s per run; pgbench -j $WRK_THREADS (pairs/s); PostgreSQL $(psql_q -c 'SHOW server_version' || echo '?'), fsync on, synchronous_commit on"
 	echo "$("$BIN" --version 2>&1 | head -n 1), $("$NGINX" -v 2>&1 | sed 's|.*/|nginx |') (worker_processes $WORKERS, upstream keepalive 64)"
-	echo "(a) (b) (c) (i) (k) (l): $ROUNDS rounds, the two sides alternating; rps and p99 are the medians (min–max) of the rounds, ratios of the medians; (d) (j): one run"
+	echo "(a) (b) (c) (i) (k) (l): $ROUNDS rounds, the sides alternating (four in (a)); rps and p99 are the medians (min–max) of the rounds, ratios of the medians; (d) (j): one run"
 	echo "(a) nginx proxy, fwd and haproxy, fwd: with the forwarding headers idemproxy sends; the target row's reference is the faster of the two at each count (ref: nginx or ref: haproxy); plain: nginx's default, none of them (information)"
 	if want a; then
 		echo "(a) $("$HAPROXY" -v 2>&1 | head -n 1 | sed 's/ - https.*//'): nbthread $WORKERS, mode http, option forwardfor, http-reuse always, no logging"

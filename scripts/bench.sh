@@ -1,25 +1,33 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2317  # stop_pid and cleanup run from traps
-# `make bench`: idemproxy against nginx and PostgreSQL's own ceiling.
+# `make bench`: idemproxy against nginx, HAProxy and PostgreSQL's own ceiling.
 #
 #   scripts/bench.sh [-s SECONDS] [-r ROUNDS] [-w WORKERS] [--skip-million]
 #
 # On loopback, in one run (about 10 minutes on 2 CPUs with the defaults): a
 # private PostgreSQL cluster (default durability), nginx as the fixed
-# upstream, idemproxy and nginx as a reverse proxy in front of it, then wrk
-# at 1 and 64 connections:
-#   (a) pass-through GET, idemproxy vs the nginx proxy setting the same
-#       forwarding headers idemproxy adds (X-Forwarded-For, -Proto, -Host,
-#       X-Real-IP, Forwarded, Via: the target), and vs nginx's default
-#       proxy, which adds none (information), with the CPU time per request
-#       of each proxy's processes (/proc/PID/stat);
+# upstream, idemproxy, nginx and HAProxy as reverse proxies in front of it,
+# then wrk at 1 and 64 connections:
+#   (a) pass-through GET, idemproxy vs the nginx proxy and vs HAProxy
+#       (scripts/bench/haproxy.cfg.in: nbthread = WORKERS, upstream
+#       keep-alive with http-reuse always, no logging), both setting the
+#       same forwarding headers idemproxy adds (X-Forwarded-For, -Proto,
+#       -Host, X-Real-IP, Forwarded, Via), and vs nginx's default proxy,
+#       which adds none (information), with the CPU time per request of
+#       each proxy's processes (/proc/PID/stat). The target's reference is
+#       the faster of nginx and HAProxy (median rps) at each connection
+#       count ("ref: nginx" or "ref: haproxy"), its CPU per request included;
 #   (b) owner POST (a new key per request) vs pgbench running the same claim
 #       and finish statements as two transactions at the same concurrency,
 #       prepared (the ceiling) and unnamed (as proxy/store.c sends them),
-#       each run on an emptied table;
-#   (c) replay POST over 100 completed keys vs idemproxy's own pass-through
-#       and vs nginx answering the same status, headers and body from
-#       memory (generated from one replay fetched at start-up);
+#       each run on an emptied table; and owner at 1 connection vs its
+#       floor, 1 / (1/PASS + 1/PGB) rps: one exchange through the faster
+#       pass-through reference of (a) (PASS, its median rps at 1) plus one
+#       prepared claim+finish pair of pgbench (PGB, its median at 1), the
+#       least an owner request costs done in series (needs (a) and (b));
+#   (c) replay POST over 100 completed keys vs nginx answering the same
+#       status, headers and body from memory (generated from one replay
+#       fetched at start-up) with the same WORKERS workers, at 1 and 64;
 #   (d) (b) and (c) again with 1,000,000 records in the table;
 #   (e) idemproxy's peak RSS after 1,000 idle keep-alive connections;
 #   (f) a 1 GiB download and a 1 GiB upload (curl) through idemproxy and
@@ -39,8 +47,8 @@
 #   (k) HTTP/2 in cleartext (prior knowledge) with h2load: pass-through GET
 #       against nginx's http2 listener setting the same forwarding headers,
 #       with the CPU time per request of each, and replay POSTs of one
-#       completed key against idemproxy's own h2 pass-through and nginx's
-#       static answer over http2; at "1" one connection of one stream, at
+#       completed key against nginx's static answer over http2; at "1" one
+#       connection of one stream, at
 #       "64" H2_CLIENTS connections of 64/H2_CLIENTS streams each. h2load
 #       reports no percentiles: the p50 column holds its mean. When h2load
 #       or nginx's http2 module is missing the output says so and (k) is
@@ -56,7 +64,7 @@
 #       before and after. Without h2load, nginx's grpc module or an
 #       upstream the output says so and (l) is left out.
 # (a), (b), (c), (i), (k) and (l) run ROUNDS rounds interleaved at each connection
-# count (A B A B ..., as the machine is noisy) and report the median rps and
+# count (A B A B ..., or A B C D in (a), as the machine is noisy) and report the median rps and
 # p99 with min-max, their ratios from the medians; (d), (j) run once, (e)-(h)
 # as described. Prints one table and a target check per row (the targets in
 # docs/performance.md), writes bench-out/bench.csv, bench-out/bench.png
@@ -94,6 +102,7 @@ GRPC_UPSTREAM=${BENCH_GRPC_UPSTREAM:-}
 FP_BIN=${FP_BENCH_BIN:-build/release/tests/test_fingerprint}
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 NGINX=/usr/sbin/nginx
+HAPROXY=/usr/sbin/haproxy
 PY=/usr/bin/python3
 OUT=$ROOT/bench-out
 DOCS=$ROOT/docs/bench
@@ -135,14 +144,13 @@ GRPC_SERVE_PROCS=2        # (l): processes of the grpcio upstream, when it is th
 GRPC_PAYLOAD=bench-echo-0123456789abcdef # (l): the message of every call (27 bytes)
 
 # The targets (docs/performance.md, Targets).
-TARGET_PASS_RPS=1.0       # pass-through rps >= this x nginx, at 64 connections
-TARGET_PASS_P99=1.0       # pass-through p99 <= this x nginx, at 64 connections
-TARGET_PASS_CPU=1.0       # pass-through CPU per request <= this x nginx's, at 64
+TARGET_PASS_RPS=1.0       # pass-through rps >= this x the faster of nginx and HAProxy, at 64 connections
+TARGET_PASS_P99=1.0       # pass-through p99 <= this x that reference's, at 64 connections
+TARGET_PASS_CPU=1.0       # pass-through CPU per request <= this x that reference's, at 64
 TARGET_OWNER=1.0          # owner rps >= this x the pgbench ceiling, at 1 connection
 TARGET_OWNER_64=1.5       # owner rps >= this x the pgbench ceiling, at 64
-TARGET_REPLAY=1.5         # replay rps >= this x idemproxy's pass-through
-TARGET_REPLAY_P99=1.0     # replay p99 <= this x idemproxy's pass-through p99
-TARGET_STATIC=0.8         # replay rps >= this x nginx answering the same from memory
+TARGET_OWNER_FLOOR=1.0    # owner rps >= this x its floor (pass-through + pgbench pair), at 1
+TARGET_STATIC=0.8         # replay rps >= this x nginx answering the same from memory, at 1 and 64
 TARGET_MILLION=0.8        # at 1M records >= this x the empty-table rps
 TARGET_RSS_MIB=64         # peak RSS with 1,000 idle connections, and with (g)
 TARGET_STREAM=0.9         # (f): idemproxy MiB/s >= this x nginx's
@@ -201,6 +209,7 @@ ROUNDS=$((10#$ROUNDS))
 [ -x "$BIN" ] || die "$BIN not found: build it with make"
 [ -z "$BASE_BIN" ] || [ -x "$BASE_BIN" ] || die "BENCH_BASELINE_BIN: $BASE_BIN is not an executable"
 case "$GRPC_UPSTREAM" in '' | grpcio) ;; *) die "BENCH_GRPC_UPSTREAM is grpcio or empty: $GRPC_UPSTREAM" ;; esac
+! want a || command -v "$HAPROXY" >/dev/null || die "$HAPROXY not found (make deps installs it: haproxy)"
 for tool in wrk curl "$NGINX" "$PGBIN/pgbench" "$PGBIN/psql" gnuplot "$PY" timeout pgrep getconf; do
 	command -v "$tool" >/dev/null || die "$tool not found (make deps installs it)"
 done
@@ -215,10 +224,12 @@ SHM=""
 PGDIR=""
 PGSOCK=""         # the socket's directory: host= of pg.sh's conninfo
 PGPORT=""
+conninfo=""       # set by start_pg (scripts/lib.sh)
 started_pg=0
 upstream_pid=""
 sink_pid=""
 nginx_pid=""
+haproxy_pid=""   # (a): HAProxy, the second pass-through reference
 proxy_pid=""
 tls_proxy_pid=""
 base_pid=""      # BENCH_BASELINE_BIN's idemproxy
@@ -241,6 +252,7 @@ cleanup() {
 	stop_pid "$grpc_nginx_pid"
 	stop_pid "$grpc_up_pid"
 	stop_pid "$nginx_pid"
+	stop_pid "$haproxy_pid"
 	stop_pid "$upstream_pid"
 	stop_pid "$sink_pid"
 	if [ "$started_pg" = 1 ]; then
@@ -608,6 +620,7 @@ free_port && BASE_PORT=$FREE_PORT
 free_port && GRPC_UP_PORT=$FREE_PORT
 free_port && GRPC_PROXY_PORT=$FREE_PORT
 free_port && GRPC_NGINX_PORT=$FREE_PORT
+free_port && HAPROXY_PORT=$FREE_PORT
 
 start_pg
 fsync=$(psql_q -c "SHOW fsync") || die "cannot query PostgreSQL"
@@ -756,6 +769,30 @@ wait_listening "$nginx_pid" "$NGINX_PORT" "nginx (proxy)" "$TMP/nginx/stderr.log
 wait_listening "$nginx_pid" "$STATIC_PORT" "nginx (static)" "$TMP/nginx/stderr.log"
 wait_listening "$nginx_pid" "$FWD_PORT" "nginx (forwarding headers)" "$TMP/nginx/stderr.log"
 wait_listening "$nginx_pid" "$NGINX_H2_PORT" "nginx (http2)" "$TMP/nginx/stderr.log"
+# (c) compares replays with this nginx's static server: it must have as
+# many workers as idemproxy (worker_processes WORKERS, checked here).
+for ((i = 0; i < READY_WAIT * 10; i++)); do
+	NGINX_WORKERS=$(pgrep -c -P "$nginx_pid" || true)
+	[ "$NGINX_WORKERS" != "$WORKERS" ] || break
+	sleep 0.1
+done
+[ "$NGINX_WORKERS" = "$WORKERS" ] || die "the nginx proxy runs $NGINX_WORKERS workers, not $WORKERS"
+
+# (a): HAProxy, one process of WORKERS threads, setting the same forwarding
+# headers as the nginx proxy's FWD_PORT server.
+HAP=http://127.0.0.1:$HAPROXY_PORT/api/items
+if want a; then
+	mkdir -p "$TMP/haproxy"
+	render "$HERE/haproxy.cfg.in" "$TMP/haproxy/haproxy.cfg" \
+		PREFIX="$TMP/haproxy" PORT="$HAPROXY_PORT" UPSTREAM_PORT="$UPSTREAM_PORT" WORKERS="$WORKERS"
+	"$HAPROXY" -c -q -f "$TMP/haproxy/haproxy.cfg" >"$TMP/haproxy/check.log" 2>&1 || {
+		cat "$TMP/haproxy/check.log" >&2
+		die "the generated haproxy.cfg does not check out"
+	}
+	setsid "$HAPROXY" -db -f "$TMP/haproxy/haproxy.cfg" >"$TMP/haproxy/stderr.log" 2>&1 &
+	haproxy_pid=$!
+	wait_listening "$haproxy_pid" "$HAPROXY_PORT" "HAProxy" "$TMP/haproxy/stderr.log"
+fi
 
 # The same request to nginx: the same status, header names and body bytes.
 fetch_post "$STATIC" "$STATIC_KEY" "$TMP/static.head" "$TMP/static.body"
@@ -770,13 +807,14 @@ fi
 STATIC_NOTE="replay $(wc -c <"$TMP/replay.head")+$(wc -c <"$TMP/replay.body") bytes (head+body), nginx static $(wc -c <"$TMP/static.head")+$(wc -c <"$TMP/static.body") (its own Server, Date, Connection)"
 say "static answer: $STATIC_NOTE"
 
-say "upstream :$UPSTREAM_PORT, nginx proxy :$NGINX_PORT (static :$STATIC_PORT), idemproxy :$PROXY_PORT (workers $WORKERS)"
+say "upstream :$UPSTREAM_PORT, nginx proxy :$NGINX_PORT (static :$STATIC_PORT), HAProxy :$HAPROXY_PORT, idemproxy :$PROXY_PORT (workers $WORKERS)"
 
-# (a) pass-through GET, nginx with idemproxy's forwarding headers, idemproxy
-# and nginx as configured by default alternating, with the CPU time of each
-# proxy's own processes (not the upstream's, not wrk's)
+# (a) pass-through GET, nginx with idemproxy's forwarding headers, idemproxy,
+# HAProxy with the same headers and nginx as configured by default
+# alternating, with the CPU time of each proxy's own processes (not the
+# upstream's, not wrk's)
 if want a; then
-	for url in "$NGX_FWD" "$NGX" "$IDEM" ${BASE_BIN:+"$BASE"}; do
+	for url in "$NGX_FWD" "$NGX" "$HAP" "$IDEM" ${BASE_BIN:+"$BASE"}; do
 		run_bounded $((WARMUP_SECONDS + RUN_GRACE)) /dev/null \
 			wrk -t$WRK_THREADS -c64 -d${WARMUP_SECONDS}s "$url" ||
 			say "warm-up against $url failed"
@@ -787,10 +825,12 @@ if want a; then
 			run_wrk_cpu "$nginx_pid" nginx_fwd "$c" "$NGX_FWD"
 			run_wrk_cpu "$proxy_pid" get "$c" "$IDEM"
 			[ -z "$BASE_BIN" ] || run_wrk_cpu "$base_pid" base_get "$c" "$BASE"
+			run_wrk_cpu "$haproxy_pid" haproxy_fwd "$c" "$HAP"
 			run_wrk_cpu "$nginx_pid" nginx_get "$c" "$NGX"
 		done
 	done
 	check_proxy
+	kill -0 "$haproxy_pid" 2>/dev/null || die "HAProxy exited during the benchmark (see $TMP/haproxy/stderr.log)"
 	[ -z "$BASE_BIN" ] || check_other "$base_pid" "idemproxy (baseline)"
 fi
 
@@ -818,8 +858,8 @@ if want b; then
 	[ -z "$BASE_BIN" ] || check_other "$base_pid" "idemproxy (baseline)"
 fi
 
-# (c) replay POSTs over REPLAY_KEYS completed keys, idemproxy's own
-# pass-through and nginx's static answer (the same request) alternating
+# (c) replay POSTs over REPLAY_KEYS completed keys and nginx's static
+# answer to the same request (the same workers) alternating
 REPLAY_PREFIX=r$RUN_ID
 "$PY" "$HERE/client.py" warm "$PROXY_PORT" "$REPLAY_PREFIX" $REPLAY_KEYS ||
 	die "could not complete the $REPLAY_KEYS replay keys"
@@ -832,7 +872,6 @@ if want c; then
 	for c in $CONNS; do
 		for ((r = 1; r <= ROUNDS; r++)); do
 			say "(c) round $r of $ROUNDS"
-			run_wrk get_c "$c" "$IDEM"
 			run_wrk replay "$c" "$IDEM" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS
 			[ -z "$BASE_BIN" ] || run_wrk base_replay "$c" "$BASE" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS
 			run_wrk nginx_static "$c" "$STATIC" -s "$HERE/replay.lua" -- "$REPLAY_PREFIX" $REPLAY_KEYS
@@ -1188,6 +1227,42 @@ for c in $CONNS; do
 done
 summarize
 
+# Copy the figures of key $2 in array $1 (a name) to key $3, if it has any.
+copy_figure() {
+	local -n fig=$1
+	[ -z "${fig[$2]:-}" ] || fig[$3]=${fig[$2]}
+}
+
+# (a): the target's reference at each count is the faster (median rps) of
+# the nginx proxy and HAProxy, both with the forwarding headers: its
+# figures are copied to pass_ref, its name to REF_NAME.
+declare -A REF_NAME
+for c in $CONNS; do
+	src=nginx_fwd
+	REF_NAME[$c]="ref: nginx"
+	if [ -n "${RPS[haproxy_fwd:$c]:-}" ] &&
+		{ [ -z "${RPS[nginx_fwd:$c]:-}" ] || ! holds "${RPS[nginx_fwd:$c]}" ">=" "${RPS[haproxy_fwd:$c]}"; }; then
+		src=haproxy_fwd
+		REF_NAME[$c]="ref: haproxy"
+	fi
+	for arr in RPS RPS_MIN RPS_MAX P50 P99 P99_MIN P99_MAX CPU CPU_MIN CPU_MAX NRUN; do
+		copy_figure $arr "$src:$c" "pass_ref:$c"
+	done
+done
+
+# (b): the floor of an owner at one connection, done in series: one
+# exchange through the faster pass-through reference of (a) plus one
+# prepared claim+finish pair of pgbench, 1 / (1/PASS + 1/PGB) rps, from the
+# medians of the same run (needs (a) and (b)).
+FLOOR_PASS=${RPS[pass_ref:1]:-}
+FLOOR_PGB=${RPS[pgbench_prepared:1]:-}
+FLOOR_NOTE="not measured: needs (a) and (b) in the same run"
+if [ -n "$FLOOR_PASS" ] && [ -n "$FLOOR_PGB" ]; then
+	RPS[owner_floor:1]=$(awk -v a="$FLOOR_PASS" -v b="$FLOOR_PGB" 'BEGIN { printf "%.1f", 1 / (1 / a + 1 / b) }')
+	NRUN[owner_floor:1]=1
+	FLOOR_NOTE="1 / (1/$(fmt %.0f "$FLOOR_PASS") + 1/$(fmt %.0f "$FLOOR_PGB")) = $(fmt %.0f "${RPS[owner_floor:1]}") rps (pass-through ${REF_NAME[1]#ref: } at 1, pgbench prepared pairs/s at 1: medians)"
+fi
+
 # Print $2 right-aligned in $1 columns (an en dash is 3 bytes, 1 column).
 pad() {
 	local LC_ALL=C
@@ -1253,7 +1328,7 @@ row() {
 	local rr pr cr="" target="" result="" what t
 	rr=$(ratio "$rps" "$rrps")
 	pr=$(ratio "$p99" "$rp99")
-	case "$sec" in a | a-info | a-base | k | l) cr=$(ratio "$cpu" "$rcpu") ;; esac
+	case "$sec" in a | a-nginx | a-haproxy | a-info | a-base | k | l) cr=$(ratio "$cpu" "$rcpu") ;; esac
 	case "$sec" in
 	a)
 		if [ "$c" = 64 ]; then
@@ -1264,6 +1339,10 @@ row() {
 			target="none at 1 connection"
 			result="info"
 		fi
+		;;
+	a-nginx | a-haproxy)
+		target="none: information; the target row takes the faster of nginx and HAProxy"
+		result="info"
 		;;
 	a-info)
 		target="none: nginx without forwarding headers; information"
@@ -1303,13 +1382,10 @@ row() {
 	b-base | c-base)
 		add_checks "vs baseline: $label rps, $c conns" "rps ratio vs baseline" "$rr" ">=" $TARGET_BASELINE
 		;;
-	c)
-		add_checks "replay/pass-through rps ratio, $c conns" "rps ratio" "$rr" ">=" $TARGET_REPLAY \
-			"replay/pass-through p99 ratio, $c conns" "p99 ratio" "$pr" "<=" $TARGET_REPLAY_P99
-		;;
 	*)
 		case "$sec" in
 		b) what="owner/pgbench ratio" t=$TARGET_OWNER ;;
+		b-floor) what="owner/floor ratio" t=$TARGET_OWNER_FLOOR ;;
 		c-static) what="replay/nginx static ratio" t=$TARGET_STATIC ;;
 		d) what="$label 1M/empty ratio" t=$TARGET_MILLION ;;
 		i) what="$label/header ratio" t=$TARGET_JWT ;;
@@ -1336,17 +1412,19 @@ row() {
 }
 
 for c in $CONNS; do
-	row a "pass-through GET" get "nginx proxy, fwd" nginx_fwd 1 "$c"
+	row a "pass-through GET" get "${REF_NAME[$c]}" pass_ref 1 "$c"
+	row a-nginx "pass-through GET" get "nginx proxy, fwd" nginx_fwd 0 "$c"
+	row a-haproxy "pass-through GET" get "haproxy, fwd" haproxy_fwd 0 "$c"
 	row a-info "pass-through GET" get "nginx proxy, plain" nginx_get 0 "$c"
 	[ -z "$BASE_BIN" ] || row a-base "pass-through GET" get "baseline" base_get 0 "$c"
 done
 for c in $CONNS; do
 	row b "owner POST" owner "pgbench prepared" pgbench_prepared 2 "$c"
 	row b-info "owner POST" owner "pgbench unnamed" pgbench_extended 0 "$c"
+	[ "$c" != 1 ] || row b-floor "owner POST" owner "floor (pass+pgb)" owner_floor 3 "$c"
 	[ -z "$BASE_BIN" ] || row b-base "owner POST" owner "baseline" base_owner 0 "$c"
 done
 for c in $CONNS; do
-	row c "replay POST" replay "own pass-through" get_c 3 "$c"
 	row c-static "replay POST" replay "nginx static" nginx_static 4 "$c"
 	[ -z "$BASE_BIN" ] || row c-base "replay POST" replay "baseline" base_replay 0 "$c"
 done
@@ -1362,7 +1440,6 @@ for c in $CONNS; do
 done
 for c in $CONNS; do
 	row k "h2 pass-through GET" h2_get "nginx http2, fwd" nginx_h2 0 "$c"
-	row k-info "h2 replay POST" h2_replay "own h2 pass-through" h2_get 0 "$c"
 	row k-info "h2 replay POST" h2_replay "nginx static h2" nginx_h2_static 0 "$c"
 done
 for c in $CONNS; do
@@ -1433,10 +1510,14 @@ ELAPSED=$(($(date +%s) - T0))
 	echo "idemproxy benchmark: $(date -u +'%Y-%m-%d %H:%M UTC'), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)), workers $WORKERS"
 	echo "wrk -t$WRK_THREADS (-t1 at 1 connection), ${SECONDS_PER}s per run; pgbench -j $WRK_THREADS (pairs/s); PostgreSQL $(psql_q -c 'SHOW server_version' || echo '?'), fsync on, synchronous_commit on"
 	echo "$("$BIN" --version 2>&1 | head -n 1), $("$NGINX" -v 2>&1 | sed 's|.*/|nginx |') (worker_processes $WORKERS, upstream keepalive 64)"
-	echo "(a) (b) (c) (i) (k) (l): $ROUNDS rounds, the two sides alternating; rps and p99 are the medians (min–max) of the rounds, ratios of the medians; (d) (j): one run"
-	echo "(a) nginx proxy, fwd: with the forwarding headers idemproxy sends (the target); plain: nginx's default, none of them (information)"
-	echo "(a) CPU us/request: utime+stime of idemproxy's process, of the nginx proxy's master and workers, per request; (b): each run on an emptied table"
-	echo "(c) nginx static: the same request answered from memory with the replay's status, headers and body: $STATIC_NOTE"
+	echo "(a) (b) (c) (i) (k) (l): $ROUNDS rounds, the sides alternating (four in (a)); rps and p99 are the medians (min–max) of the rounds, ratios of the medians; (d) (j): one run"
+	echo "(a) nginx proxy, fwd and haproxy, fwd: with the forwarding headers idemproxy sends; the target row's reference is the faster of the two at each count (ref: nginx or ref: haproxy); plain: nginx's default, none of them (information)"
+	if want a; then
+		echo "(a) $("$HAPROXY" -v 2>&1 | head -n 1 | sed 's/ - https.*//'): nbthread $WORKERS, mode http, option forwardfor, http-reuse always, no logging"
+	fi
+	echo "(b) owner vs floor at 1: $FLOOR_NOTE"
+	echo "(a) CPU us/request: utime+stime of idemproxy's process, of the nginx proxy's master and workers, of HAProxy's process, per request; (b): each run on an emptied table"
+	echo "(c) nginx static: the same request answered from memory with the replay's status, headers and body, $NGINX_WORKERS workers: $STATIC_NOTE"
 	echo "(k) h2load, HTTP/2 with prior knowledge: at 1 one connection of one stream, at 64 $H2_CLIENTS connections of $((64 / H2_CLIENTS)) streams; the p50 column is h2load's mean (it has no percentiles); replays of one completed key${H2_NOTE:+; $H2_NOTE}"
 	if want l; then
 		echo "(l) gRPC unary with h2load: POST /bench.Echo/Unary, one ${#GRPC_PAYLOAD}-byte message, te: trailers; idemproxy upstream h2c:// vs nginx grpc_pass (both with the forwarding headers, workers $WORKERS); upstream: ${GRPC_UP_NAME:-none}${GRPC_NOTE:+; $GRPC_NOTE}"

@@ -19,7 +19,7 @@
 #          spelling tests, python3-dnslib for the DNS server of the
 #          store host name tests, chromium and its WebDriver for the
 #          operator page's test)
-#   bench  `make bench`: wrk, nginx, gnuplot, openssl, curl, the JWT
+#   bench  `make bench`: wrk, nginx, HAProxy, gnuplot, openssl, curl, the JWT
 #          helper's python3-cryptography and h2load (nghttp2-client)
 #   fuzz   `make fuzz`: clang with libFuzzer
 #   image  `make image` and `make image-test`: mmdebstrap (the root
@@ -55,7 +55,7 @@ TEST="$TEST python3-grpcio"
 # Stripe's Python SDK (stripe-python), driven by test_sdk.py beside the
 # npm SDKs: Debian's package, for /usr/bin/python3.
 TEST="$TEST python3-stripe"
-BENCH="wrk nginx-light gnuplot-nox curl openssl python3-cryptography nghttp2-client"
+BENCH="wrk nginx-light haproxy gnuplot-nox curl openssl python3-cryptography nghttp2-client"
 FUZZ="clang libclang-rt-14-dev"
 IMAGE="mmdebstrap umoci podman runc"
 CITUS="postgresql-server-dev-15 libkrb5-dev liblz4-dev libzstd-dev perl"

@@ -25,9 +25,9 @@ set yrange [0:*]
 set offsets 0, 0, graph 0.1, 0
 set format y "%.0f"
 set xtics nomirror ( \
-	"pass-through GET\nref: nginx proxy" 1, \
+	"pass-through GET\nref: faster of nginx, HAProxy" 1, \
 	"owner POST\nref: pgbench ceiling" 2, \
-	"replay POST\nref: own pass-through GET" 3, \
+	"owner POST, 1 connection\nref: its floor (pass-through + pgbench)" 3, \
 	"replay POST\nref: nginx static answer" 4, \
 	"owner POST, 1M records\nref: empty table" 5, \
 	"replay POST, 1M records\nref: empty table" 6)

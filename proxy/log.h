@@ -1,6 +1,6 @@
 /*
- * Logging: one JSON object per line on stderr, written with yajl's
- * generator. The level is checked before anything is formatted.
+ * Logging: one JSON object per line on stderr.
+ * The level is checked before anything is formatted.
  * Credentials and bodies are never logged; keys are logged only as a short
  * hash. A line is always whole, valid JSON of at most 8 KiB: a long field
  * is cut, marked with "…(N bytes)", never the line; bytes that are not

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <yajl/yajl_tree.h>
 
+#include "proxy/digest.h"
 #include "proxy/utf8.h"
 #include "tests/unit/unit.h"
 
@@ -107,6 +108,10 @@ static void test_escaping(void)
 	log_write(LOG_ERROR, &tag, "%s", odd);
 	capture_end();
 	CHECK(capture_lines() == 1);
+	/* The escapes as written: the short forms, \u00XX for other control bytes, the rest as is. */
+	CHECK(strstr(cap.text, "\"msg\":\"quote \\\" backslash \\\\ newline \\n tab \\t bell "
+			       "\\u0007 del \x7f slash / e\xcc\x81") != NULL);
+	CHECK(strstr(cap.text, "\"route\":\"pay\\\"ment\"") != NULL);
 	v = capture_line(0, &len);
 	CHECK(v != NULL);
 	CHECK_STR(str_of(v, "msg"), odd);
@@ -285,6 +290,30 @@ static void test_line_bound(void)
 	free(ctl);
 }
 
+/* The actor's hash on lines in a row: each actor's own, also when the thread kept the last one. */
+static void test_actor_hash(void)
+{
+	static const char *const actors[] = {"h:a", "h:a", "h:b", "", "h:a", "", "h:b"};
+	char want[DIGEST_SHORT_HEX + 1];
+	size_t n = sizeof(actors) / sizeof(actors[0]), len;
+	struct log_tag tag = {.seq = 1};
+	yajl_val v;
+
+	capture_begin();
+	for (size_t i = 0; i < n; i++)
+		log_access(&tag, &(struct log_access){.method = "POST", .path = "/", .path_len = 1,
+						      .outcome = "owner", .actor = actors[i]});
+	capture_end();
+	CHECK(capture_lines() == (int)n);
+	for (size_t i = 0; i < n; i++) {
+		digest_short_hex(actors[i], strlen(actors[i]), want);
+		v = capture_line((int)i, &len);
+		CHECK(v && str_of(v, "actor_hash"));
+		CHECK_STR(v ? str_of(v, "actor_hash") : NULL, want);
+		yajl_tree_free(v);
+	}
+}
+
 /* At each least level: which of a debug, info, access, warn and error line are written. */
 static void test_levels(void)
 {
@@ -335,5 +364,6 @@ int main(void)
 	test_cut_fields();
 	test_line_bound();
 	test_levels();
+	test_actor_hash();
 	UNIT_DONE("log");
 }

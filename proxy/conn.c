@@ -10,11 +10,11 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
-#include <stdio.h>
 #include <sys/socket.h>
 
 #include "proxy/http.h"
 #include "proxy/io.h"
+#include "proxy/text.h"
 
 /* The output's meter follows what the socket took at once; what is added waits for a flush. */
 static void conn_output_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
@@ -52,7 +52,7 @@ void conn_attach(struct client_conn *c, struct request *req)
 
 void conn_set_request_id(struct client_conn *c, const char *request_id)
 {
-	snprintf(c->request_id, sizeof(c->request_id), "%s", request_id);
+	text_copy(c->request_id, sizeof(c->request_id), request_id);
 }
 
 void conn_add_request_id(const struct client_conn *c, struct evbuffer *out)

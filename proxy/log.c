@@ -225,14 +225,33 @@ static int log_plain(const char *s, size_t n, size_t max)
 	return 1;
 }
 
-/* A member's name (a literal of idemproxy's, plain ASCII), after a comma when one came before. */
+/*
+ * A member's name of n bytes (a literal of idemproxy's, plain ASCII: no
+ * escapes), after a comma when one came before.
+ */
+static void log_name_n(struct log_line *l, const char *name, size_t n)
+{
+	char buf[64];
+	size_t k = 0;
+
+	if (n > sizeof(buf) - 4) {
+		l->overflow = 1;
+		return;
+	}
+	if (l->more)
+		buf[k++] = ',';
+	buf[k++] = '"';
+	memcpy(buf + k, name, n);
+	k += n;
+	buf[k++] = '"';
+	buf[k++] = ':';
+	line_put(l, buf, k);
+	l->more = 1;
+}
+
 static void log_name(struct log_line *l, const char *name)
 {
-	if (l->more)
-		line_put(l, ",", 1);
-	line_string(l, name, strlen(name));
-	line_put(l, ":", 1);
-	l->more = 1;
+	log_name_n(l, name, strlen(name));
 }
 
 /*
@@ -243,7 +262,8 @@ static void log_name(struct log_line *l, const char *name)
 static void field_text(struct log_line *l, const char *name, const char *value, size_t n,
 		       size_t total, size_t max)
 {
-	size_t used = l->len + strlen(name) + sizeof(",\"\":\"\"") + LOG_TAIL_ROOM;
+	size_t name_len = strlen(name);
+	size_t used = l->len + name_len + sizeof(",\"\":\"\"") + LOG_TAIL_ROOM;
 	size_t room = used < sizeof(l->buf) ? sizeof(l->buf) - used : 0;
 
 	if (max > room)
@@ -252,9 +272,12 @@ static void field_text(struct log_line *l, const char *name, const char *value, 
 		max = sizeof(log_thread.text);
 	if (max < LOG_CUT_MARK_MAX) /* a full line: this overflows, the line is refused */
 		max = LOG_CUT_MARK_MAX;
-	log_name(l, name);
+	log_name_n(l, name, name_len);
 	if (n == total && log_plain(value, n, max)) {
-		line_string(l, value, n);
+		/* nothing to escape */
+		line_put(l, "\"", 1);
+		line_put(l, value, n);
+		line_put(l, "\"", 1);
 		return;
 	}
 	n = log_text(value, n, total, max);

@@ -55,6 +55,7 @@
 #include "proxy/scope.h"
 #include "proxy/stats.h"
 #include "proxy/store.h"
+#include "proxy/text.h"
 #include "proxy/trace.h"
 #include "proxy/upstream.h"
 #include "proxy/waiters.h"
@@ -706,10 +707,10 @@ static void request_existing(struct request *req, const struct record *rec, int 
 			request_cache_put(req, rec, rec->expires_in_ms);
 		req->outcome = OUT_REPLAY;
 		/* Its log line names the owner's request (as far as it fits). */
-		snprintf(req->owner.request_id, sizeof(req->owner.request_id), "%s",
-			 rec->request_id ? rec->request_id : "");
-		snprintf(req->owner.trace_id, sizeof(req->owner.trace_id), "%s",
-			 rec->trace_id ? rec->trace_id : "");
+		text_copy(req->owner.request_id, sizeof(req->owner.request_id),
+			  rec->request_id ? rec->request_id : "");
+		text_copy(req->owner.trace_id, sizeof(req->owner.trace_id),
+			  rec->trace_id ? rec->trace_id : "");
 		STATS_ADD(req->ctx->stats->replays[cached], 1);
 		request_replay(req, rec);
 	} else if (rec->state == RECORD_UNKNOWN || rec->lease_expired) {

@@ -4,7 +4,9 @@
  * on a replay, with its fingerprint, key hash and scope token, those
  * lookups cost more than the hashing. The algorithms are fetched once here
  * and handed out already resolved (EVP_MD_fetch; the legacy objects when a
- * fetch fails).
+ * fetch fails). Each thread also keeps one digest context to begin and
+ * finish digests in (digest_thread_ctx): a context made and freed per
+ * digest cost as much again as hashing a key.
  */
 #include "proxy/digest.h"
 
@@ -13,9 +15,17 @@
 
 static pthread_once_t digest_once = PTHREAD_ONCE_INIT;
 static const EVP_MD *digest_sha256_md, *digest_md5_md;
+static pthread_key_t digest_ctx_key; /* the thread's EVP_MD_CTX, freed when it ends */
+static int digest_ctx_keyed;
+
+static void digest_ctx_free(void *ctx)
+{
+	EVP_MD_CTX_free(ctx);
+}
 
 static void digest_fetch(void)
 {
+	digest_ctx_keyed = pthread_key_create(&digest_ctx_key, digest_ctx_free) == 0;
 	EVP_MD *sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
 	EVP_MD *md5 = EVP_MD_fetch(NULL, "MD5", NULL);
 
@@ -35,9 +45,32 @@ const EVP_MD *digest_md5(void)
 	return digest_md5_md;
 }
 
+EVP_MD_CTX *digest_thread_ctx(void)
+{
+	EVP_MD_CTX *ctx;
+
+	pthread_once(&digest_once, digest_fetch);
+	if (!digest_ctx_keyed)
+		return NULL;
+	ctx = pthread_getspecific(digest_ctx_key);
+	if (!ctx && (ctx = EVP_MD_CTX_new()) && pthread_setspecific(digest_ctx_key, ctx) != 0) {
+		EVP_MD_CTX_free(ctx);
+		ctx = NULL;
+	}
+	return ctx;
+}
+
 int digest_sha256_of(const void *data, size_t len, unsigned char out[DIGEST_SHA256_LEN])
 {
-	return EVP_Digest(data, len, out, NULL, digest_sha256(), NULL) == 1 ? 0 : -1;
+	EVP_MD_CTX *ctx = digest_thread_ctx();
+
+	if (!ctx)
+		return EVP_Digest(data, len, out, NULL, digest_sha256(), NULL) == 1 ? 0 : -1;
+	return EVP_DigestInit_ex(ctx, digest_sha256(), NULL) == 1 &&
+		       EVP_DigestUpdate(ctx, data, len) == 1 &&
+		       EVP_DigestFinal_ex(ctx, out, NULL) == 1
+		   ? 0
+		   : -1;
 }
 
 int digest_sha1_of(const void *data, size_t len, unsigned char out[DIGEST_SHA1_LEN])

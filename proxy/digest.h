@@ -19,6 +19,14 @@
 const EVP_MD *digest_sha256(void);
 const EVP_MD *digest_md5(void);
 
+/*
+ * The calling thread's digest context, made on first use and freed when
+ * the thread ends (NULL when OpenSSL has no memory): for a digest begun
+ * (EVP_DigestInit_ex) and finished (EVP_DigestFinal_ex) with no other
+ * digest of this module's in between.
+ */
+EVP_MD_CTX *digest_thread_ctx(void);
+
 /* out = SHA-256 of the len bytes at data; 0, or -1 when OpenSSL failed. */
 int digest_sha256_of(const void *data, size_t len, unsigned char out[DIGEST_SHA256_LEN]);
 

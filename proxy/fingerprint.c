@@ -1327,7 +1327,7 @@ int fingerprint_request(const char *method, const char *path, size_t path_len, c
 			tag = FP_TAG_JSON;
 	}
 
-	md = EVP_MD_CTX_new();
+	md = digest_thread_ctx();
 	if (!md)
 		goto out;
 	g.md = md;
@@ -1351,7 +1351,6 @@ int fingerprint_request(const char *method, const char *path, size_t path_len, c
 		goto out;
 	rc = 0;
 out:
-	EVP_MD_CTX_free(md);
 	fp_buf_free(&sel);
 	fp_doc_free(&d);
 	return rc;
@@ -1360,7 +1359,7 @@ out:
 int fingerprint_with_headers(unsigned char fp[FINGERPRINT_LEN], const struct fp_header *h, int n)
 {
 	static const char tag = FP_TAG_HEADERS;
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	EVP_MD_CTX *md = digest_thread_ctx();
 	int rc = -1;
 	uint32_t which;
 
@@ -1377,7 +1376,6 @@ int fingerprint_with_headers(unsigned char fp[FINGERPRINT_LEN], const struct fp_
 	}
 	rc = EVP_DigestFinal_ex(md, fp, NULL) == 1 ? 0 : -1;
 out:
-	EVP_MD_CTX_free(md);
 	return rc;
 }
 

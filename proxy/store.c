@@ -137,6 +137,7 @@ struct store {
 	uint64_t nclaims;   /* claims so far: each one's token */
 	int64_t timeout_ms; /* store_timeout */
 	char timeout_sql[STORE_SQL_TIMEOUT_MAX];
+	char timeout_rows_sql[STORE_SQL_TIMEOUT_MAX]; /* before a batch of several rows */
 	char forget_timeout_sql[STORE_SQL_TIMEOUT_MAX]; /* a lost-claim removal's */
 
 	/* The queue, and the operations done whose callbacks have not run. */
@@ -1082,12 +1083,14 @@ static int store_scope_cmp(const void *a, const void *b)
 static int store_send_batch(struct store *st)
 {
 	const struct store_op *op = st->batch[0];
-	int forget = op->kind == STORE_OP_FORGET;
-	struct store_stmt timeout = {.sql = forget ? st->forget_timeout_sql : st->timeout_sql};
+	int forget = op->kind == STORE_OP_FORGET, rows = st->nbatch > 1;
+	int id = forget ? STORE_ID_FORGET_TIMEOUT : rows ? STORE_ID_TIMEOUT_ROWS : STORE_ID_TIMEOUT;
+	struct store_stmt timeout = {.sql = forget ? st->forget_timeout_sql
+					    : rows ? st->timeout_rows_sql
+						   : st->timeout_sql};
 	int nparams;
 
-	if (!store_conn_send(&st->conn, forget ? STORE_ID_FORGET_TIMEOUT : STORE_ID_TIMEOUT,
-			     &timeout, STORE_FORMAT_TEXT, STORE_RES_TIMEOUT))
+	if (!store_conn_send(&st->conn, id, &timeout, STORE_FORMAT_TEXT, STORE_RES_TIMEOUT))
 		return 0;
 	if (op->kind == STORE_OP_QUERY)
 		return store_conn_send(&st->conn, -1, &op->stmt, STORE_FORMAT_TEXT, STORE_RES_MAIN);
@@ -1242,8 +1245,8 @@ struct store *store_new(struct event_base *base, struct evdns_base *dns, int64_t
 	conn_ok = store_conn_init(&st->conn, base, dns, dns_timeout_ms, conninfo, timeout_ms, named,
 				  &events, st) == 0;
 	st->timeout_ms = timeout_ms;
-	store_sql_timeouts(st->timeout_sql, st->forget_timeout_sql, timeout_ms,
-			   store_forget_wait_ms(timeout_ms));
+	store_sql_timeouts(st->timeout_sql, st->timeout_rows_sql, st->forget_timeout_sql,
+			   timeout_ms, store_forget_wait_ms(timeout_ms));
 	st->owner_id = strdup(owner_id ? owner_id : "");
 	st->done_ev = event_new(base, -1, 0, store_done_event, st);
 	st->forget_ev = evtimer_new(base, store_forget_event, st);

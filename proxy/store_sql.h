@@ -49,7 +49,7 @@ struct pg_result; /* libpq's PGresult */
 #define STORE_SQL_MAX	    (STORE_SQL_FIXED_MAX + STORE_BATCH_MAX * STORE_SQL_ROW_MAX)
 
 /* The timeout settings sent before each batch, written out. */
-#define STORE_SQL_TIMEOUT_MAX 192
+#define STORE_SQL_TIMEOUT_MAX 256
 
 enum store_op_kind {
 	STORE_OP_CLAIM,	 /* a claim's insert */
@@ -71,7 +71,8 @@ enum store_part {
 };
 
 /*
- * Named statements: the timeout setting (STORE_ID_TIMEOUT), the lost-claim
+ * Named statements: the timeout setting (STORE_ID_TIMEOUT; with a plan per
+ * execution for a batch of several rows, STORE_ID_TIMEOUT_ROWS), the lost-claim
  * removal's (STORE_ID_FORGET_TIMEOUT), the notification (STORE_ID_NOTIFY)
  * and, per batch kind, row count up to STORE_NAMED_ROWS (larger batches,
  * rare and already spread over many rows, stay unnamed) and part, so a
@@ -83,7 +84,8 @@ enum store_part {
 #define STORE_ID_TIMEOUT	0
 #define STORE_ID_NOTIFY		1
 #define STORE_ID_FORGET_TIMEOUT 2
-#define STORE_ID_BATCHES	3
+#define STORE_ID_TIMEOUT_ROWS	3
+#define STORE_ID_BATCHES	4
 #define STORE_NAMED_FORMS	(STORE_PARTS * STORE_OP_QUERY * STORE_NAMED_ROWS)
 #define STORE_NAMED_IDS		(STORE_ID_BATCHES + 2 * STORE_NAMED_FORMS) /* and Citus's */
 #define STORE_NAME_MAX		40
@@ -165,10 +167,12 @@ extern const struct store_stmt store_sql_citus;
 
 /*
  * The settings sent before each batch (STORE_SQL_TIMEOUT_MAX long each):
- * timeout_ms as statement_timeout, and for a lost-claim removal lock_ms
- * as lock_timeout too.
+ * timeout_ms as statement_timeout; for a batch of more than one row
+ * (rows) also a plan made for each execution, and for a lost-claim
+ * removal lock_ms as lock_timeout too.
  */
-void store_sql_timeouts(char *batch, char *forget, int64_t timeout_ms, int64_t lock_ms);
+void store_sql_timeouts(char *batch, char *rows, char *forget, int64_t timeout_ms,
+			int64_t lock_ms);
 
 /* The batch ordinal in column 0 of row, or -1 when it is not one of nbatch. */
 int store_sql_ord(const struct pg_result *res, int row, int nbatch);

@@ -492,6 +492,38 @@ def test_direct_connection_uses_named_statements(private_pg, proxy, upstream, id
     assert (DIRECT in p.stderr_text()) == (mode != "on"), p.stderr_text()
 
 
+def test_batches_of_several_rows_plan_each_execution(private_pg, proxy, upstream, ids):
+    """Owners finishing together share a batch; a batch of more than one row
+    is preceded by the setting that plans it for this execution
+    (idemproxy_timeout_rows), a one-row batch by the plain timeout: a
+    generic plan made while the table was small would scan the whole table."""
+    pgx = private_pg()
+    log_statements(pgx)
+    p = proxy(dict(NO_CACHE, workers="1"), database=pgx.conninfo, wait_store=True)
+    n, hold = 24, "batch-" + ids.key()
+    keys = [ids.key() for _ in range(n)]
+    owners = [Background(lambda k=k: p.post("/api/courses", key=k, actor=ids.actor, body=course(),
+                                            headers=[("X-Test-Hold", hold)]))
+              for k in keys]
+    assert len(upstream.wait_for(n, actor=ids.actor)) == n
+    upstream.release(hold)
+    for b in owners:
+        assert_owner(b.join())
+    for k in keys:
+        assert upstream.count(key=k) == 1
+    names = executed(pgx)
+    multi = sum(c for name, c in names.items()
+                if name.startswith("idemproxy_") and name.count("_") == 2
+                and not name.startswith("idemproxy_timeout") and int(name.rsplit("_", 1)[1]) > 1)
+    single = sum(c for name, c in names.items()
+                 if name.startswith("idemproxy_") and name.count("_") == 2
+                 and not name.startswith("idemproxy_timeout") and name.endswith("_1"))
+    # the 24 finishes, released at once, cannot all have gone alone
+    assert multi >= 1, names
+    assert names.get("idemproxy_timeout_rows", 0) == multi, names
+    assert names.get("idemproxy_timeout", 0) >= single, names
+
+
 def test_prepared_statements_off_sends_unnamed(private_pg, proxy, upstream, ids):
     pgx = private_pg()
     log_statements(pgx)

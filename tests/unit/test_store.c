@@ -1325,6 +1325,7 @@ static void test_statements(void)
 	}
 	CHECK(unique);
 	CHECK_STR(names[STORE_ID_TIMEOUT], "idemproxy_timeout");
+	CHECK_STR(names[STORE_ID_TIMEOUT_ROWS], "idemproxy_timeout_rows");
 	CHECK_STR(names[store_sql_id(STORE_OP_CLAIM, STORE_PART_MAIN, 1, 0)], "idemproxy_0_1");
 	CHECK_STR(names[store_sql_id(STORE_OP_FORGET, STORE_PART_FIRST, 16, 0)],
 		  "idemproxy_5_16_first");

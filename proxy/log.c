@@ -1,12 +1,11 @@
 /*
  * JSON-lines logger. Each line is written into a fixed buffer of its
  * thread, escaped as JSON requires, and written whole with write(2), so
- * lines from different
- * workers never interleave. Access lines (one per request) are collected
- * per thread and written in batches by log_flush(), which each worker
- * calls from a short timer: one system call for many requests, as nginx's
- * buffered access_log does. Every other line flushes the batch first and
- * goes out at once, in order.
+ * lines from different workers never interleave. Access lines (one per
+ * request) are collected per thread and written in batches by
+ * log_flush(), which each worker calls from a short timer: one system call
+ * for many requests, as nginx's buffered access_log does. Every other line
+ * flushes the batch first and goes out at once, in order.
  *
  * Memory is fixed per thread: the line, one string field's text and the
  * batch. The line is written byte by byte here rather than by a JSON

@@ -51,7 +51,7 @@ FUZZERS      := build/fuzz/fuzz_http build/fuzz/fuzz_fingerprint build/fuzz/fuzz
 
 # Each fuzz target's sources (one list: what it is built from and what
 # rebuilds it; the headers they include come from clang's -MMD) and libraries.
-CONF_SRC          := conf/conf.c conf/directives.c conf/route.c conf/dump.c http/header.c http/path.c http/grpc.c
+CONF_SRC          := conf/conf.c conf/args.c conf/directives.c conf/route.c conf/dump.c http/header.c http/path.c http/grpc.c
 FUZZ_SRC_fuzz_http := tests/fuzz/fuzz_http.c proxy/http.c http/header.c http/path.c \
                       proxy/upgrade.c proxy/base64.c proxy/digest.c
 FUZZ_LIB_fuzz_http := -levent -lcrypto

@@ -344,26 +344,6 @@ int conf_set_trusted_proxies(struct conf_parser *p, struct route *r, int argc, c
 	return 0;
 }
 
-/* Parse the duration S for the current directive into *MS; it must be > 0. */
-int conf_duration_arg(struct conf_parser *p, const char *s, int64_t *ms)
-{
-	int64_t v;
-
-	if (conf_parse_duration(s, &v))
-		return conf_error(p, "invalid duration \"%s\"", s);
-	if (v == 0)
-		return conf_error(p, "\"%s\" must be greater than 0", p->dir->name);
-	*ms = v;
-	return 0;
-}
-
-int conf_size_arg(struct conf_parser *p, const char *s, size_t *bytes)
-{
-	if (conf_parse_size(s, bytes))
-		return conf_error(p, "invalid size \"%s\"", s);
-	return 0;
-}
-
 /* problem_base is a URI prefix placed into JSON: visible ASCII only. */
 int conf_set_problem_base(struct conf_parser *p, struct route *r, int argc, char **argv)
 {
@@ -648,40 +628,6 @@ int conf_set_fingerprint(struct conf_parser *p, struct route *r, int argc, char 
 				return conf_error(p, "duplicate fingerprint field \"%s\"",
 						  r->fields[j].path);
 		}
-	}
-	return 0;
-}
-
-/*
- * Fill SET from ARGV: each a status 100-599 or, with CF_CLASSES, a class
- * "4xx"; with CF_GRPC a gRPC code (grpc_code_parse) instead.
- */
-int conf_status_set(struct conf_parser *p, struct status_set *set, int argc, char **argv,
-			   int flags)
-{
-	const char *s;
-	int i, lo, hi, st;
-
-	memset(set, 0, sizeof(*set));
-	set->set = 1;
-	for (i = 0; i < argc; i++) {
-		s = argv[i];
-		if (flags & CF_GRPC) {
-			if ((lo = hi = grpc_code_parse(s)) < 0)
-				return conf_error(p, "invalid gRPC status code \"%s\" (a name such as "
-						     "UNAVAILABLE, or 0-16)", s);
-		} else if ((flags & CF_CLASSES) && strlen(s) == 3 && s[0] >= '1' && s[0] <= '5' &&
-		    (s[1] == 'x' || s[1] == 'X') && (s[2] == 'x' || s[2] == 'X')) {
-			lo = (s[0] - '0') * 100;
-			hi = lo + 99;
-		} else if (strlen(s) == 3 &&
-			   conf_parse_int(s, CONF_STATUS_MIN, CONF_STATUS_MAX, &lo) == 0) {
-			hi = lo;
-		} else {
-			return conf_error(p, "invalid status \"%s\"", s);
-		}
-		for (st = lo; st <= hi; st++)
-			set->bits[st / 8] |= (uint8_t)(1u << (st % 8));
 	}
 	return 0;
 }

@@ -1,7 +1,8 @@
 /*
- * The configuration parser's state and the helpers its setters share
+ * The configuration parser's state and the helpers its halves share
  * (conf.c: lexer, table, parser, validation; directives.c: the directives
- * with setters of their own). Private to conf/.
+ * with setters of their own; args.c: errors and argument values, used by
+ * both). Private to conf/.
  */
 #ifndef IDEMPROXY_CONF_PARSER_H
 #define IDEMPROXY_CONF_PARSER_H
@@ -44,6 +45,9 @@ struct conf_parser {
 
 /* Write "FILE:LINE: message" for the current line into p->err; returns -1. */
 int conf_error(struct conf_parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Same as conf_error for a given LINE; returns -1. */
+int conf_error_at(struct conf_parser *p, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Free names[0..n-1] and names. */
 void conf_free_names(char **names, int n);
 int conf_set_str(struct conf_parser *p, char **dst, const char *s);
